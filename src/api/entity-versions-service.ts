@@ -1,0 +1,280 @@
+import { randomUUID } from "node:crypto";
+import type { DescMessage, MessageInitShape } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import {
+  type ConfirmUploadRequest,
+  type ConfirmUploadResponseSchema,
+  type DeleteVersionRequest,
+  type DeleteVersionResponseSchema,
+  type EntityVersionsService,
+  type GetActiveVersionRequest,
+  type GetActiveVersionResponseSchema,
+  type GetDownloadUrlRequest,
+  type GetDownloadUrlResponseSchema,
+  type GetUploadUrlRequest,
+  type GetUploadUrlResponseSchema,
+  type GetVersionRequest,
+  type GetVersionResponseSchema,
+  type ListVersionsRequest,
+  type ListVersionsResponseSchema,
+  type SetActiveVersionRequest,
+  type SetActiveVersionResponseSchema,
+  StaleBaseSchema,
+} from "../../gen/entityversions/v1/entity_versions_pb.js";
+import { anonymousName, callerOf } from "../auth/caller.js";
+import { uploadPaths } from "../blob/blob-paths.js";
+import type { BlobStore } from "../blob/blob-store.js";
+import type { Clock } from "../clock.js";
+import { decidePush } from "../domain/push-rules.js";
+import { apiError, detail } from "../errors/api-error.js";
+import type { BlobDeleter } from "../jobs/blob-deleter.js";
+import type { VersionRecord, VersionStore } from "../store/version-store.js";
+import type { PageTokens } from "./page-token.js";
+import * as valid from "./validate.js";
+import { toVersionMessage, toVersionRef } from "./version-message.js";
+
+type Init<S extends DescMessage> = MessageInitShape<S>;
+
+/** Settings of the versions service, from the configuration. */
+export interface EntityVersionsSettings {
+  readonly uploadUrlTtlSeconds: number;
+  readonly downloadUrlTtlSeconds: number;
+  readonly limits: valid.Limits;
+}
+
+/** What the versions service is built from; all injected, so tests choose each part. */
+export interface EntityVersionsDeps {
+  readonly store: VersionStore;
+  readonly blobs: BlobStore;
+  readonly deleter: BlobDeleter;
+  readonly clock: Clock;
+  readonly pageTokens: PageTokens;
+  readonly settings: EntityVersionsSettings;
+  readonly newId?: () => string;
+}
+
+/** The headers a PUT to an upload URL must carry, also returned with every upload URL. */
+export const uploadHeaders: Readonly<Record<string, string>> = Object.freeze({
+  "x-ms-blob-type": "BlockBlob",
+  "Content-Type": "application/octet-stream",
+});
+
+function staleBase(baseVersionId: string, tip: VersionRecord | undefined) {
+  return apiError(
+    "STALE_BASE",
+    { baseVersionId, tipVersionId: tip?.id },
+    { details: [detail(StaleBaseSchema, tip === undefined ? {} : { latestVersion: toVersionRef(tip) })] },
+  );
+}
+
+function versionTaken(existing: VersionRecord) {
+  return apiError("VERSION_ALREADY_EXISTS", {
+    entityId: existing.entityId,
+    version: existing.version,
+    versionId: existing.id,
+  });
+}
+
+/**
+ * The EntityVersionsService: spec sections 1 to 4, 7 and 9. Handlers
+ * validate, then leave every decision that must hold under concurrency to
+ * the store's locked transactions; blob calls happen outside any lock.
+ */
+export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersionsService> {
+  readonly #d: EntityVersionsDeps;
+  readonly #newId: () => string;
+
+  constructor(deps: EntityVersionsDeps) {
+    this.#d = deps;
+    this.#newId = deps.newId ?? randomUUID;
+  }
+
+  /** A URL's expiry, in whole seconds: a SAS carries no fractions, so neither does expires_at. */
+  #expiry(seconds: number): Date {
+    return new Date(Math.floor(this.#d.clock.now().getTime() / 1000) * 1000 + seconds * 1000);
+  }
+
+  /**
+   * The push rules both endpoints share, in order: deduplication, push
+   * protection, then the version string. Returns the existing version for a
+   * duplicate, undefined when the push may go on, and throws otherwise.
+   */
+  async #decide(entityId: string, sourceHash: string, version: string, baseVersionId: string, force: boolean): Promise<VersionRecord | undefined> {
+    const check = await this.#d.store.checkPush(entityId, sourceHash, version);
+    const decision = decidePush({ duplicate: check.duplicate, tipVersionId: check.tip?.id }, { baseVersionId, force });
+    if (decision.kind === "existing") return decision.version;
+    if (decision.kind === "stale") throw staleBase(baseVersionId, check.tip);
+    if (check.versionTaken !== undefined) throw versionTaken(check.versionTaken);
+    return undefined;
+  }
+
+  async getUploadUrl(req: GetUploadUrlRequest): Promise<Init<typeof GetUploadUrlResponseSchema>> {
+    const entityId = valid.entityId(req.entityId);
+    const version = valid.versionString(req.version);
+    const sourceHash = valid.sourceHash(req.sourceHash);
+    const baseVersionId = valid.baseVersionId(req.baseVersionId);
+    const existing = await this.#decide(entityId, sourceHash, version, baseVersionId, req.force);
+    if (existing !== undefined) return { existingVersion: toVersionMessage(existing) };
+
+    const uploadId = this.#newId();
+    const { storagePath, lockPath } = uploadPaths(entityId, uploadId);
+    const expiresAt = this.#expiry(this.#d.settings.uploadUrlTtlSeconds);
+    await this.#d.store.recordUpload(entityId, uploadId, this.#d.clock.now());
+    return {
+      uploadUrl: this.#d.blobs.signUploadUrl(storagePath, expiresAt),
+      storagePath,
+      lockfileUploadUrl: this.#d.blobs.signUploadUrl(lockPath, expiresAt),
+      packageLockPath: lockPath,
+      expiresAt: timestampFromDate(expiresAt),
+      uploadHeaders: { ...uploadHeaders },
+    };
+  }
+
+  async confirmUpload(req: ConfirmUploadRequest, ctx: HandlerContext): Promise<Init<typeof ConfirmUploadResponseSchema>> {
+    const { limits } = this.#d.settings;
+    const entityId = valid.entityId(req.entityId);
+    const upload = valid.uploadPath(req.storagePath, "storage_path", entityId, "package");
+    const version = valid.versionString(req.version);
+    const sourceHash = valid.sourceHash(req.sourceHash);
+    const fileSizeBytes = valid.fileSize(req.fileSizeBytes, limits);
+    const baseVersionId = valid.baseVersionId(req.baseVersionId);
+    const serviceDependencies = valid.serviceDependencies(req.serviceDependencies, limits);
+    const packageJson = valid.packageJson(req.packageJson, limits);
+    const lock = req.packageLockPath === "" ? undefined : valid.uploadPath(req.packageLockPath, "package_lock_path", entityId, "lockfile");
+    if (lock !== undefined && lock.uploadId !== upload.uploadId) {
+      throw apiError("INVALID_ARGUMENT", {
+        field: "package_lock_path",
+        problem: "must be the package_lock_path upload-url returned together with storage_path",
+      });
+    }
+
+    // Decide as upload-url does before touching the blob store: duplicates
+    // answer 200 whatever else the request says (spec 4.2), and a doomed push
+    // learns STALE_BASE before any upload problem. The transaction decides
+    // again under the entity lock; these reads only answer early.
+    const early = await this.#decide(entityId, sourceHash, version, baseVersionId, req.force);
+    if (early !== undefined) return { version: toVersionMessage(early), created: false };
+
+    const [pkg, lockfile] = await Promise.all([
+      this.#d.blobs.stat(req.storagePath),
+      lock === undefined ? undefined : this.#d.blobs.stat(req.packageLockPath),
+    ]);
+    if (pkg === undefined) throw apiError("UPLOAD_NOT_FOUND", { path: req.storagePath });
+    if (pkg.size !== fileSizeBytes) {
+      throw apiError("UPLOAD_SIZE_MISMATCH", { path: req.storagePath, expected: fileSizeBytes, actual: pkg.size });
+    }
+    if (lock !== undefined && lockfile === undefined) throw apiError("UPLOAD_NOT_FOUND", { path: req.packageLockPath });
+
+    const outcome = await this.#d.store.confirm({
+      id: this.#newId(),
+      entityId,
+      version,
+      sourceHash,
+      uploadId: upload.uploadId,
+      storagePath: req.storagePath,
+      fileSizeBytes,
+      packageLockPath: lock === undefined ? undefined : req.packageLockPath,
+      serviceDependencies,
+      packageJson,
+      baseVersionId,
+      publishedBy: callerOf(ctx)?.id ?? anonymousName,
+      setAsActive: req.setAsActive,
+      force: req.force,
+      now: this.#d.clock.now(),
+    });
+    switch (outcome.kind) {
+      case "created":
+        return { version: toVersionMessage(outcome.version), created: true };
+      case "existing":
+        return { version: toVersionMessage(outcome.version), created: false };
+      case "stale":
+        throw staleBase(baseVersionId, outcome.tip);
+      case "version-taken":
+        throw versionTaken(outcome.existing);
+      case "upload-missing":
+        throw apiError("UPLOAD_NOT_FOUND", { path: req.storagePath });
+      case "upload-used":
+        throw apiError("UPLOAD_ALREADY_CONFIRMED", { path: req.storagePath, versionId: outcome.versionId });
+    }
+  }
+
+  async #version(entityIdValue: string, versionIdValue: string): Promise<VersionRecord> {
+    const entityId = valid.entityId(entityIdValue);
+    const versionId = valid.versionId(versionIdValue);
+    const found = await this.#d.store.getVersion(entityId, versionId);
+    if (found.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
+    if (found.kind === "version-missing") throw apiError("VERSION_NOT_FOUND", { entityId, versionId });
+    return found.version;
+  }
+
+  async getDownloadUrl(req: GetDownloadUrlRequest): Promise<Init<typeof GetDownloadUrlResponseSchema>> {
+    const version = await this.#version(req.entityId, req.versionId);
+    const expiresAt = this.#expiry(this.#d.settings.downloadUrlTtlSeconds);
+    return {
+      downloadUrl: this.#d.blobs.signDownloadUrl(version.storagePath, expiresAt),
+      expiresAt: timestampFromDate(expiresAt),
+      version: toVersionMessage(version),
+      ...(version.packageLockPath === undefined
+        ? {}
+        : { lockfileDownloadUrl: this.#d.blobs.signDownloadUrl(version.packageLockPath, expiresAt) }),
+    };
+  }
+
+  async getActiveVersion(req: GetActiveVersionRequest): Promise<Init<typeof GetActiveVersionResponseSchema>> {
+    const entityId = valid.entityId(req.entityId);
+    const found = await this.#d.store.getActive(entityId);
+    if (found.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
+    if (found.kind === "none-active") throw apiError("NO_ACTIVE_VERSION", { entityId });
+    return { version: toVersionMessage(found.version) };
+  }
+
+  async setActiveVersion(req: SetActiveVersionRequest): Promise<Init<typeof SetActiveVersionResponseSchema>> {
+    const entityId = valid.entityId(req.entityId);
+    const versionId = valid.versionId(req.versionId);
+    const outcome = await this.#d.store.setActive(entityId, versionId);
+    if (outcome.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
+    if (outcome.kind === "version-missing") throw apiError("VERSION_NOT_FOUND", { entityId, versionId });
+    return { version: toVersionMessage(outcome.version) };
+  }
+
+  async deleteVersion(req: DeleteVersionRequest): Promise<Init<typeof DeleteVersionResponseSchema>> {
+    const entityId = valid.entityId(req.entityId);
+    const versionId = valid.versionId(req.versionId);
+    const outcome = await this.#d.store.deleteVersion(entityId, versionId, this.#d.clock.now());
+    if (outcome.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
+    if (outcome.kind === "version-missing") throw apiError("VERSION_NOT_FOUND", { entityId, versionId });
+    if (outcome.kind === "active") throw apiError("ACTIVE_VERSION_NOT_DELETABLE", { entityId, versionId });
+    // The record is gone and the blobs are queued in the same transaction;
+    // deleting them now is best effort, the deleter retries what fails.
+    await this.#d.deleter.deleteNow(entityId, outcome.uploadId);
+    return {};
+  }
+
+  async listVersions(req: ListVersionsRequest): Promise<Init<typeof ListVersionsResponseSchema>> {
+    const entityId = valid.entityId(req.entityId);
+    const size = valid.pageSize(req.pageSize);
+    let beforeSeq: number | undefined;
+    if (req.pageToken !== "") {
+      const cursor = this.#d.pageTokens.decode(req.pageToken, entityId);
+      if (cursor === undefined) {
+        throw apiError("INVALID_ARGUMENT", {
+          field: "page_token",
+          problem: "is not a next_page_token this service issued for this entity; start again without page_token",
+        });
+      }
+      beforeSeq = cursor.beforeSeq;
+    }
+    const page = await this.#d.store.listVersions(entityId, beforeSeq, size);
+    if (page.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
+    const last = page.versions[page.versions.length - 1];
+    return {
+      versions: page.versions.map(toVersionMessage),
+      nextPageToken: page.hasMore && last !== undefined ? this.#d.pageTokens.encode({ entityId, beforeSeq: last.seq }) : "",
+    };
+  }
+
+  async getVersion(req: GetVersionRequest): Promise<Init<typeof GetVersionResponseSchema>> {
+    return { version: toVersionMessage(await this.#version(req.entityId, req.versionId)) };
+  }
+}

@@ -1,0 +1,117 @@
+import type { JsonObject } from "@bufbuild/protobuf";
+import { type ParsedUploadPath, parseUploadPath } from "../blob/blob-paths.js";
+import {
+  entityIdPattern,
+  serviceSlugPattern,
+  sourceHashPattern,
+  versionIdPattern,
+} from "../domain/identifiers.js";
+import type { Limits as ConfigLimits } from "../config.js";
+import { isVersionString } from "../domain/version-string.js";
+import { apiError } from "../errors/api-error.js";
+
+/** Bounds on request values, from the configuration. */
+export type Limits = Pick<ConfigLimits, "maxPackageBytes" | "maxPackageJsonBytes" | "maxServiceDependencies">;
+
+/** Page sizes of ListVersions (AIP-158). */
+export const defaultPageSize = 50;
+export const maxPageSize = 1000;
+
+function invalid(field: string, problem: string) {
+  return apiError("INVALID_ARGUMENT", { field, problem });
+}
+
+function show(value: string): string {
+  return JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value);
+}
+
+/** An entity id, checked before it reaches SQL or a blob path. */
+export function entityId(value: string): string {
+  if (value === "") throw invalid("entity_id", "is required");
+  if (!entityIdPattern.test(value)) {
+    throw invalid("entity_id", `${show(value)} must be 1 to 128 letters, digits, "_" or "-", starting with a letter or digit`);
+  }
+  return value;
+}
+
+/** A version id that must be given. */
+export function versionId(value: string, field = "version_id"): string {
+  if (value === "") throw invalid(field, "is required");
+  if (!versionIdPattern.test(value)) throw invalid(field, `${show(value)} is not a version id`);
+  return value;
+}
+
+/** base_version_id: "" when omitted (a first push), else a version id. */
+export function baseVersionId(value: string): string {
+  return value === "" ? "" : versionId(value, "base_version_id");
+}
+
+/** A version string, YYYY.MM.DD-HHMMSS naming a real date and time. */
+export function versionString(value: string): string {
+  if (value === "") throw invalid("version", "is required");
+  if (!isVersionString(value)) {
+    throw invalid("version", `${show(value)} must be YYYY.MM.DD-HHMMSS and a real date and time, e.g. 2026.11.21-093000`);
+  }
+  return value;
+}
+
+/** A source hash: lowercase hex SHA-1, SHA-256, SHA-384 or SHA-512. */
+export function sourceHash(value: string): string {
+  if (value === "") throw invalid("source_hash", "is required");
+  if (!sourceHashPattern.test(value)) {
+    throw invalid("source_hash", "must be a lowercase hex SHA digest of 40, 64, 96 or 128 characters");
+  }
+  return value;
+}
+
+/** A blob path this service issued for this entity's upload. */
+export function uploadPath(value: string, field: string, entity: string, file: ParsedUploadPath["file"]): ParsedUploadPath {
+  if (value === "") throw invalid(field, "is required");
+  const parsed = parseUploadPath(value);
+  if (parsed === undefined || parsed.entityId !== entity || parsed.file !== file) {
+    const which = file === "package" ? "storage_path" : "package_lock_path";
+    throw invalid(field, `${show(value)} is not a path this service issued for entity "${entity}": pass the ${which} that upload-url returned`);
+  }
+  return parsed;
+}
+
+/** file_size_bytes: at least 1 and at most the configured maximum. */
+export function fileSize(value: bigint, limits: Limits): number {
+  if (value < 1n) throw invalid("file_size_bytes", "must be at least 1 (the size of the uploaded package in bytes)");
+  if (value > BigInt(limits.maxPackageBytes)) {
+    throw invalid("file_size_bytes", `${value} is more than the maximum package size of ${limits.maxPackageBytes} bytes`);
+  }
+  return Number(value);
+}
+
+/** service_dependencies: distinct service slugs, a bounded number of them. */
+export function serviceDependencies(values: readonly string[], limits: Limits): string[] {
+  if (values.length > limits.maxServiceDependencies) {
+    throw invalid("service_dependencies", `has ${values.length} entries; at most ${limits.maxServiceDependencies} are allowed`);
+  }
+  const seen = new Set<string>();
+  for (const slug of values) {
+    if (!serviceSlugPattern.test(slug)) {
+      throw invalid("service_dependencies", `${show(slug)} is not a service slug (lowercase letters and digits joined by single hyphens, up to 63 characters)`);
+    }
+    if (seen.has(slug)) throw invalid("service_dependencies", `lists ${show(slug)} twice`);
+    seen.add(slug);
+  }
+  return [...seen];
+}
+
+/** package_json: any JSON object, bounded in size. */
+export function packageJson(value: JsonObject | undefined, limits: Limits): JsonObject | undefined {
+  if (value === undefined) return undefined;
+  const size = Buffer.byteLength(JSON.stringify(value));
+  if (size > limits.maxPackageJsonBytes) {
+    throw invalid("package_json", `is ${size} bytes of JSON; at most ${limits.maxPackageJsonBytes} are allowed`);
+  }
+  return value;
+}
+
+/** page_size per AIP-158: negative is an error, 0 the default, above the maximum the maximum. */
+export function pageSize(value: number): number {
+  if (value < 0) throw invalid("page_size", "must not be negative");
+  return value === 0 ? defaultPageSize : Math.min(value, maxPageSize);
+}

@@ -1,0 +1,99 @@
+import {
+  BlobSASPermissions,
+  BlobServiceClient,
+  type ContainerClient,
+  generateBlobSASQueryParameters,
+  SASProtocol,
+  StorageSharedKeyCredential,
+} from "@azure/storage-blob";
+import { type BlobStat, type BlobStore, BlobStoreUnavailableError } from "./blob-store.js";
+
+/** Options of the Azure blob store. */
+export interface AzureBlobStoreOptions {
+  readonly connectionString: string;
+  readonly container: string;
+  /** Bound on each blob call, retries included. */
+  readonly timeoutMs?: number;
+}
+
+function connectionStringPart(connectionString: string, name: string): string | undefined {
+  for (const part of connectionString.split(";")) {
+    const at = part.indexOf("=");
+    if (at > 0 && part.slice(0, at).trim().toLowerCase() === name.toLowerCase()) return part.slice(at + 1).trim();
+  }
+  return undefined;
+}
+
+const uploadPermissions = BlobSASPermissions.parse("cw");
+const downloadPermissions = BlobSASPermissions.parse("r");
+
+/**
+ * Azure Blob Storage (or Azurite) through @azure/storage-blob. SAS URLs are
+ * service SAS signed locally with the account key: about 6 µs, no network.
+ */
+export class AzureBlobStore implements BlobStore {
+  readonly #container: ContainerClient;
+  readonly #credential: StorageSharedKeyCredential;
+  readonly #protocol: SASProtocol;
+  readonly #timeoutMs: number;
+
+  constructor(options: AzureBlobStoreOptions) {
+    const accountName = connectionStringPart(options.connectionString, "AccountName");
+    const accountKey = connectionStringPart(options.connectionString, "AccountKey");
+    if (accountName === undefined || accountKey === undefined) {
+      throw new Error("the Azure Storage connection string must carry AccountName and AccountKey");
+    }
+    this.#timeoutMs = options.timeoutMs ?? 10_000;
+    const service = BlobServiceClient.fromConnectionString(options.connectionString, {
+      retryOptions: { maxTries: 3, tryTimeoutInMs: this.#timeoutMs, retryDelayInMs: 100, maxRetryDelayInMs: 1_000 },
+    });
+    this.#container = service.getContainerClient(options.container);
+    this.#credential = new StorageSharedKeyCredential(accountName, accountKey);
+    this.#protocol = this.#container.url.startsWith("https:") ? SASProtocol.Https : SASProtocol.HttpsAndHttp;
+  }
+
+  #sign(path: string, permissions: BlobSASPermissions, expiresOn: Date): string {
+    const sas = generateBlobSASQueryParameters(
+      { containerName: this.#container.containerName, blobName: path, permissions, expiresOn, protocol: this.#protocol },
+      this.#credential,
+    );
+    return `${this.#container.getBlobClient(path).url}?${sas.toString()}`;
+  }
+
+  signUploadUrl(path: string, expiresOn: Date): string {
+    return this.#sign(path, uploadPermissions, expiresOn);
+  }
+
+  signDownloadUrl(path: string, expiresOn: Date): string {
+    return this.#sign(path, downloadPermissions, expiresOn);
+  }
+
+  async #call<T>(what: string, run: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    try {
+      return await run(AbortSignal.timeout(this.#timeoutMs));
+    } catch (error) {
+      throw new BlobStoreUnavailableError(`blob store: ${what} failed`, { cause: error });
+    }
+  }
+
+  /** Creates the container when it is missing; run once at start-up. */
+  async ensureContainer(): Promise<void> {
+    await this.#call("create container", (abortSignal) => this.#container.createIfNotExists({ abortSignal }));
+  }
+
+  async stat(path: string): Promise<BlobStat | undefined> {
+    return this.#call("get properties", async (abortSignal) => {
+      try {
+        const props = await this.#container.getBlobClient(path).getProperties({ abortSignal });
+        return { size: props.contentLength ?? 0, lastModified: props.lastModified ?? new Date(0) };
+      } catch (error) {
+        if ((error as { statusCode?: number }).statusCode === 404) return undefined;
+        throw error;
+      }
+    });
+  }
+
+  async deleteIfExists(path: string): Promise<void> {
+    await this.#call("delete", (abortSignal) => this.#container.getBlobClient(path).deleteIfExists({ abortSignal }));
+  }
+}

@@ -1,0 +1,107 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import fs from "node:fs";
+import { createRequire } from "node:module";
+import path from "node:path";
+
+/**
+ * Azurite's account and key: public, the same in every copy of the
+ * emulator, and accepted by nothing but an emulator.
+ */
+export const azuriteAccount = "devstoreaccount1";
+export const azuriteKey = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+/** A running Azurite blob service. */
+export interface EmbeddedAzurite {
+  readonly blobEndpoint: string;
+  readonly connectionString: string;
+  /** Stops the emulator; resolves once its process has exited. */
+  stop(): Promise<void>;
+}
+
+/** Where to run Azurite. */
+export interface EmbeddedAzuriteOptions {
+  /** Data folder; omitted means in memory. */
+  readonly location?: string;
+  /** 0 takes a free port. */
+  readonly port?: number;
+  readonly host?: string;
+}
+
+function azuriteMain(): string {
+  const require = createRequire(import.meta.url);
+  let pkg: string;
+  try {
+    pkg = require.resolve("azurite/package.json");
+  } catch {
+    throw new Error(
+      "AZURE_STORAGE_CONNECTION_STRING is not set and the embedded Azurite is not installed (it is a dev dependency): " +
+        "run `npm install` without --omit=dev, or set AZURE_STORAGE_CONNECTION_STRING.",
+    );
+  }
+  return path.join(path.dirname(pkg), "dist", "src", "blob", "main.js");
+}
+
+/**
+ * Starts Azurite's blob service as a child process (it has no programmatic
+ * API, and in-process it would stall whenever the service's own thread is
+ * busy). It is killed when this process exits.
+ */
+export async function startEmbeddedAzurite(options: EmbeddedAzuriteOptions = {}): Promise<EmbeddedAzurite> {
+  const host = options.host ?? "127.0.0.1";
+  const args = [
+    azuriteMain(),
+    "--blobHost",
+    host,
+    "--blobPort",
+    String(options.port ?? 0),
+    "--skipApiVersionCheck",
+    "--disableTelemetry",
+  ];
+  if (options.location === undefined) args.push("--inMemoryPersistence");
+  else {
+    fs.mkdirSync(options.location, { recursive: true });
+    args.push("--location", options.location);
+  }
+  const child: ChildProcess = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"] });
+  const killOnExit = () => child.kill("SIGKILL");
+  process.once("exit", killOnExit);
+
+  const port = await new Promise<number>((resolve, reject) => {
+    let out = "";
+    const timer = setTimeout(() => fail(new Error(`Azurite did not start within 30 s: ${out.slice(-500)}`)), 30_000);
+    const fail = (error: Error) => {
+      clearTimeout(timer);
+      child.kill("SIGKILL");
+      reject(error);
+    };
+    const onData = (chunk: Buffer) => {
+      out += chunk.toString();
+      const m = /Blob service (?:is )?successfully list\w+ (?:at|on) https?:\/\/[^:\s]+:(\d+)/.exec(out);
+      if (m !== null) {
+        clearTimeout(timer);
+        child.stdout?.off("data", onData);
+        child.stdout?.resume();
+        child.stderr?.resume();
+        resolve(Number(m[1]));
+      }
+    };
+    child.stdout?.on("data", onData);
+    child.stderr?.on("data", (chunk: Buffer) => (out += chunk.toString()));
+    child.once("exit", (code) => fail(new Error(`Azurite exited with code ${code} before it started: ${out.slice(-500)}`)));
+    child.once("error", fail);
+  });
+
+  const blobEndpoint = `http://${host}:${port}/${azuriteAccount}`;
+  return {
+    blobEndpoint,
+    connectionString: `DefaultEndpointsProtocol=http;AccountName=${azuriteAccount};AccountKey=${azuriteKey};BlobEndpoint=${blobEndpoint};`,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        process.off("exit", killOnExit);
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
+        child.once("exit", () => resolve());
+        child.kill("SIGTERM");
+        setTimeout(() => child.kill("SIGKILL"), 5_000).unref();
+      }),
+  };
+}

@@ -1,0 +1,147 @@
+import path from "node:path";
+
+/** Where the versions are recorded. */
+export type DatabaseConfig =
+  | { readonly kind: "mysql"; readonly url: string; readonly poolMax: number }
+  | { readonly kind: "sqlite"; readonly file: string };
+
+/** Where packages are stored. */
+export type BlobConfig =
+  | { readonly kind: "azure"; readonly connectionString: string; readonly container: string }
+  | { readonly kind: "embedded-azurite"; readonly location: string; readonly port: number; readonly container: string };
+
+/** The service's whole configuration, read once at start-up and frozen. */
+export interface Config {
+  readonly host: string;
+  readonly port: number;
+  readonly logLevel: string;
+  readonly dataDir: string;
+  readonly database: DatabaseConfig;
+  readonly blob: BlobConfig;
+  readonly uploadUrlTtlSeconds: number;
+  readonly downloadUrlTtlSeconds: number;
+  readonly shutdownTimeoutMs: number;
+  /** Bound on each blob store call, retries included. */
+  readonly blobTimeoutMs: number;
+  /** How often queued blob deletions are retried. */
+  readonly blobDeletionIntervalMs: number;
+  /** Signs page tokens; replicas must share it. Undefined: a secret kept under dataDir. */
+  readonly pageTokenSecret: string | undefined;
+  readonly limits: Limits;
+}
+
+/** Bounds on what a request may carry. */
+export interface Limits {
+  readonly maxRequestBytes: number;
+  readonly maxPackageBytes: number;
+  readonly maxPackageJsonBytes: number;
+  readonly maxServiceDependencies: number;
+}
+
+/** A configuration value is wrong; the message names the variable and what it accepts. */
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === "") return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new ConfigError(`${name} must be a whole number from ${min} to ${max}, got "${raw}".`);
+  }
+  return value;
+}
+
+function text(env: Env, name: string, fallback: string): string {
+  const raw = env[name];
+  return raw === undefined || raw.trim() === "" ? fallback : raw.trim();
+}
+
+function secret(env: Env, name: string): string | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return undefined;
+  if (raw.length < 32) throw new ConfigError(`${name} must be at least 32 characters (random; e.g. \`openssl rand -base64 32\`).`);
+  return raw;
+}
+
+function database(env: Env, dataDir: string): DatabaseConfig {
+  const raw = env["DATABASE_URL"]?.trim();
+  if (raw === undefined || raw === "") return { kind: "sqlite", file: path.join(dataDir, "entity-versions.db") };
+  if (raw.startsWith("sqlite:")) {
+    const file = raw.slice("sqlite:".length).replace(/^\/\/(?=\/)/, "");
+    if (file === "") throw new ConfigError(`DATABASE_URL "sqlite:" needs a file path, e.g. sqlite:./data/entity-versions.db.`);
+    return { kind: "sqlite", file };
+  }
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError("DATABASE_URL must be mysql://user:password@host:port/database or sqlite:<file>.");
+  }
+  if (url.protocol !== "mysql:") {
+    throw new ConfigError(`DATABASE_URL scheme "${url.protocol}" is not supported: use mysql://user:password@host:port/database or sqlite:<file>.`);
+  }
+  if (url.pathname.length <= 1) throw new ConfigError("DATABASE_URL must name the database: mysql://user:password@host:port/database.");
+  return { kind: "mysql", url: raw, poolMax: integer(env, "DATABASE_POOL_MAX", 10, 1, 1000) };
+}
+
+function blob(env: Env, dataDir: string): BlobConfig {
+  const container = text(env, "AZURE_STORAGE_CONTAINER", "entity-versions");
+  if (!/^(?=.{3,63}$)[a-z0-9]+(-[a-z0-9]+)*$/.test(container)) {
+    throw new ConfigError(
+      `AZURE_STORAGE_CONTAINER "${container}" is not a valid container name: 3 to 63 lowercase letters, digits and single hyphens.`,
+    );
+  }
+  const connectionString = env["AZURE_STORAGE_CONNECTION_STRING"]?.trim();
+  if (connectionString !== undefined && connectionString !== "") {
+    if (!/AccountName=[^;]+/i.test(connectionString) || !/AccountKey=[^;]+/i.test(connectionString)) {
+      throw new ConfigError(
+        "AZURE_STORAGE_CONNECTION_STRING must carry AccountName and AccountKey (the service signs SAS URLs with the key).",
+      );
+    }
+    return { kind: "azure", connectionString, container };
+  }
+  return {
+    kind: "embedded-azurite",
+    location: path.join(dataDir, "azurite"),
+    port: integer(env, "AZURITE_PORT", 0, 0, 65535),
+    container,
+  };
+}
+
+/**
+ * Reads and validates the configuration from the environment. The only place
+ * that reads process.env: everything else receives the frozen result, so a
+ * bad value stops the start with a message naming the variable instead of
+ * failing on some later request.
+ */
+export function loadConfig(env: Env = process.env): Config {
+  const dataDir = path.resolve(text(env, "DATA_DIR", "data"));
+  const logLevel = text(env, "LOG_LEVEL", "info");
+  if (!["fatal", "error", "warn", "info", "debug", "trace", "silent"].includes(logLevel)) {
+    throw new ConfigError(`LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent; got "${logLevel}".`);
+  }
+  return Object.freeze({
+    host: text(env, "HOST", "0.0.0.0"),
+    port: integer(env, "PORT", 8080, 0, 65535),
+    logLevel,
+    dataDir,
+    database: Object.freeze(database(env, dataDir)),
+    blob: Object.freeze(blob(env, dataDir)),
+    uploadUrlTtlSeconds: integer(env, "UPLOAD_URL_TTL_SECONDS", 900, 10, 7 * 24 * 3600),
+    downloadUrlTtlSeconds: integer(env, "DOWNLOAD_URL_TTL_SECONDS", 300, 10, 7 * 24 * 3600),
+    shutdownTimeoutMs: integer(env, "SHUTDOWN_TIMEOUT_MS", 10_000, 0, 600_000),
+    blobTimeoutMs: integer(env, "BLOB_TIMEOUT_MS", 10_000, 100, 600_000),
+    blobDeletionIntervalMs: integer(env, "BLOB_DELETION_INTERVAL_MS", 30_000, 100, 3_600_000),
+    pageTokenSecret: secret(env, "PAGE_TOKEN_SECRET"),
+    limits: Object.freeze({
+      maxRequestBytes: integer(env, "MAX_REQUEST_BYTES", 1024 * 1024, 1024, 64 * 1024 * 1024),
+      maxPackageBytes: integer(env, "MAX_PACKAGE_BYTES", 256 * 1024 * 1024, 1, Number.MAX_SAFE_INTEGER),
+      maxPackageJsonBytes: integer(env, "MAX_PACKAGE_JSON_BYTES", 256 * 1024, 2, 16 * 1024 * 1024),
+      maxServiceDependencies: integer(env, "MAX_SERVICE_DEPENDENCIES", 100, 0, 10_000),
+    }),
+  });
+}

@@ -1,0 +1,18 @@
+/**
+ * Entity ids: 1 to 128 ASCII letters, digits, "_" and "-", starting with a
+ * letter or digit. They become blob path segments and SQL values, so no
+ * dots, slashes or anything a URL or path would reinterpret.
+ */
+export const entityIdPattern = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
+
+/** Version ids (UUIDs here, but any 1 to 64 ASCII letters, digits, "_" and "-" are looked up). */
+export const versionIdPattern = /^[A-Za-z0-9_-]{1,64}$/;
+
+/**
+ * Source hashes: a lowercase hex SHA digest, SHA-1 (40), SHA-256 (64),
+ * SHA-384 (96) or SHA-512 (128 characters).
+ */
+export const sourceHashPattern = /^(?:[0-9a-f]{40}|[0-9a-f]{64}|[0-9a-f]{96}|[0-9a-f]{128})$/;
+
+/** Service slugs in service_dependencies: lowercase words joined by single hyphens, up to 63 characters. */
+export const serviceSlugPattern = /^(?=.{1,63}$)[a-z0-9]+(?:-[a-z0-9]+)*$/;

@@ -1,0 +1,162 @@
+import { Code } from "@connectrpc/connect";
+
+/**
+ * One entry of the error catalog: the gRPC code, the HTTP status a REST
+ * client sees, and how the human-readable message is written from the
+ * parameters. Messages say what went wrong and what to do about it, because
+ * a CLI user reads them verbatim.
+ */
+export interface ErrorSpec<P> {
+  readonly code: Code;
+  readonly httpStatus: number;
+  readonly message: (params: P) => string;
+  /** Whether a client may retry the same request unchanged later. */
+  readonly retryable?: boolean;
+}
+
+/**
+ * The HTTP status of each gRPC code, as in google.rpc.Code's documentation
+ * (AIP-193) and grpc-gateway. An entry may override it where HTTP has a more
+ * precise status (415, 413).
+ */
+export const httpStatusOfCode: Readonly<Record<Code, number>> = Object.freeze({
+  [Code.Canceled]: 499,
+  [Code.Unknown]: 500,
+  [Code.InvalidArgument]: 400,
+  [Code.DeadlineExceeded]: 504,
+  [Code.NotFound]: 404,
+  [Code.AlreadyExists]: 409,
+  [Code.PermissionDenied]: 403,
+  [Code.ResourceExhausted]: 429,
+  [Code.FailedPrecondition]: 400,
+  [Code.Aborted]: 409,
+  [Code.OutOfRange]: 400,
+  [Code.Unimplemented]: 501,
+  [Code.Internal]: 500,
+  [Code.Unavailable]: 503,
+  [Code.DataLoss]: 500,
+  [Code.Unauthenticated]: 401,
+});
+
+function spec<P = Record<string, never>>(
+  code: Code,
+  message: (params: P) => string,
+  extra: { httpStatus?: number; retryable?: boolean } = {},
+): ErrorSpec<P> {
+  return Object.freeze({
+    code,
+    httpStatus: extra.httpStatus ?? httpStatusOfCode[code],
+    message,
+    ...(extra.retryable === undefined ? {} : { retryable: extra.retryable }),
+  });
+}
+
+/**
+ * Every error the service can answer, by its stable reason. The reason is the
+ * REST body's `code` and the `reason` of the google.rpc.ErrorInfo detail on
+ * gRPC and Connect; clients switch on it, so a reason is never renamed.
+ */
+export const catalog = Object.freeze({
+  INVALID_ARGUMENT: spec<{ field: string; problem: string }>(
+    Code.InvalidArgument,
+    (p) => `Invalid ${p.field}: ${p.problem}`,
+  ),
+  MALFORMED_REQUEST: spec<{ problem: string }>(
+    Code.InvalidArgument,
+    (p) => `The request could not be read: ${p.problem}`,
+  ),
+  UNSUPPORTED_MEDIA_TYPE: spec<{ contentType: string }>(
+    Code.InvalidArgument,
+    (p) => `Content-Type ${p.contentType} is not supported: send a JSON body with Content-Type: application/json.`,
+    { httpStatus: 415 },
+  ),
+  REQUEST_TOO_LARGE: spec<{ limitBytes: number }>(
+    Code.ResourceExhausted,
+    (p) => `The request body is larger than ${p.limitBytes} bytes.`,
+    { httpStatus: 413 },
+  ),
+  ROUTE_NOT_FOUND: spec<{ method: string; path: string }>(
+    Code.Unimplemented,
+    (p) => `No route ${p.method} ${p.path}: see the README for the API's paths.`,
+    { httpStatus: 404 },
+  ),
+  ENTITY_NOT_FOUND: spec<{ entityId: string }>(
+    Code.NotFound,
+    (p) => `Entity "${p.entityId}" does not exist: check the id; an entity is created by its first confirmed push.`,
+  ),
+  VERSION_NOT_FOUND: spec<{ entityId: string; versionId: string }>(
+    Code.NotFound,
+    (p) => `Version "${p.versionId}" does not exist in entity "${p.entityId}": list the entity's versions to find its id.`,
+  ),
+  NO_ACTIVE_VERSION: spec<{ entityId: string }>(
+    Code.NotFound,
+    (p) => `Entity "${p.entityId}" has no active version: set one with PUT /api/entities/${p.entityId}/active-version.`,
+  ),
+  STALE_BASE: spec<{ baseVersionId: string; tipVersionId: string | undefined }>(
+    Code.Aborted,
+    (p) =>
+      p.tipVersionId === undefined
+        ? `Base version "${p.baseVersionId}" is not the tip: the entity has no versions, so push without base_version_id.`
+        : p.baseVersionId === ""
+          ? `A newer version was published: the entity already has versions, so base_version_id must name its tip "${p.tipVersionId}" (see latest_version). Reconcile with it and retry.`
+          : `A newer version was published after base version "${p.baseVersionId}": the tip is now "${p.tipVersionId}" (see latest_version). Reconcile with it and retry with that base_version_id.`,
+  ),
+  VERSION_ALREADY_EXISTS: spec<{ entityId: string; version: string; versionId: string }>(
+    Code.AlreadyExists,
+    (p) => `Entity "${p.entityId}" already has version string "${p.version}" (version "${p.versionId}"): push with a new version string.`,
+  ),
+  ACTIVE_VERSION_NOT_DELETABLE: spec<{ entityId: string; versionId: string }>(
+    Code.FailedPrecondition,
+    (p) => `Version "${p.versionId}" is the active version of entity "${p.entityId}" and cannot be deleted: set another version active first.`,
+  ),
+  UPLOAD_NOT_FOUND: spec<{ path: string }>(
+    Code.FailedPrecondition,
+    (p) => `Nothing was uploaded to "${p.path}", or the upload was discarded: PUT the file to the upload URL first, or request a new one.`,
+  ),
+  UPLOAD_SIZE_MISMATCH: spec<{ path: string; expected: number; actual: number }>(
+    Code.FailedPrecondition,
+    (p) => `The upload at "${p.path}" is ${p.actual} bytes, but file_size_bytes says ${p.expected}: upload the whole file again or send its real size.`,
+  ),
+  UPLOAD_ALREADY_CONFIRMED: spec<{ path: string; versionId: string }>(
+    Code.AlreadyExists,
+    (p) => `The upload at "${p.path}" is already version "${p.versionId}": request a new upload URL for a new version.`,
+  ),
+  DATABASE_UNAVAILABLE: spec(
+    Code.Unavailable,
+    () => "The database is unavailable: nothing was changed; retry in a few seconds.",
+    { retryable: true },
+  ),
+  DATABASE_BUSY: spec(
+    Code.Unavailable,
+    () => "The database is busy with conflicting changes to this entity: nothing was changed; retry in a moment.",
+    { retryable: true },
+  ),
+  BLOB_STORE_UNAVAILABLE: spec(
+    Code.Unavailable,
+    () => "The blob store is unavailable: nothing was changed; retry in a few seconds.",
+    { retryable: true },
+  ),
+  SHUTTING_DOWN: spec(
+    Code.Unavailable,
+    () => "The server is shutting down: retry against another replica.",
+    { retryable: true },
+  ),
+  INTERNAL: spec(
+    Code.Internal,
+    () => "Internal error: it has been logged; retry, and report it if it persists.",
+  ),
+});
+
+/** A stable error reason: a key of the catalog. */
+export type Reason = keyof typeof catalog;
+
+/** The parameters an error reason's message is written from. */
+export type ParamsOf<R extends Reason> = (typeof catalog)[R] extends ErrorSpec<infer P> ? P : never;
+
+/** The domain of every google.rpc.ErrorInfo this service sends. */
+export const errorDomain = "entityversions";
+
+/** Whether a string is a reason of the catalog. */
+export function isReason(value: string): value is Reason {
+  return Object.hasOwn(catalog, value);
+}

@@ -1,0 +1,90 @@
+import { uploadPaths } from "../blob/blob-paths.js";
+import type { BlobStore } from "../blob/blob-store.js";
+import type { Clock } from "../clock.js";
+import type { UploadStore } from "../store/upload-store.js";
+
+/** The part of a pino logger the deleter uses. */
+export interface DeleterLogger {
+  warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+}
+
+const leaseMs = 60_000;
+const maxBackoffMs = 5 * 60_000;
+
+/**
+ * Deletes the blobs of uploads marked "deleting" (by DeleteVersion, in the
+ * same transaction that removed the record) and then forgets the upload.
+ * DeleteVersion tries at once; whatever fails stays marked and is retried
+ * with backoff by the periodic pass, on whichever replica gets to it first,
+ * until the blob store takes it.
+ */
+export class BlobDeleter {
+  readonly #uploads: UploadStore;
+  readonly #blobs: BlobStore;
+  readonly #clock: Clock;
+  readonly #log: DeleterLogger;
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<unknown> = Promise.resolve();
+
+  constructor(uploads: UploadStore, blobs: BlobStore, clock: Clock, log: DeleterLogger) {
+    this.#uploads = uploads;
+    this.#blobs = blobs;
+    this.#clock = clock;
+    this.#log = log;
+  }
+
+  async #deleteBlobs(entityId: string, uploadId: string): Promise<void> {
+    const { storagePath, lockPath } = uploadPaths(entityId, uploadId);
+    await Promise.all([this.#blobs.deleteIfExists(storagePath), this.#blobs.deleteIfExists(lockPath)]);
+    await this.#uploads.finish(entityId, uploadId);
+  }
+
+  /** Deletes one upload's blobs now; on failure it stays queued for the periodic pass. */
+  async deleteNow(entityId: string, uploadId: string): Promise<boolean> {
+    try {
+      await this.#deleteBlobs(entityId, uploadId);
+      return true;
+    } catch (error) {
+      this.#log.warn({ err: error, entityId, uploadId }, "blob deletion failed; it will be retried");
+      return false;
+    }
+  }
+
+  /** One pass over the due deletions; returns how many finished. */
+  async runOnce(limit = 100): Promise<number> {
+    const now = this.#clock.now();
+    let done = 0;
+    for (const due of await this.#uploads.dueDeletions(now, limit)) {
+      if (!(await this.#uploads.claim(due, new Date(now.getTime() + leaseMs)))) continue;
+      try {
+        await this.#deleteBlobs(due.entityId, due.id);
+        done++;
+      } catch (error) {
+        const backoff = Math.min(maxBackoffMs, 1_000 * 2 ** due.attempts);
+        this.#log.warn({ err: error, entityId: due.entityId, uploadId: due.id, attempts: due.attempts + 1 }, "blob deletion failed; retrying later");
+        await this.#uploads.retryAt(due.entityId, due.id, new Date(this.#clock.now().getTime() + backoff)).catch(() => undefined);
+      }
+    }
+    return done;
+  }
+
+  /** Runs a pass every `intervalMs` until stop(). */
+  start(intervalMs: number): void {
+    const tick = () => {
+      this.#running = this.runOnce()
+        .catch((error: unknown) => this.#log.error({ err: error }, "blob deletion pass failed"))
+        .finally(() => {
+          if (this.#timer !== undefined) this.#timer = setTimeout(tick, intervalMs).unref();
+        });
+    };
+    this.#timer = setTimeout(tick, intervalMs).unref();
+  }
+
+  /** Stops the periodic pass and waits for a pass under way. */
+  async stop(): Promise<void> {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    await this.#running;
+  }
+}

@@ -1,0 +1,44 @@
+import { createApp } from "./app.js";
+import { ConfigError, loadConfig } from "./config.js";
+
+// Reads the configuration, starts the service and stops it on SIGTERM or
+// SIGINT; everything else lives in app.ts and server.ts.
+let config;
+try {
+  config = loadConfig();
+} catch (error) {
+  if (!(error instanceof ConfigError)) throw error;
+  process.stderr.write(`entity-versions: configuration error: ${error.message}\n`);
+  process.exit(2);
+}
+
+let app;
+let address;
+try {
+  app = await createApp(config);
+  address = await app.server.listen({ host: config.host, port: config.port });
+} catch (error) {
+  process.stderr.write(`entity-versions: could not start: ${error instanceof Error ? error.message : String(error)}\n`);
+  await app?.close();
+  process.exit(1);
+}
+app.server.log.info(
+  { address, database: config.database.kind, blob: config.blob.kind, blobEndpoint: app.blobEndpoint },
+  `entity-versions listening on ${address} (gRPC, gRPC-Web, Connect and REST on one port)`,
+);
+
+let stopping = false;
+const stop = (signal: string) => {
+  if (stopping) return;
+  stopping = true;
+  app.server.log.info({ signal }, "shutting down");
+  app.close().then(
+    () => process.exit(0),
+    (error: unknown) => {
+      app.server.log.error({ err: error }, "shutdown failed");
+      process.exit(1);
+    },
+  );
+};
+process.once("SIGTERM", () => stop("SIGTERM"));
+process.once("SIGINT", () => stop("SIGINT"));

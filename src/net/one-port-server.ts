@@ -1,0 +1,115 @@
+import http from "node:http";
+import http2 from "node:http2";
+import net from "node:net";
+
+/** The request handler Fastify hands to its server factory. */
+export type RequestHandler = (
+  req: http.IncomingMessage | http2.Http2ServerRequest,
+  res: http.ServerResponse | http2.Http2ServerResponse,
+) => void;
+
+/** Timeouts of the one-port server; Fastify's own options do not reach the inner servers. */
+export interface OnePortOptions {
+  readonly keepAliveTimeoutMs?: number;
+  readonly headersTimeoutMs?: number;
+  readonly requestTimeoutMs?: number;
+  /** How long a new connection may stay silent before it is dropped. */
+  readonly firstBytesTimeoutMs?: number;
+}
+
+/** The outer server, with the connection controls Fastify calls on close. */
+export interface OnePortServer extends net.Server {
+  closeIdleConnections(): void;
+  closeAllConnections(): void;
+}
+
+const preface = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+
+/**
+ * One TCP port for plaintext HTTP/2 (h2c: what gRPC clients without TLS
+ * speak) and HTTP/1.1 (curl, browsers, most REST clients). The outer server
+ * reads a connection's first bytes, puts them back, and hands the socket to
+ * an inner HTTP/2 server when they are the HTTP/2 connection preface, else to
+ * an inner HTTP/1.1 server; both call the same handler.
+ *
+ * Closing it stops accepting, lets requests in flight finish, closes idle
+ * keep-alive connections and answers the last request of each busy one with
+ * `Connection: close`, and sends GOAWAY to HTTP/2 sessions once their
+ * streams end.
+ */
+export function createOnePortServer(handler: RequestHandler, options: OnePortOptions = {}): OnePortServer {
+  const h1 = http.createServer(
+    {
+      keepAliveTimeout: options.keepAliveTimeoutMs ?? 65_000,
+      headersTimeout: options.headersTimeoutMs ?? 60_000,
+      requestTimeout: options.requestTimeoutMs ?? 300_000,
+    },
+    handler as http.RequestListener,
+  );
+  const h2 = http2.createServer({}, handler as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void);
+  const sessions = new Set<http2.ServerHttp2Session>();
+  const responses = new Set<http.ServerResponse>();
+  let closing = false;
+
+  // Node tracks an HTTP/1 server's connections (closeIdleConnections needs
+  // that) only once the server has emitted "listening".
+  h1.emit("listening");
+  h1.prependListener("request", (_req, res) => {
+    if (closing) res.shouldKeepAlive = false;
+    responses.add(res);
+    res.once("close", () => responses.delete(res));
+  });
+  h2.on("session", (session) => {
+    sessions.add(session);
+    session.once("close", () => sessions.delete(session));
+    if (closing) session.close();
+  });
+
+  const firstBytesTimeoutMs = options.firstBytesTimeoutMs ?? 30_000;
+  const outer = net.createServer((socket) => {
+    let seen: Buffer = Buffer.alloc(0);
+    const timer = setTimeout(() => socket.destroy(), firstBytesTimeoutMs);
+    const done = () => {
+      clearTimeout(timer);
+      socket.off("data", onData);
+      socket.off("error", onError);
+      socket.off("close", done);
+    };
+    const onError = () => {
+      done();
+      socket.destroy();
+    };
+    const onData = (chunk: Buffer) => {
+      seen = seen.length === 0 ? chunk : Buffer.concat([seen, chunk]);
+      // A strict prefix of the preface may still become HTTP/2: wait.
+      if (seen.length < preface.length && preface.subarray(0, seen.length).equals(seen)) return;
+      done();
+      socket.pause();
+      socket.unshift(seen);
+      const isHttp2 = seen.length >= preface.length && seen.subarray(0, preface.length).equals(preface);
+      (isHttp2 ? h2 : h1).emit("connection", socket);
+      socket.resume();
+    };
+    socket.on("data", onData);
+    socket.on("error", onError);
+    socket.on("close", done);
+  }) as OnePortServer;
+
+  outer.closeIdleConnections = () => {
+    h1.closeIdleConnections();
+    for (const session of sessions) session.close();
+  };
+  outer.closeAllConnections = () => {
+    h1.closeAllConnections();
+    for (const session of sessions) session.destroy();
+  };
+  const close = outer.close.bind(outer);
+  outer.close = (callback?: (err?: Error) => void) => {
+    closing = true;
+    for (const res of responses) if (!res.headersSent) res.shouldKeepAlive = false;
+    close(callback);
+    outer.closeIdleConnections();
+    return outer;
+  };
+  return outer;
+}

@@ -1,0 +1,116 @@
+import {
+  type DescField,
+  type DescMessage,
+  fromJson,
+  type JsonObject,
+  type JsonValue,
+  type Message,
+  ScalarType,
+  toJson,
+} from "@bufbuild/protobuf";
+import { apiError } from "../errors/api-error.js";
+
+const int64Types = new Set([ScalarType.INT64, ScalarType.UINT64, ScalarType.SINT64, ScalarType.FIXED64, ScalarType.SFIXED64]);
+
+// Fields whose JSON holds 64-bit integers somewhere below, per message
+// type; computed once per type, since responses are rendered on the hot path.
+const plans = new Map<string, readonly DescField[]>();
+
+function int64Plan(message: DescMessage, seen = new Set<string>()): readonly DescField[] {
+  const cached = plans.get(message.typeName);
+  if (cached !== undefined) return cached;
+  if (seen.has(message.typeName) || message.typeName.startsWith("google.protobuf.")) return [];
+  seen.add(message.typeName);
+  const fields = message.fields.filter((f) => {
+    if (f.scalar !== undefined && int64Types.has(f.scalar)) return true;
+    const sub = f.fieldKind === "message" ? f.message : f.fieldKind === "list" || f.fieldKind === "map" ? f.message : undefined;
+    return sub !== undefined && int64Plan(sub, seen).length > 0;
+  });
+  plans.set(message.typeName, fields);
+  return fields;
+}
+
+function asNumber(value: JsonValue): JsonValue {
+  if (typeof value !== "string") return value;
+  const n = Number(value);
+  return Number.isSafeInteger(n) ? n : value;
+}
+
+function numbersIn(message: DescMessage, json: JsonObject): void {
+  for (const field of int64Plan(message)) {
+    const value = json[field.name];
+    if (value === undefined || value === null) continue;
+    const sub = field.fieldKind === "message" || field.fieldKind === "list" || field.fieldKind === "map" ? field.message : undefined;
+    if (field.fieldKind === "scalar") json[field.name] = asNumber(value);
+    else if (field.fieldKind === "message" && sub !== undefined) numbersIn(sub, value as JsonObject);
+    else if (field.fieldKind === "list") {
+      const list = value as JsonValue[];
+      for (let i = 0; i < list.length; i++) {
+        if (sub === undefined) list[i] = asNumber(list[i]!);
+        else numbersIn(sub, list[i] as JsonObject);
+      }
+    } else if (field.fieldKind === "map") {
+      const map = value as JsonObject;
+      for (const key of Object.keys(map)) {
+        if (sub === undefined) map[key] = asNumber(map[key]!);
+        else numbersIn(sub, map[key] as JsonObject);
+      }
+    }
+  }
+}
+
+/**
+ * Writes a message as the REST gateway's JSON: proto3 JSON with the proto's
+ * snake_case names, implicit fields always present (so `is_active: false`
+ * and `created: false` are visible), and 64-bit integers as JSON numbers
+ * when they are exact in a double (proto3 JSON would quote them; the spec
+ * gives file_size_bytes as a number).
+ */
+export function writeRestJson(schema: DescMessage, message: Message): JsonObject {
+  const json = toJson(schema, message, { useProtoFieldName: true, alwaysEmitImplicit: true }) as JsonObject;
+  if (int64Plan(schema).length > 0) numbersIn(schema, json);
+  return json;
+}
+
+function describe(text: string): string {
+  const field = /cannot decode field [\w.]*\.\w+ from JSON: (.*)$/s.exec(text);
+  if (field !== null) return field[1]!.replace(/^expected bigint \(\w+\): (.*) out of range$/, "expected a whole number, got $1");
+  const message = /cannot decode message ([\w.]+) from JSON:? ?(.*)$/s.exec(text);
+  if (message !== null) return `expected a JSON ${message[1] === "google.protobuf.Struct" ? "object" : "value of type " + message[1]}, got ${message[2]}`;
+  return text;
+}
+
+/**
+ * Reads a request message from REST JSON. Proto names (snake_case) and JSON
+ * names (lowerCamelCase) are both accepted; unknown keys and wrong types are
+ * INVALID_ARGUMENT naming the field, because a misspelled field silently
+ * dropped is a bug the caller never sees.
+ */
+export function readRestJson<Desc extends DescMessage>(schema: Desc, json: JsonValue): Message {
+  try {
+    return fromJson(schema, json);
+  } catch (error) {
+    const text = error instanceof Error ? error.message : String(error);
+    // protobuf-es names the field for scalars but not for a bad nested
+    // message (a Struct given an array): find the key that fails alone.
+    if (typeof json === "object" && json !== null && !Array.isArray(json)) {
+      for (const [key, value] of Object.entries(json)) {
+        try {
+          fromJson(schema, { [key]: value });
+        } catch (keyError) {
+          const keyText = keyError instanceof Error ? keyError.message : String(keyError);
+          if (/is unknown/.test(keyText)) break;
+          const field = schema.fields.find((f) => f.name === key || f.jsonName === key)?.name ?? key;
+          throw apiError("INVALID_ARGUMENT", { field, problem: describe(keyText) }, { cause: error });
+        }
+      }
+    }
+    const field = /cannot decode field [\w.]*\.(\w+) from JSON: (.*)$/s.exec(text);
+    if (field !== null) throw apiError("INVALID_ARGUMENT", { field: field[1]!, problem: describe(text) }, { cause: error });
+    const unknown = /key "([^"]*)" is unknown/.exec(text);
+    if (unknown !== null) {
+      throw apiError("INVALID_ARGUMENT", { field: unknown[1]!, problem: "no such field; see the README for the request's fields" });
+    }
+    throw apiError("MALFORMED_REQUEST", { problem: text.replace(/^cannot decode message [\w.]+ from JSON: ?/, "") });
+  }
+}

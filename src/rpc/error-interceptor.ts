@@ -1,0 +1,50 @@
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { BlobStoreUnavailableError } from "../blob/blob-store.js";
+import { apiError, reasonOf } from "../errors/api-error.js";
+import { classifyDbError } from "../store/db-errors.js";
+
+/** The part of a pino logger the interceptor uses. */
+export interface ErrorLogger {
+  error(obj: object, msg: string): void;
+}
+
+/**
+ * Turns any error into a catalog error before it leaves the service, so no
+ * protocol ever sends a stack, an SQL message or a host name: outages become
+ * UNAVAILABLE with a retry hint, lock conflicts DATABASE_BUSY, and anything
+ * unexpected is logged with its cause and answered INTERNAL.
+ */
+export function toCatalogError(error: unknown, log: ErrorLogger, rpc: string): ConnectError {
+  if (error instanceof ConnectError) {
+    if (reasonOf(error) !== undefined) return error;
+    // Connect's own protocol errors (bad encoding, deadline, cancel) are
+    // already client-facing; an Internal or Unknown one wraps a bug.
+    if (error.code !== Code.Internal && error.code !== Code.Unknown) return error;
+  }
+  if (error instanceof BlobStoreUnavailableError) {
+    log.error({ err: error, rpc }, "blob store unavailable");
+    return apiError("BLOB_STORE_UNAVAILABLE", {}, { cause: error });
+  }
+  const kind = classifyDbError(error);
+  if (kind === "unavailable") {
+    log.error({ err: error, rpc }, "database unavailable");
+    return apiError("DATABASE_UNAVAILABLE", {}, { cause: error });
+  }
+  if (kind === "busy") {
+    log.error({ err: error, rpc }, "database lock conflict");
+    return apiError("DATABASE_BUSY", {}, { cause: error });
+  }
+  log.error({ err: error, rpc }, "internal error");
+  return apiError("INTERNAL", {}, { cause: error });
+}
+
+/** The outermost interceptor: every error leaves through toCatalogError. */
+export function errorInterceptor(log: ErrorLogger): Interceptor {
+  return (next) => async (req) => {
+    try {
+      return await next(req);
+    } catch (error) {
+      throw toCatalogError(error, log, req.method.name);
+    }
+  };
+}

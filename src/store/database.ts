@@ -1,0 +1,69 @@
+import fs from "node:fs";
+import path from "node:path";
+import knexFactory, { type Knex } from "knex";
+import type { DatabaseConfig } from "../config.js";
+
+/** Which SQL dialect a Knex instance speaks; the few dialect differences key off it. */
+export type Dialect = "mysql" | "sqlite";
+
+/** A Knex instance and its dialect. */
+export interface Database {
+  readonly knex: Knex;
+  readonly dialect: Dialect;
+}
+
+function mysqlConnection(url: string): Knex.MySql2ConnectionConfig {
+  const u = new URL(url);
+  return {
+    host: u.hostname,
+    port: u.port === "" ? 3306 : Number(u.port),
+    user: decodeURIComponent(u.username),
+    password: decodeURIComponent(u.password),
+    database: decodeURIComponent(u.pathname.slice(1)),
+    // Times are UTC on the wire and in DATETIME columns, whatever the
+    // server's or the host's zone.
+    timezone: "Z",
+    charset: "utf8mb4",
+    supportBigNumbers: true,
+    connectTimeout: 5_000,
+  };
+}
+
+/**
+ * Opens the database of the configuration. MySQL gets a pool; SQLite one
+ * connection, which is what serialises its transactions (Knex's SQLite
+ * client ignores FOR UPDATE), so SQLite is for one process only.
+ */
+export function openDatabase(config: DatabaseConfig): Database {
+  if (config.kind === "mysql") {
+    const knex = knexFactory({
+      client: "mysql2",
+      connection: mysqlConnection(config.url),
+      pool: {
+        min: 0,
+        max: config.poolMax,
+        afterCreate(conn: { query: (sql: string, cb: (err: unknown) => void) => void }, done: (err: unknown, conn: unknown) => void) {
+          conn.query("SET time_zone = '+00:00'", (err) => done(err, conn));
+        },
+      },
+      acquireConnectionTimeout: 10_000,
+    });
+    return { knex, dialect: "mysql" };
+  }
+  fs.mkdirSync(path.dirname(path.resolve(config.file)), { recursive: true });
+  const knex = knexFactory({
+    client: "better-sqlite3",
+    connection: { filename: config.file },
+    useNullAsDefault: true,
+    pool: {
+      min: 1,
+      max: 1,
+      afterCreate(conn: { pragma: (sql: string) => unknown }, done: (err: unknown, conn: unknown) => void) {
+        conn.pragma("journal_mode = WAL");
+        conn.pragma("busy_timeout = 5000");
+        done(null, conn);
+      },
+    },
+  });
+  return { knex, dialect: "sqlite" };
+}

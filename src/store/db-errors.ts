@@ -1,0 +1,41 @@
+/** How a database error should be answered. */
+export type DbErrorKind = "unavailable" | "busy" | "other";
+
+const unavailableCodes = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "EPIPE",
+  "ENOTFOUND",
+  "EHOSTUNREACH",
+  "EAI_AGAIN",
+  "PROTOCOL_CONNECTION_LOST",
+  "PROTOCOL_SEQUENCE_TIMEOUT",
+  "ER_CON_COUNT_ERROR",
+  "ER_SERVER_SHUTDOWN",
+  "ER_CONNECTION_KILLED",
+  "ER_QUERY_INTERRUPTED",
+  "ER_ACCESS_DENIED_ERROR",
+  "ER_BAD_DB_ERROR",
+  "SQLITE_BUSY",
+  "SQLITE_CANTOPEN",
+]);
+
+const busyCodes = new Set(["ER_LOCK_DEADLOCK", "ER_LOCK_WAIT_TIMEOUT"]);
+
+/**
+ * Sorts a database error into what the client can do about it: the
+ * database is unreachable (retry later), busy with conflicting locks (retry
+ * now), or anything else (a bug: internal error).
+ */
+export function classifyDbError(error: unknown): DbErrorKind {
+  for (let e: unknown = error, depth = 0; e !== undefined && e !== null && depth < 5; depth++) {
+    const { code, name, fatal } = e as { code?: string; name?: string; fatal?: boolean };
+    if (code !== undefined && busyCodes.has(code)) return "busy";
+    if ((code !== undefined && unavailableCodes.has(code)) || name === "KnexTimeoutError" || fatal === true) {
+      return "unavailable";
+    }
+    e = (e as { cause?: unknown }).cause;
+  }
+  return "other";
+}

@@ -1,0 +1,401 @@
+import type { Knex } from "knex";
+import { decidePush } from "../domain/push-rules.js";
+import type { Database } from "./database.js";
+
+/** A JSON object, as package_json is stored. */
+export type JsonObject = { [key: string]: unknown };
+
+/** A stored version, with whether it is its entity's active one. */
+export interface VersionRecord {
+  readonly id: string;
+  readonly entityId: string;
+  /** Creation order within the entity; the tip has the highest. */
+  readonly seq: number;
+  readonly version: string;
+  readonly sourceHash: string;
+  readonly uploadId: string;
+  readonly storagePath: string;
+  readonly fileSizeBytes: number;
+  readonly packageLockPath: string | undefined;
+  readonly serviceDependencies: readonly string[];
+  readonly packageJson: JsonObject | undefined;
+  readonly baseVersionId: string | undefined;
+  readonly publishedBy: string;
+  readonly createdAt: Date;
+  readonly isActive: boolean;
+}
+
+/** What ConfirmUpload asks the store to record. */
+export interface NewVersion {
+  readonly id: string;
+  readonly entityId: string;
+  readonly version: string;
+  readonly sourceHash: string;
+  readonly uploadId: string;
+  readonly storagePath: string;
+  readonly fileSizeBytes: number;
+  readonly packageLockPath: string | undefined;
+  readonly serviceDependencies: readonly string[];
+  readonly packageJson: JsonObject | undefined;
+  /** The base the client named; "" when none. */
+  readonly baseVersionId: string;
+  readonly publishedBy: string;
+  readonly setAsActive: boolean;
+  readonly force: boolean;
+  readonly now: Date;
+}
+
+/** How a confirm ended; only "created" wrote anything. */
+export type ConfirmOutcome =
+  | { readonly kind: "created"; readonly version: VersionRecord }
+  | { readonly kind: "existing"; readonly version: VersionRecord }
+  | { readonly kind: "stale"; readonly tip: VersionRecord | undefined }
+  | { readonly kind: "version-taken"; readonly existing: VersionRecord }
+  | { readonly kind: "upload-missing" }
+  | { readonly kind: "upload-used"; readonly versionId: string };
+
+/** What GetUploadUrl needs to know before it issues URLs. */
+export interface PushCheck {
+  readonly duplicate: VersionRecord | undefined;
+  readonly tip: VersionRecord | undefined;
+  readonly versionTaken: VersionRecord | undefined;
+}
+
+/** How a delete ended; "deleted" names the upload whose blobs are now to be deleted. */
+export type DeleteOutcome =
+  | { readonly kind: "deleted"; readonly uploadId: string }
+  | { readonly kind: "entity-missing" }
+  | { readonly kind: "version-missing" }
+  | { readonly kind: "active" };
+
+/** How a set-active ended. */
+export type SetActiveOutcome =
+  | { readonly kind: "set"; readonly version: VersionRecord }
+  | { readonly kind: "entity-missing" }
+  | { readonly kind: "version-missing" };
+
+/** A version looked up by id, or why there is none. */
+export type VersionLookup =
+  | { readonly kind: "found"; readonly version: VersionRecord }
+  | { readonly kind: "entity-missing" }
+  | { readonly kind: "version-missing" };
+
+/** The active version, or why there is none. */
+export type ActiveLookup =
+  | { readonly kind: "found"; readonly version: VersionRecord }
+  | { readonly kind: "entity-missing" }
+  | { readonly kind: "none-active" };
+
+/** One page of an entity's versions, newest first. */
+export type VersionPage =
+  | { readonly kind: "page"; readonly versions: readonly VersionRecord[]; readonly hasMore: boolean }
+  | { readonly kind: "entity-missing" };
+
+interface VersionRow {
+  id: string;
+  entity_id: string;
+  seq: number | string;
+  version: string;
+  source_hash: string;
+  upload_id: string;
+  storage_path: string;
+  file_size_bytes: number | string;
+  package_lock_path: string | null;
+  service_dependencies: string;
+  package_json: string | null;
+  base_version_id: string | null;
+  published_by: string;
+  created_at: Date | number | string;
+  active_version_id: string | null;
+}
+
+interface EntityRow {
+  id: string;
+  tip_version_id: string | null;
+  active_version_id: string | null;
+  last_seq: number | string;
+}
+
+const versionColumns = [
+  "v.id",
+  "v.entity_id",
+  "v.seq",
+  "v.version",
+  "v.source_hash",
+  "v.upload_id",
+  "v.storage_path",
+  "v.file_size_bytes",
+  "v.package_lock_path",
+  "v.service_dependencies",
+  "v.package_json",
+  "v.base_version_id",
+  "v.published_by",
+  "v.created_at",
+  "e.active_version_id",
+];
+
+function toRecord(row: VersionRow): VersionRecord {
+  return {
+    id: row.id,
+    entityId: row.entity_id,
+    seq: Number(row.seq),
+    version: row.version,
+    sourceHash: row.source_hash,
+    uploadId: row.upload_id,
+    storagePath: row.storage_path,
+    fileSizeBytes: Number(row.file_size_bytes),
+    packageLockPath: row.package_lock_path ?? undefined,
+    serviceDependencies: JSON.parse(row.service_dependencies) as string[],
+    packageJson: row.package_json === null ? undefined : (JSON.parse(row.package_json) as JsonObject),
+    baseVersionId: row.base_version_id ?? undefined,
+    publishedBy: row.published_by,
+    createdAt: new Date(row.created_at),
+    isActive: row.active_version_id === row.id,
+  };
+}
+
+function isUniqueViolation(error: unknown): boolean {
+  const e = error as { code?: string; errno?: number };
+  return e.code === "ER_DUP_ENTRY" || e.errno === 1062 || e.code === "SQLITE_CONSTRAINT_UNIQUE";
+}
+
+/**
+ * Versions, entities and uploads in SQL, through Knex, the same code on MySQL
+ * and SQLite. Every query is scoped by entity id (the future shard key).
+ * Every change takes the entity row's lock (SELECT … FOR UPDATE) first and
+ * the upload row's second, in one transaction, so concurrent pushes on one
+ * entity serialise and pushes on different entities never wait on each
+ * other.
+ */
+export class VersionStore {
+  readonly #knex: Knex;
+
+  constructor(db: Database) {
+    this.#knex = db.knex;
+  }
+
+  #versions(q: Knex | Knex.Transaction) {
+    return q({ v: "versions" })
+      .join({ e: "entities" }, "e.id", "v.entity_id")
+      .select<VersionRow[]>(versionColumns);
+  }
+
+  async #versionById(q: Knex | Knex.Transaction, entityId: string, versionId: string): Promise<VersionRecord | undefined> {
+    const row = await this.#versions(q).where("v.entity_id", entityId).andWhere("v.id", versionId).first();
+    return row === undefined ? undefined : toRecord(row);
+  }
+
+  async #duplicate(q: Knex | Knex.Transaction, entityId: string, sourceHash: string): Promise<VersionRecord | undefined> {
+    const row = await this.#versions(q)
+      .where("v.entity_id", entityId)
+      .andWhere("v.source_hash", sourceHash)
+      .orderBy("v.seq", "desc")
+      .first();
+    return row === undefined ? undefined : toRecord(row);
+  }
+
+  async #byVersionString(q: Knex | Knex.Transaction, entityId: string, version: string): Promise<VersionRecord | undefined> {
+    const row = await this.#versions(q).where("v.entity_id", entityId).andWhere("v.version", version).first();
+    return row === undefined ? undefined : toRecord(row);
+  }
+
+  async #lockEntity(trx: Knex.Transaction, entityId: string): Promise<EntityRow | undefined> {
+    return trx<EntityRow>("entities").where("id", entityId).forUpdate().first();
+  }
+
+  /** Runs `work` in a transaction that commits only when it returns `commit: true`. */
+  async #transaction<T>(work: (trx: Knex.Transaction) => Promise<{ commit: boolean; result: T }>): Promise<T> {
+    const trx = await this.#knex.transaction();
+    try {
+      const { commit, result } = await work(trx);
+      if (commit) await trx.commit();
+      else await trx.rollback();
+      return result;
+    } catch (error) {
+      if (!trx.isCompleted()) await trx.rollback().catch(() => undefined);
+      throw error;
+    }
+  }
+
+  /** Reads what GetUploadUrl decides on, without locks: ConfirmUpload decides again under the lock. */
+  async checkPush(entityId: string, sourceHash: string, version: string): Promise<PushCheck> {
+    const entity = await this.#knex<EntityRow>("entities").where("id", entityId).first();
+    if (entity === undefined) return { duplicate: undefined, tip: undefined, versionTaken: undefined };
+    const [duplicate, tip, versionTaken] = await Promise.all([
+      this.#duplicate(this.#knex, entityId, sourceHash),
+      entity.tip_version_id === null ? undefined : this.#versionById(this.#knex, entityId, entity.tip_version_id),
+      this.#byVersionString(this.#knex, entityId, version),
+    ]);
+    return { duplicate, tip, versionTaken };
+  }
+
+  /** Records an issued upload, so that confirm accepts its paths and the sweeper can find it. */
+  async recordUpload(entityId: string, uploadId: string, now: Date): Promise<void> {
+    await this.#knex("uploads").insert({ id: uploadId, entity_id: entityId, state: "issued", created_at: now, attempts: 0 });
+  }
+
+  /**
+   * Records a version in one transaction: creates the entity row on its first
+   * push, locks it, decides deduplication and push protection against the
+   * locked tip, claims the upload, inserts the version and moves the tip (and
+   * the active pointer when asked). Two confirms on one base serialise on the
+   * entity lock, so the second sees the first's tip and is stale.
+   */
+  async confirm(input: NewVersion): Promise<ConfirmOutcome> {
+    return this.#transaction<ConfirmOutcome>(async (trx) => {
+      await trx("entities")
+        .insert({ id: input.entityId, last_seq: 0, created_at: input.now })
+        .onConflict("id")
+        .merge(["id"]);
+      const entity = (await this.#lockEntity(trx, input.entityId))!;
+      const tipVersionId = entity.tip_version_id ?? undefined;
+      const duplicate = await this.#duplicate(trx, input.entityId, input.sourceHash);
+      const decision = decidePush({ duplicate, tipVersionId }, input);
+      if (decision.kind === "existing") return { commit: false, result: { kind: "existing", version: decision.version } };
+      if (decision.kind === "stale") {
+        const tip = tipVersionId === undefined ? undefined : await this.#versionById(trx, input.entityId, tipVersionId);
+        return { commit: false, result: { kind: "stale", tip } };
+      }
+      const upload = await trx<{ entity_id: string; state: string }>("uploads")
+        .where("id", input.uploadId)
+        .forUpdate()
+        .first();
+      if (upload === undefined || upload.entity_id !== input.entityId || upload.state === "deleting") {
+        return { commit: false, result: { kind: "upload-missing" } };
+      }
+      if (upload.state === "confirmed") {
+        const owner = await trx<{ id: string }>("versions").where("upload_id", input.uploadId).first("id");
+        return { commit: false, result: { kind: "upload-used", versionId: owner?.id ?? "" } };
+      }
+      const seq = Number(entity.last_seq) + 1;
+      try {
+        await trx("versions").insert({
+          id: input.id,
+          entity_id: input.entityId,
+          seq,
+          version: input.version,
+          source_hash: input.sourceHash,
+          upload_id: input.uploadId,
+          storage_path: input.storagePath,
+          file_size_bytes: input.fileSizeBytes,
+          package_lock_path: input.packageLockPath ?? null,
+          service_dependencies: JSON.stringify(input.serviceDependencies),
+          package_json: input.packageJson === undefined ? null : JSON.stringify(input.packageJson),
+          base_version_id: input.baseVersionId === "" ? null : input.baseVersionId,
+          published_by: input.publishedBy,
+          created_at: input.now,
+        });
+      } catch (error) {
+        if (!isUniqueViolation(error)) throw error;
+        const existing = await this.#byVersionString(trx, input.entityId, input.version);
+        if (existing === undefined) throw error;
+        return { commit: false, result: { kind: "version-taken", existing } };
+      }
+      await trx("uploads").where("id", input.uploadId).update({ state: "confirmed" });
+      await trx("entities")
+        .where("id", input.entityId)
+        .update({
+          tip_version_id: input.id,
+          last_seq: seq,
+          ...(input.setAsActive ? { active_version_id: input.id } : {}),
+        });
+      const version: VersionRecord = {
+        id: input.id,
+        entityId: input.entityId,
+        seq,
+        version: input.version,
+        sourceHash: input.sourceHash,
+        uploadId: input.uploadId,
+        storagePath: input.storagePath,
+        fileSizeBytes: input.fileSizeBytes,
+        packageLockPath: input.packageLockPath,
+        serviceDependencies: input.serviceDependencies,
+        packageJson: input.packageJson,
+        baseVersionId: input.baseVersionId === "" ? undefined : input.baseVersionId,
+        publishedBy: input.publishedBy,
+        createdAt: input.now,
+        isActive: input.setAsActive,
+      };
+      return { commit: true, result: { kind: "created", version } };
+    });
+  }
+
+  /** The version by id, or which of entity and version is missing. */
+  async getVersion(entityId: string, versionId: string): Promise<VersionLookup> {
+    const version = await this.#versionById(this.#knex, entityId, versionId);
+    if (version !== undefined) return { kind: "found", version };
+    return (await this.#entityExists(entityId)) ? { kind: "version-missing" } : { kind: "entity-missing" };
+  }
+
+  /** The active version in one query. */
+  async getActive(entityId: string): Promise<ActiveLookup> {
+    const row = await this.#knex({ e: "entities" })
+      .leftJoin({ v: "versions" }, function () {
+        this.on("v.id", "=", "e.active_version_id").andOn("v.entity_id", "=", "e.id");
+      })
+      .where("e.id", entityId)
+      .first<(VersionRow & { entity_exists: string }) | undefined>([...versionColumns, "e.id as entity_exists"]);
+    if (row === undefined) return { kind: "entity-missing" };
+    if (row.id === null) return { kind: "none-active" };
+    return { kind: "found", version: toRecord(row) };
+  }
+
+  /** Makes a version active under the entity lock; already active is a no-op. */
+  async setActive(entityId: string, versionId: string): Promise<SetActiveOutcome> {
+    return this.#transaction<SetActiveOutcome>(async (trx) => {
+      const entity = await this.#lockEntity(trx, entityId);
+      if (entity === undefined) return { commit: false, result: { kind: "entity-missing" } };
+      const version = await this.#versionById(trx, entityId, versionId);
+      if (version === undefined) return { commit: false, result: { kind: "version-missing" } };
+      if (entity.active_version_id === versionId) return { commit: false, result: { kind: "set", version } };
+      await trx("entities").where("id", entityId).update({ active_version_id: versionId });
+      return { commit: true, result: { kind: "set", version: { ...version, isActive: true } } };
+    });
+  }
+
+  /**
+   * Deletes a version that is not active, in one transaction: removes the
+   * record, moves the tip back to the newest remaining version when the tip
+   * goes, and marks the upload "deleting" so its blobs are deleted, now or
+   * by a later retry, but never forgotten.
+   */
+  async deleteVersion(entityId: string, versionId: string, now: Date): Promise<DeleteOutcome> {
+    return this.#transaction<DeleteOutcome>(async (trx) => {
+      const entity = await this.#lockEntity(trx, entityId);
+      if (entity === undefined) return { commit: false, result: { kind: "entity-missing" } };
+      const version = await trx<{ id: string; upload_id: string }>("versions")
+        .where("entity_id", entityId)
+        .andWhere("id", versionId)
+        .first("id", "upload_id");
+      if (version === undefined) return { commit: false, result: { kind: "version-missing" } };
+      if (entity.active_version_id === versionId) return { commit: false, result: { kind: "active" } };
+      await trx("versions").where("entity_id", entityId).andWhere("id", versionId).delete();
+      await trx("uploads")
+        .where("id", version.upload_id)
+        .update({ state: "deleting", next_attempt_at: now, attempts: 0 });
+      if (entity.tip_version_id === versionId) {
+        const next = await trx<{ id: string }>("versions")
+          .where("entity_id", entityId)
+          .orderBy("seq", "desc")
+          .first("id");
+        await trx("entities")
+          .where("id", entityId)
+          .update({ tip_version_id: next?.id ?? null });
+      }
+      return { commit: true, result: { kind: "deleted", uploadId: version.upload_id } };
+    });
+  }
+
+  /** A page of versions, newest first, after the given creation order (exclusive). */
+  async listVersions(entityId: string, beforeSeq: number | undefined, limit: number): Promise<VersionPage> {
+    let query = this.#versions(this.#knex).where("v.entity_id", entityId);
+    if (beforeSeq !== undefined) query = query.andWhere("v.seq", "<", beforeSeq);
+    const rows = await query.orderBy("v.seq", "desc").limit(limit + 1);
+    if (rows.length === 0 && !(await this.#entityExists(entityId))) return { kind: "entity-missing" };
+    return { kind: "page", versions: rows.slice(0, limit).map(toRecord), hasMore: rows.length > limit };
+  }
+
+  async #entityExists(entityId: string): Promise<boolean> {
+    return (await this.#knex("entities").where("id", entityId).first("id")) !== undefined;
+  }
+}

@@ -1,0 +1,300 @@
+import * as assert from "uvu/assert";
+import type { Backend } from "../support/env.js";
+import { newEntityId, newSourceHash, nextVersionString, push, putBlob, uploadOnly } from "../support/service.js";
+import { serviceSuite } from "../support/suite.js";
+
+const isoUtc = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
+
+/** Spec 4.1, 4.2, 4.7, 7 and 9 over REST: push, deduplication, push protection. */
+export function pushSuite(backend: Backend) {
+  const s = serviceSuite("push: upload-url, confirm, deduplication, push protection", backend);
+
+  s("a first push needs no base and answers 201 with the whole Version", async ({ svc }) => {
+    const e = newEntityId();
+    const { confirm, version, sourceHash, res } = await push(svc, e, { extra: { service_dependencies: ["billing", "auth-api"], package_json: { name: "x", n: 1, nested: { a: [1, "b", null, true] } } } });
+    assert.is(res.status, 200);
+    assert.is(confirm!.status, 201);
+    const v = confirm!.body.version;
+    assert.is(confirm!.body.created, true);
+    assert.equal(Object.keys(v).sort(), ["created_at", "entity_id", "file_size_bytes", "id", "is_active", "package_json", "published_by", "service_dependencies", "source_hash", "storage_path", "version"].sort());
+    assert.is(v.entity_id, e);
+    assert.is(v.version, version);
+    assert.is(v.source_hash, sourceHash);
+    assert.is(v.storage_path, res.body.storage_path);
+    assert.type(v.file_size_bytes, "number");
+    assert.is(v.file_size_bytes, Buffer.byteLength(`package ${version} ${sourceHash}`));
+    assert.equal(v.service_dependencies, ["billing", "auth-api"]);
+    assert.equal(v.package_json, { name: "x", n: 1, nested: { a: [1, "b", null, true] } });
+    assert.is(v.published_by, "anonymous");
+    assert.is(v.is_active, false);
+    assert.ok(isoUtc.test(v.created_at), v.created_at);
+  });
+
+  s("upload-url returns both URLs, their paths, the expiry and the PUT headers", async ({ svc }) => {
+    const e = newEntityId();
+    const before = Date.now();
+    const { res } = await uploadOnly(svc, e);
+    const b = res.body;
+    assert.equal(Object.keys(b).sort(), ["expires_at", "lockfile_upload_url", "package_lock_path", "storage_path", "upload_headers", "upload_url"]);
+    assert.ok(b.storage_path.startsWith(`${e}/`) && b.storage_path.endsWith("/package"));
+    assert.ok(b.package_lock_path.startsWith(`${e}/`) && b.package_lock_path.endsWith("/package-lock.json"));
+    assert.equal(b.upload_headers, { "x-ms-blob-type": "BlockBlob", "Content-Type": "application/octet-stream" });
+    const ttl = Date.parse(b.expires_at) - before;
+    assert.ok(ttl > 14 * 60_000 && ttl <= 15 * 60_000, `upload URL ttl ${ttl} ms`);
+    assert.ok(new URL(b.upload_url).searchParams.get("sp") === "cw");
+  });
+
+  s("the second push must name the tip: without base it is 409 STALE_BASE with the tip (spec 7)", async ({ svc }) => {
+    const e = newEntityId();
+    const first = (await push(svc, e)).confirm!.body.version;
+    for (const path of ["upload-url", "confirm"]) {
+      const r = await svc.rest.post(`/api/entities/${e}/versions/${path}`, {
+        storage_path: `${e}/00000000-0000-4000-8000-000000000000/package`,
+        version: nextVersionString(),
+        source_hash: newSourceHash(),
+        file_size_bytes: 1,
+        ...(path === "upload-url" ? { storage_path: undefined, file_size_bytes: undefined } : {}),
+      });
+      assert.is(r.status, 409, path);
+      assert.equal(Object.keys(r.body).sort(), ["code", "error", "latest_version"]);
+      assert.is(r.body.code, "STALE_BASE");
+      assert.match(r.body.error, /newer version was published/);
+      assert.equal(r.body.latest_version, { id: first.id, version: first.version, published_by: first.published_by, created_at: first.created_at });
+    }
+  });
+
+  s("a stale base is 409 on upload-url and on confirm, even with force", async ({ svc }) => {
+    const e = newEntityId();
+    const v1 = (await push(svc, e)).confirm!.body.version;
+    const v2 = (await push(svc, e, { base: v1.id })).confirm!.body.version;
+    for (const force of [false, true]) {
+      const up = await svc.rest.post(`/api/entities/${e}/versions/upload-url`, { version: nextVersionString(), source_hash: newSourceHash(), base_version_id: v1.id, force });
+      assert.is(up.status, 409);
+      assert.is(up.body.code, "STALE_BASE");
+      assert.is(up.body.latest_version.id, v2.id);
+    }
+    // Upload-url on the tip, then the tip moves before the confirm.
+    const pending = await uploadOnly(svc, e, { base: v2.id });
+    const v3 = (await push(svc, e, { base: v2.id })).confirm!.body.version;
+    for (const force of [false, true]) {
+      const c = await svc.rest.post(`/api/entities/${e}/versions/confirm`, {
+        storage_path: pending.res.body.storage_path,
+        version: pending.version,
+        source_hash: pending.sourceHash,
+        file_size_bytes: Buffer.byteLength(pending.content),
+        base_version_id: v2.id,
+        force,
+      });
+      assert.is(c.status, 409);
+      assert.is(c.body.code, "STALE_BASE");
+      assert.is(c.body.latest_version.id, v3.id);
+    }
+    const list = await svc.rest.get(`/api/entities/${e}/versions`);
+    assert.equal(list.body.versions.map((v: { id: string }) => v.id), [v3.id, v2.id, v1.id]);
+  });
+
+  s("a base named on an entity with no versions is STALE_BASE with latest_version null", async ({ svc }) => {
+    const e = newEntityId();
+    const r = await svc.rest.post(`/api/entities/${e}/versions/upload-url`, { version: nextVersionString(), source_hash: newSourceHash(), base_version_id: "no-such-version" });
+    assert.is(r.status, 409);
+    assert.equal(r.body, { error: r.body.error, code: "STALE_BASE", latest_version: null });
+    assert.is((await svc.rest.get(`/api/entities/${e}/active-version`)).body.code, "ENTITY_NOT_FOUND");
+  });
+
+  s("upload-url deduplicates before push protection; force issues URLs on the tip", async ({ svc }) => {
+    const e = newEntityId();
+    const v1 = (await push(svc, e)).confirm!.body.version;
+    const v2 = (await push(svc, e, { base: v1.id })).confirm!.body.version;
+    // Same source as v1, from a stale base and from none: the existing version, no URL.
+    for (const base of [v1.id, undefined]) {
+      const r = await svc.rest.post(`/api/entities/${e}/versions/upload-url`, { version: nextVersionString(), source_hash: v1.source_hash, ...(base ? { base_version_id: base } : {}) });
+      assert.is(r.status, 200);
+      // No URL, no path, no expiry: only the (empty) header map proto3 JSON always writes.
+      assert.equal(r.body, { existing_version: v1, upload_headers: {} });
+    }
+    const forced = await svc.rest.post(`/api/entities/${e}/versions/upload-url`, { version: nextVersionString(), source_hash: v1.source_hash, base_version_id: v2.id, force: true });
+    assert.is(forced.status, 200);
+    assert.type(forced.body.upload_url, "string");
+    assert.is(forced.body.existing_version, undefined);
+  });
+
+  s("re-confirming published source answers 200 with the existing version, even from a stale base", async ({ svc }) => {
+    const e = newEntityId();
+    const p1 = await push(svc, e);
+    const v1 = p1.confirm!.body.version;
+    const v2 = (await push(svc, e, { base: v1.id })).confirm!.body.version;
+    const again = await svc.rest.post(`/api/entities/${e}/versions/confirm`, {
+      storage_path: p1.res.body.storage_path,
+      version: p1.version,
+      source_hash: p1.sourceHash,
+      file_size_bytes: Buffer.byteLength(p1.content),
+    });
+    assert.is(again.status, 200);
+    assert.equal(again.body, { version: v1, created: false });
+    const list = await svc.rest.get(`/api/entities/${e}/versions`);
+    assert.equal(list.body.versions.map((v: { id: string }) => v.id), [v2.id, v1.id]);
+  });
+
+  s("force creates a second version with the same source hash", async ({ svc }) => {
+    const e = newEntityId();
+    const v1 = (await push(svc, e)).confirm!.body.version;
+    const p2 = await push(svc, e, { sourceHash: v1.source_hash, base: v1.id, force: true });
+    assert.is(p2.confirm!.status, 201);
+    assert.is(p2.confirm!.body.version.source_hash, v1.source_hash);
+    assert.is(p2.confirm!.body.version.base_version_id, v1.id);
+    assert.is.not(p2.confirm!.body.version.id, v1.id);
+    // Deduplication now answers the newest of the two.
+    const r = await svc.rest.post(`/api/entities/${e}/versions/upload-url`, { version: nextVersionString(), source_hash: v1.source_hash });
+    assert.is(r.body.existing_version.id, p2.confirm!.body.version.id);
+  });
+
+  s("set_as_active makes the new version active", async ({ svc }) => {
+    const e = newEntityId();
+    const v1 = (await push(svc, e, { setAsActive: true })).confirm!.body.version;
+    assert.is(v1.is_active, true);
+    const v2 = (await push(svc, e, { base: v1.id, setAsActive: true })).confirm!.body.version;
+    const active = await svc.rest.get(`/api/entities/${e}/active-version`);
+    assert.is(active.status, 200);
+    assert.equal(active.body, v2);
+    assert.is((await svc.rest.get(`/api/entities/${e}/versions/${v1.id}`)).body.is_active, false);
+  });
+
+  s("a version string is unique in its entity: 409 VERSION_ALREADY_EXISTS on both endpoints", async ({ svc }) => {
+    const e = newEntityId();
+    const v1 = (await push(svc, e)).confirm!.body.version;
+    const up = await svc.rest.post(`/api/entities/${e}/versions/upload-url`, { version: v1.version, source_hash: newSourceHash(), base_version_id: v1.id });
+    assert.is(up.status, 409);
+    assert.is(up.body.code, "VERSION_ALREADY_EXISTS");
+    // Two uploads prepared on v1 with one version string; the first confirm wins it.
+    const shared = nextVersionString();
+    const a = await uploadOnly(svc, e, { base: v1.id, version: shared });
+    const b = await uploadOnly(svc, e, { base: v1.id, version: shared });
+    const ca = await svc.rest.post(`/api/entities/${e}/versions/confirm`, { storage_path: a.res.body.storage_path, version: shared, source_hash: a.sourceHash, file_size_bytes: Buffer.byteLength(a.content), base_version_id: v1.id });
+    assert.is(ca.status, 201);
+    const cb = await svc.rest.post(`/api/entities/${e}/versions/confirm`, { storage_path: b.res.body.storage_path, version: shared, source_hash: b.sourceHash, file_size_bytes: Buffer.byteLength(b.content), base_version_id: ca.body.version.id });
+    assert.is(cb.status, 409);
+    assert.is(cb.body.code, "VERSION_ALREADY_EXISTS");
+    assert.match(cb.body.error, shared);
+    assert.is((await svc.rest.get(`/api/entities/${e}/versions`)).body.versions.length, 2);
+  });
+
+  s("confirm refuses another entity's blob, a missing blob, a wrong size, and reused uploads, writing nothing", async ({ svc }) => {
+    const e = newEntityId();
+    const other = newEntityId();
+    const v1 = (await push(svc, e)).confirm!.body.version;
+    const theirs = await uploadOnly(svc, other);
+    const mine = await uploadOnly(svc, e, { base: v1.id });
+    const body = (over: Record<string, unknown>) => ({
+      storage_path: mine.res.body.storage_path,
+      version: mine.version,
+      source_hash: mine.sourceHash,
+      file_size_bytes: Buffer.byteLength(mine.content),
+      base_version_id: v1.id,
+      ...over,
+    });
+    const cases: Array<[Record<string, unknown>, number, string]> = [
+      [{ storage_path: theirs.res.body.storage_path }, 400, "INVALID_ARGUMENT"],
+      [{ storage_path: `${e}/../${other}/x/package` }, 400, "INVALID_ARGUMENT"],
+      [{ storage_path: `${e}/00000000-0000-4000-8000-000000000000/package` }, 400, "UPLOAD_NOT_FOUND"],
+      [{ file_size_bytes: Buffer.byteLength(mine.content) + 1 }, 400, "UPLOAD_SIZE_MISMATCH"],
+      [{ package_lock_path: theirs.res.body.package_lock_path }, 400, "INVALID_ARGUMENT"],
+      [{ package_lock_path: mine.res.body.package_lock_path }, 400, "UPLOAD_NOT_FOUND"],
+      [{ package_lock_path: mine.res.body.storage_path }, 400, "INVALID_ARGUMENT"],
+    ];
+    for (const [over, status, code] of cases) {
+      const r = await svc.rest.post(`/api/entities/${e}/versions/confirm`, body(over));
+      assert.is(r.status, status, JSON.stringify(over));
+      assert.is(r.body.code, code, JSON.stringify(over));
+    }
+    // Uploaded under a URL this service never issued: no upload record, refused.
+    const blank = await uploadOnly(svc, e, { base: v1.id });
+    assert.is((await svc.rest.get(`/api/entities/${e}/versions`)).body.versions.length, 1);
+    const ok = await svc.rest.post(`/api/entities/${e}/versions/confirm`, body({}));
+    assert.is(ok.status, 201);
+    // The same upload confirmed again as a forced new version: refused.
+    const reuse = await svc.rest.post(`/api/entities/${e}/versions/confirm`, body({ base_version_id: ok.body.version.id, version: nextVersionString(), source_hash: newSourceHash(), force: true }));
+    assert.is(reuse.status, 409);
+    assert.is(reuse.body.code, "UPLOAD_ALREADY_CONFIRMED");
+    assert.ok(blank.res.status === 200);
+    assert.is((await svc.rest.get(`/api/entities/${e}/versions`)).body.versions.length, 2);
+  });
+
+  s("a lockfile uploaded with the package is confirmed and downloadable", async ({ svc }) => {
+    const e = newEntityId();
+    const p = await push(svc, e, { lockfile: '{"lockfileVersion":3}' });
+    assert.is(p.confirm!.status, 201);
+    const v = p.confirm!.body.version;
+    assert.is(v.package_lock_path, p.res.body.package_lock_path);
+    const dl = await svc.rest.get(`/api/entities/${e}/versions/${v.id}/download`);
+    const lock = await fetch(dl.body.lockfile_download_url);
+    assert.is(await lock.text(), '{"lockfileVersion":3}');
+  });
+
+  s("bad input is 400 INVALID_ARGUMENT naming the field", async ({ svc }) => {
+    const e = newEntityId();
+    const good = { version: nextVersionString(), source_hash: newSourceHash() };
+    const cases: Array<[string, unknown, string]> = [
+      [`/api/entities/${e}/versions/upload-url`, { ...good, version: "2026.02.30-120000" }, "version"],
+      [`/api/entities/${e}/versions/upload-url`, { ...good, version: "" }, "version"],
+      [`/api/entities/${e}/versions/upload-url`, { ...good, source_hash: good.source_hash.toUpperCase() }, "source_hash"],
+      [`/api/entities/${e}/versions/upload-url`, { ...good, source_hash: "abc" }, "source_hash"],
+      [`/api/entities/${e}/versions/upload-url`, { ...good, base_version_id: "has space" }, "base_version_id"],
+      [`/api/entities/${e}/versions/upload-url`, { ...good, force: "yes" }, "force"],
+      [`/api/entities/${e}/versions/upload-url`, { ...good, colour: "red" }, "colour"],
+      [`/api/entities/bad.entity/versions/upload-url`, good, "entity_id"],
+      [`/api/entities/${"x".repeat(129)}/versions/upload-url`, good, "entity_id"],
+      [`/api/entities/${e}/versions/confirm`, { ...good, storage_path: `${e}/00000000-0000-4000-8000-000000000000/package`, file_size_bytes: 0 }, "file_size_bytes"],
+      [`/api/entities/${e}/versions/confirm`, { ...good, storage_path: `${e}/00000000-0000-4000-8000-000000000000/package`, file_size_bytes: -5 }, "file_size_bytes"],
+      [`/api/entities/${e}/versions/confirm`, { ...good, storage_path: `${e}/00000000-0000-4000-8000-000000000000/package`, file_size_bytes: 1e12 }, "file_size_bytes"],
+      [`/api/entities/${e}/versions/confirm`, { ...good, storage_path: `${e}/00000000-0000-4000-8000-000000000000/package`, file_size_bytes: 1.5 }, "file_size_bytes"],
+      [`/api/entities/${e}/versions/confirm`, { ...good, storage_path: `${e}/00000000-0000-4000-8000-000000000000/package`, file_size_bytes: 3, service_dependencies: ["Not A Slug"] }, "service_dependencies"],
+      [`/api/entities/${e}/versions/confirm`, { ...good, storage_path: `${e}/00000000-0000-4000-8000-000000000000/package`, file_size_bytes: 3, service_dependencies: ["a", "a"] }, "service_dependencies"],
+      [`/api/entities/${e}/versions/confirm`, { ...good, storage_path: `${e}/00000000-0000-4000-8000-000000000000/package`, file_size_bytes: 3, package_json: [1, 2] }, "package_json"],
+      [`/api/entities/${e}/versions/confirm`, { ...good, file_size_bytes: 3 }, "storage_path"],
+    ];
+    for (const [path, body, field] of cases) {
+      const r = await svc.rest.post(path, body);
+      assert.is(r.status, 400, `${field}: ${JSON.stringify(r.body)}`);
+      assert.is(r.body.code, "INVALID_ARGUMENT", field);
+      assert.ok(r.body.error.includes(field), `${field} not named in: ${r.body.error}`);
+    }
+  });
+
+  s("lowerCamelCase names are accepted as well as snake_case", async ({ svc }) => {
+    const e = newEntityId();
+    const up = await uploadOnly(svc, e);
+    const r = await svc.rest.post(`/api/entities/${e}/versions/confirm`, {
+      storagePath: up.res.body.storage_path,
+      version: up.version,
+      sourceHash: up.sourceHash,
+      fileSizeBytes: Buffer.byteLength(up.content),
+      setAsActive: true,
+      serviceDependencies: ["x"],
+      packageJson: { a: 1 },
+    });
+    assert.is(r.status, 201);
+    assert.is(r.body.version.is_active, true);
+    assert.equal(r.body.version.service_dependencies, ["x"]);
+    const camelUp = await svc.rest.post(`/api/entities/${e}/versions/upload-url`, { version: nextVersionString(), sourceHash: newSourceHash(), baseVersionId: r.body.version.id });
+    assert.is(camelUp.status, 200);
+    assert.type(camelUp.body.upload_url, "string");
+  });
+
+  s("the upload URL works with a plain PUT and cannot touch another blob or read", async ({ svc }) => {
+    const e = newEntityId();
+    const { res } = await uploadOnly(svc, e, { content: "the package" });
+    const url = new URL(res.body.upload_url);
+    assert.is(await putBlob(res.body.upload_url, "the package, again", res.body.upload_headers), 201);
+    assert.is((await fetch(url)).status, 403);
+    const other = new URL(url);
+    other.pathname = other.pathname.replace(/package$/, "evil");
+    assert.is(await putBlob(other.toString(), "x", res.body.upload_headers), 403);
+    const sibling = new URL(url);
+    sibling.pathname = sibling.pathname.replace(/[0-9a-f-]{36}\/package$/, "00000000-0000-4000-8000-000000000000/package");
+    assert.is(await putBlob(sibling.toString(), "x", res.body.upload_headers), 403);
+    const tampered = new URL(url);
+    tampered.searchParams.set("se", "2099-01-01T00:00:00Z");
+    assert.is(await putBlob(tampered.toString(), "x", res.body.upload_headers), 403);
+  });
+  return s;
+}

@@ -1,0 +1,84 @@
+// The real things the tests talk to: one Azurite per test process (in
+// memory), MariaDB/MySQL from TEST_MYSQL_URL (default the local root
+// account), and a fresh database per suite.
+import { randomBytes } from "node:crypto";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import knexFactory from "knex";
+import { type EmbeddedAzurite, startEmbeddedAzurite } from "../../src/blob/embedded-azurite.js";
+
+/** Which database a suite runs on. */
+export type Backend = "mysql" | "sqlite";
+
+const mysqlUrl = process.env["TEST_MYSQL_URL"] ?? "mysql://root:@127.0.0.1:3306/test";
+const inCi = process.env["CI"] !== undefined && process.env["CI"] !== "" && process.env["CI"] !== "false";
+
+let azurite: Promise<EmbeddedAzurite> | undefined;
+
+/** The shared Azurite, started on first use and stopped when the process exits. */
+export function sharedAzurite(): Promise<EmbeddedAzurite> {
+  azurite ??= startEmbeddedAzurite({});
+  return azurite;
+}
+
+/** Stops the shared Azurite, if one was started. */
+export async function stopSharedAzurite(): Promise<void> {
+  if (azurite !== undefined) await (await azurite).stop();
+}
+
+let mysqlCheck: Promise<boolean> | undefined;
+
+/**
+ * Whether the MySQL suites can run. Outside CI an unreachable MySQL skips
+ * them with a loud line; in CI (CI set) it is an error, because a skipped
+ * suite proves nothing.
+ */
+export function mysqlAvailable(): Promise<boolean> {
+  mysqlCheck ??= (async () => {
+    const knex = knexFactory({ client: "mysql2", connection: mysqlUrl, pool: { min: 0, max: 1 } });
+    try {
+      await knex.raw("select 1");
+      return true;
+    } catch (error) {
+      if (inCi) throw new Error(`CI is set and MySQL at ${mysqlUrl} is unreachable: the MySQL suite is required in CI`, { cause: error });
+      const line = "!".repeat(78);
+      console.error(`\n${line}\n!! MySQL at ${mysqlUrl} is unreachable: SKIPPING THE MYSQL SUITES.\n!! ${(error as Error).message}\n!! Set TEST_MYSQL_URL or start MariaDB; CI requires them.\n${line}\n`);
+      return false;
+    } finally {
+      await knex.destroy();
+    }
+  })();
+  return mysqlCheck;
+}
+
+/** A database for one suite, and how to drop it. */
+export interface TestDatabase {
+  /** DATABASE_URL of the fresh database. */
+  readonly url: string;
+  drop(): Promise<void>;
+}
+
+/** Creates an empty database on the backend. */
+export async function createTestDatabase(backend: Backend): Promise<TestDatabase> {
+  const name = `ev_test_${process.pid}_${randomBytes(4).toString("hex")}`;
+  if (backend === "sqlite") {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-test-"));
+    return {
+      url: `sqlite:${path.join(dir, `${name}.db`)}`,
+      drop: async () => fs.rmSync(dir, { recursive: true, force: true }),
+    };
+  }
+  const admin = knexFactory({ client: "mysql2", connection: mysqlUrl, pool: { min: 0, max: 1 } });
+  await admin.raw(`CREATE DATABASE \`${name}\` CHARACTER SET utf8mb4`);
+  await admin.destroy();
+  const url = new URL(mysqlUrl);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    drop: async () => {
+      const k = knexFactory({ client: "mysql2", connection: mysqlUrl, pool: { min: 0, max: 1 } });
+      await k.raw(`DROP DATABASE IF EXISTS \`${name}\``).finally(() => k.destroy());
+    },
+  };
+}

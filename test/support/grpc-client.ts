@@ -1,0 +1,84 @@
+// An independent gRPC client: @grpc/grpc-js with the service loaded from
+// proto/ by @grpc/proto-loader, sharing no code with the server.
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { fromBinary } from "@bufbuild/protobuf";
+import { anyUnpack } from "@bufbuild/protobuf/wkt";
+import { createRegistry } from "@bufbuild/protobuf";
+import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
+import { StaleBaseSchema } from "../../gen/entityversions/v1/entity_versions_pb.js";
+import { ErrorInfoSchema, RetryInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
+import { StatusSchema } from "../../gen/google/rpc/status_pb.js";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+
+const definition = protoLoader.loadSync("entityversions/v1/entity_versions.proto", {
+  includeDirs: [path.join(root, "proto"), path.join(root, "node_modules/google-proto-files")],
+  keepCase: true,
+  longs: Number,
+  enums: String,
+  defaults: true,
+  oneofs: true,
+});
+const pkg = grpc.loadPackageDefinition(definition) as unknown as {
+  entityversions: { v1: { EntityVersionsService: grpc.ServiceClientConstructor } };
+};
+
+/** A failed gRPC call: status code, message and the decoded rich details. */
+export interface GrpcFailure {
+  readonly code: grpc.status;
+  readonly message: string;
+  readonly reason: string | undefined;
+  readonly metadata: Record<string, string>;
+  readonly staleBase: ReturnType<typeof fromBinary<typeof StaleBaseSchema>> | undefined;
+  readonly retryable: boolean;
+}
+
+const registry = createRegistry(ErrorInfoSchema, RetryInfoSchema, StaleBaseSchema);
+
+function failure(error: grpc.ServiceError): GrpcFailure {
+  const bin = error.metadata?.get("grpc-status-details-bin")[0];
+  let reason: string | undefined;
+  let metadata: Record<string, string> = {};
+  let staleBase: GrpcFailure["staleBase"];
+  let retryable = false;
+  if (bin !== undefined) {
+    const status = fromBinary(StatusSchema, bin as Buffer);
+    for (const any of status.details) {
+      const msg = anyUnpack(any, registry);
+      if (msg?.$typeName === "google.rpc.ErrorInfo") ({ reason, metadata } = msg as unknown as { reason: string; metadata: Record<string, string> });
+      if (msg?.$typeName === "entityversions.v1.StaleBase") staleBase = msg as GrpcFailure["staleBase"];
+      if (msg?.$typeName === "google.rpc.RetryInfo") retryable = true;
+    }
+  }
+  return { code: error.code, message: error.details, reason, metadata, staleBase, retryable };
+}
+
+/** The outcome of a gRPC call: the response, or the failure. */
+export type GrpcResult<T = Record<string, any>> = { ok: true; value: T } | { ok: false; error: GrpcFailure };
+
+/** A promise-returning gRPC client for EntityVersionsService. */
+export class GrpcClient {
+  readonly #client: grpc.Client & Record<string, Function>;
+
+  constructor(address: string) {
+    this.#client = new pkg.entityversions.v1.EntityVersionsService(address, grpc.credentials.createInsecure()) as never;
+  }
+
+  call<T = Record<string, any>>(method: string, request: object, metadata: Record<string, string> = {}): Promise<GrpcResult<T>> {
+    const md = new grpc.Metadata();
+    for (const [k, v] of Object.entries(metadata)) md.set(k, v);
+    return new Promise((resolve) => {
+      this.#client[method]!.call(this.#client, request, md, { deadline: Date.now() + 30_000 }, (error: grpc.ServiceError | null, value: T) => {
+        resolve(error === null ? { ok: true, value } : { ok: false, error: failure(error) });
+      });
+    });
+  }
+
+  close(): void {
+    this.#client.close();
+  }
+}
+
+export { grpc };

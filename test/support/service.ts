@@ -1,0 +1,189 @@
+// Starts the service for a test: in-process on port 0 (buildServer via
+// createApp), or as a separate OS process running src/main.ts.
+import { type ChildProcess, spawn } from "node:child_process";
+import { createHash, randomBytes } from "node:crypto";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { pino } from "pino";
+import { type App, createApp } from "../../src/app.js";
+import { loadConfig } from "../../src/config.js";
+import { type Backend, createTestDatabase, sharedAzurite, type TestDatabase } from "./env.js";
+import { GrpcClient } from "./grpc-client.js";
+import { RestClient } from "./rest.js";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+
+/** A running service under test and clients for it. */
+export interface TestService {
+  readonly url: string;
+  readonly rest: RestClient;
+  readonly grpc: GrpcClient;
+  readonly env: Readonly<Record<string, string>>;
+  readonly db: TestDatabase;
+  close(): Promise<void>;
+}
+
+/** The environment a test service runs with: shared Azurite, its own container and database. */
+export async function serviceEnv(db: TestDatabase, extra: Record<string, string> = {}): Promise<Record<string, string>> {
+  const azurite = await sharedAzurite();
+  return {
+    HOST: "127.0.0.1",
+    PORT: "0",
+    DATABASE_URL: db.url,
+    AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString,
+    AZURE_STORAGE_CONTAINER: `ev-${randomBytes(6).toString("hex")}`,
+    PAGE_TOKEN_SECRET: "test-page-token-secret-0123456789abcdef",
+    DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), "ev-data-")),
+    LOG_LEVEL: process.env["TEST_LOG_LEVEL"] ?? "silent",
+    ...extra,
+  };
+}
+
+/** Starts the service in this process on a fresh database (or the one given). */
+export async function startService(
+  backend: Backend,
+  options: { db?: TestDatabase; env?: Record<string, string> } = {},
+): Promise<TestService & { app: App }> {
+  const db = options.db ?? (await createTestDatabase(backend));
+  const env = await serviceEnv(db, options.env);
+  const config = loadConfig(env);
+  const app = await createApp(config, { logger: pino({ level: config.logLevel }) });
+  const url = await app.server.listen({ host: config.host, port: 0 });
+  const grpc = new GrpcClient(url.replace(/^http:\/\//, ""));
+  return {
+    app,
+    url,
+    rest: new RestClient(url),
+    grpc,
+    env,
+    db,
+    close: async () => {
+      grpc.close();
+      await app.close();
+      if (options.db === undefined) await db.drop();
+    },
+  };
+}
+
+/** Starts the service as a separate OS process (src/main.ts) with this environment. */
+export async function spawnService(env: Record<string, string>, db: TestDatabase): Promise<TestService & { child: ChildProcess }> {
+  const child = spawn(process.execPath, ["--import", "tsx", path.join(root, "src/main.ts")], {
+    cwd: root,
+    env: { ...process.env, ...env, LOG_LEVEL: "info" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    let out = "";
+    const timer = setTimeout(() => reject(new Error(`service did not start: ${out.slice(-2000)}`)), 60_000);
+    const onData = (chunk: Buffer) => {
+      out += chunk.toString();
+      const m = /entity-versions listening on (http:\/\/[^\s"]+)/.exec(out);
+      if (m !== null) {
+        clearTimeout(timer);
+        resolve(m[1]!);
+      }
+    };
+    child.stdout!.on("data", onData);
+    child.stderr!.on("data", onData);
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`service exited with ${code}: ${out.slice(-2000)}`));
+    });
+  });
+  const grpc = new GrpcClient(url.replace(/^http:\/\//, ""));
+  return {
+    child,
+    url,
+    rest: new RestClient(url),
+    grpc,
+    env,
+    db,
+    close: async () => {
+      grpc.close();
+      if (child.exitCode !== null) return;
+      const exited = new Promise((resolve) => child.once("exit", resolve));
+      child.kill("SIGTERM");
+      await exited;
+    },
+  };
+}
+
+let versionCounter = 0;
+const versionBase = Date.UTC(2026, 0, 1);
+
+/** A fresh, valid version string (one second after the previous one). */
+export function nextVersionString(): string {
+  const d = new Date(versionBase + versionCounter++ * 1000 + process.pid * 86_400_000);
+  const p = (n: number) => String(n).padStart(2, "0");
+  return `${d.getUTCFullYear()}.${p(d.getUTCMonth() + 1)}.${p(d.getUTCDate())}-${p(d.getUTCHours())}${p(d.getUTCMinutes())}${p(d.getUTCSeconds())}`;
+}
+
+/** A fresh SHA-256 source hash. */
+export function newSourceHash(): string {
+  return createHash("sha256").update(randomBytes(16)).digest("hex");
+}
+
+/** A fresh entity id. */
+export function newEntityId(prefix = "ent"): string {
+  return `${prefix}-${randomBytes(6).toString("hex")}`;
+}
+
+/** PUTs bytes to a SAS upload URL with the headers upload-url returned. */
+export async function putBlob(url: string, body: string | Buffer, headers: Record<string, string>): Promise<number> {
+  const res = await fetch(url, { method: "PUT", body, headers });
+  await res.arrayBuffer();
+  return res.status;
+}
+
+/** What a push sends; everything defaults to a fresh, valid value. */
+export interface PushOptions {
+  version?: string;
+  sourceHash?: string;
+  base?: string;
+  content?: string;
+  lockfile?: string;
+  setAsActive?: boolean;
+  force?: boolean;
+  extra?: Record<string, unknown>;
+}
+
+/** Requests upload URLs and uploads the package (and lockfile): step one of a push. */
+export async function uploadOnly(svc: { rest: RestClient }, entityId: string, o: PushOptions = {}) {
+  const version = o.version ?? nextVersionString();
+  const sourceHash = o.sourceHash ?? newSourceHash();
+  const res = await svc.rest.post(`/api/entities/${entityId}/versions/upload-url`, {
+    version,
+    source_hash: sourceHash,
+    ...(o.base === undefined ? {} : { base_version_id: o.base }),
+    ...(o.force === undefined ? {} : { force: o.force }),
+  });
+  if (res.status !== 200 || res.body.upload_url === undefined) return { res, version, sourceHash, content: "" };
+  const content = o.content ?? `package ${version} ${sourceHash}`;
+  const put = await putBlob(res.body.upload_url, content, res.body.upload_headers);
+  if (put !== 201) throw new Error(`upload PUT answered ${put}`);
+  if (o.lockfile !== undefined) {
+    const putLock = await putBlob(res.body.lockfile_upload_url, o.lockfile, res.body.upload_headers);
+    if (putLock !== 201) throw new Error(`lockfile PUT answered ${putLock}`);
+  }
+  return { res, version, sourceHash, content };
+}
+
+/** A whole push over REST: upload-url, PUT, confirm. Returns the confirm response. */
+export async function push(svc: { rest: RestClient }, entityId: string, o: PushOptions = {}) {
+  const up = await uploadOnly(svc, entityId, o);
+  if (up.res.status !== 200 || up.res.body.upload_url === undefined) return { ...up, confirm: undefined };
+  const confirm = await svc.rest.post(`/api/entities/${entityId}/versions/confirm`, {
+    storage_path: up.res.body.storage_path,
+    version: up.version,
+    source_hash: up.sourceHash,
+    file_size_bytes: Buffer.byteLength(up.content),
+    ...(o.base === undefined ? {} : { base_version_id: o.base }),
+    ...(o.lockfile === undefined ? {} : { package_lock_path: up.res.body.package_lock_path }),
+    ...(o.setAsActive === undefined ? {} : { set_as_active: o.setAsActive }),
+    ...(o.force === undefined ? {} : { force: o.force }),
+    ...o.extra,
+  });
+  return { ...up, confirm };
+}

@@ -1,0 +1,29 @@
+import { suite, type Test } from "uvu";
+import type { Backend } from "./env.js";
+import { startService, type TestService } from "./service.js";
+
+/** State of a suite that runs against one service. */
+export interface ServiceContext {
+  svc: TestService;
+}
+
+/**
+ * A uvu suite with a fresh service (and database) on the backend, started
+ * before its tests and stopped after. A failure to start is printed, since
+ * uvu would swallow it.
+ */
+export function serviceSuite(name: string, backend: Backend, env?: Record<string, string>): Test<ServiceContext> {
+  const s = suite<ServiceContext>(`${backend}: ${name}`, {} as ServiceContext);
+  s.before(async (ctx) => {
+    try {
+      ctx.svc = await startService(backend, env === undefined ? {} : { env });
+    } catch (error) {
+      console.error(`\n  ${backend}: ${name}: could not start the service:`, error);
+      throw error;
+    }
+  });
+  s.after(async (ctx) => {
+    await ctx.svc?.close();
+  });
+  return s;
+}
