@@ -87,8 +87,14 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
       socket.pause();
       socket.unshift(seen);
       const isHttp2 = seen.length >= preface.length && seen.subarray(0, preface.length).equals(preface);
-      (isHttp2 ? h2 : h1).emit("connection", socket);
-      socket.resume();
+      // An HTTP/2 session drains the socket's buffer when it sets up, so the
+      // socket must stay paused until then; the HTTP/1 server only reads a
+      // flowing socket.
+      if (isHttp2) h2.emit("connection", socket);
+      else {
+        h1.emit("connection", socket);
+        socket.resume();
+      }
     };
     socket.on("data", onData);
     socket.on("error", onError);

@@ -1,7 +1,13 @@
 import type { Backend } from "../support/env.js";
+import { concurrencySuite } from "./concurrency.js";
+import { deleteSuite } from "./delete.js";
+import { faultsSuite } from "./faults.js";
+import { grpcSuite } from "./grpc.js";
+import { protocolsSuite } from "./protocols.js";
 import { pushSuite } from "./push.js";
+import { readsSuite } from "./reads.js";
 
 /** Registers every contract suite for one backend. */
 export function defineContract(backend: Backend): void {
-  for (const define of [pushSuite]) define(backend).run();
+  for (const define of [pushSuite, readsSuite, deleteSuite, grpcSuite, protocolsSuite, concurrencySuite, faultsSuite]) define(backend).run();
 }

@@ -1,0 +1,113 @@
+import { createHash } from "node:crypto";
+import * as assert from "uvu/assert";
+import type { Backend } from "../support/env.js";
+import { grpc } from "../support/grpc-client.js";
+import { newEntityId, newSourceHash, nextVersionString, push, putBlob } from "../support/service.js";
+import { serviceSuite } from "../support/suite.js";
+
+/** Every RPC through an independent @grpc/grpc-js client, with the rich error details. */
+export function grpcSuite(backend: Backend) {
+  const s = serviceSuite("gRPC: every RPC and its errors through @grpc/grpc-js", backend);
+
+  s("a whole push, activation, download, listing and delete over gRPC", async ({ svc }) => {
+    const e = newEntityId();
+    const version = nextVersionString();
+    const sourceHash = createHash("sha256").update(version).digest("hex");
+    const up = await svc.grpc.call("GetUploadUrl", { entity_id: e, version, source_hash: sourceHash });
+    assert.ok(up.ok, JSON.stringify(up));
+    if (!up.ok) return;
+    assert.is(up.value.existing_version, null);
+    assert.is(await putBlob(up.value.upload_url, "grpc package", up.value.upload_headers), 201);
+    const confirm = await svc.grpc.call("ConfirmUpload", {
+      entity_id: e,
+      storage_path: up.value.storage_path,
+      version,
+      source_hash: sourceHash,
+      file_size_bytes: Buffer.byteLength("grpc package"),
+      service_dependencies: ["svc-a"],
+      package_json: { fields: { name: { stringValue: "pkg" } } },
+    });
+    assert.ok(confirm.ok, JSON.stringify(confirm));
+    if (!confirm.ok) return;
+    assert.is(confirm.value.created, true);
+    const v = confirm.value.version;
+    assert.is(v.entity_id, e);
+    assert.is(v.file_size_bytes, 12);
+    assert.is(v.published_by, "anonymous");
+    assert.equal(v.package_json.fields.name.stringValue, "pkg");
+    assert.ok(Number(v.created_at.seconds) > 1_700_000_000);
+
+    const again = await svc.grpc.call("ConfirmUpload", { entity_id: e, storage_path: up.value.storage_path, version, source_hash: sourceHash, file_size_bytes: 12 });
+    assert.ok(again.ok && again.value.created === false && again.value.version.id === v.id);
+
+    const set = await svc.grpc.call("SetActiveVersion", { entity_id: e, version_id: v.id });
+    assert.ok(set.ok && set.value.version.is_active === true);
+    const active = await svc.grpc.call("GetActiveVersion", { entity_id: e });
+    assert.ok(active.ok && active.value.version.id === v.id);
+    const got = await svc.grpc.call("GetVersion", { entity_id: e, version_id: v.id });
+    assert.ok(got.ok && got.value.version.version === version);
+    const dl = await svc.grpc.call("GetDownloadUrl", { entity_id: e, version_id: v.id });
+    assert.ok(dl.ok);
+    if (dl.ok) assert.is(await (await fetch(dl.value.download_url)).text(), "grpc package");
+    const list = await svc.grpc.call("ListVersions", { entity_id: e, page_size: 10 });
+    assert.ok(list.ok && list.value.versions.length === 1 && list.value.next_page_token === "");
+
+    const v2 = (await push(svc, e, { base: v.id })).confirm!.body.version;
+    const del = await svc.grpc.call("DeleteVersion", { entity_id: e, version_id: v2.id });
+    assert.ok(del.ok, JSON.stringify(del));
+  });
+
+  s("STALE_BASE is ABORTED with ErrorInfo and a StaleBase detail carrying the tip", async ({ svc }) => {
+    const e = newEntityId();
+    const v1 = (await push(svc, e)).confirm!.body.version;
+    const v2 = (await push(svc, e, { base: v1.id })).confirm!.body.version;
+    for (const force of [false, true]) {
+      const r = await svc.grpc.call("GetUploadUrl", { entity_id: e, version: nextVersionString(), source_hash: newSourceHash(), base_version_id: v1.id, force });
+      assert.not.ok(r.ok);
+      if (r.ok) return;
+      assert.is(r.error.code, grpc.status.ABORTED);
+      assert.is(r.error.reason, "STALE_BASE");
+      assert.is(r.error.metadata["tip_version_id"], v2.id);
+      assert.is(r.error.staleBase?.latestVersion?.id, v2.id);
+      assert.is(r.error.staleBase?.latestVersion?.version, v2.version);
+      assert.is(r.error.staleBase?.latestVersion?.publishedBy, "anonymous");
+      assert.match(r.error.message, "newer version was published");
+    }
+    const empty = await svc.grpc.call("GetUploadUrl", { entity_id: newEntityId(), version: nextVersionString(), source_hash: newSourceHash(), base_version_id: "x" });
+    assert.ok(!empty.ok && empty.error.reason === "STALE_BASE" && empty.error.staleBase !== undefined && empty.error.staleBase.latestVersion === undefined);
+  });
+
+  s("each catalog error has its gRPC status and reason", async ({ svc }) => {
+    const e = newEntityId();
+    const v1 = (await push(svc, e, { setAsActive: true })).confirm!.body.version;
+    const cases: Array<[string, object, grpc.status, string]> = [
+      ["GetVersion", { entity_id: newEntityId(), version_id: "x" }, grpc.status.NOT_FOUND, "ENTITY_NOT_FOUND"],
+      ["GetVersion", { entity_id: e, version_id: "x" }, grpc.status.NOT_FOUND, "VERSION_NOT_FOUND"],
+      ["GetActiveVersion", { entity_id: "bad.id" }, grpc.status.INVALID_ARGUMENT, "INVALID_ARGUMENT"],
+      ["DeleteVersion", { entity_id: e, version_id: v1.id }, grpc.status.FAILED_PRECONDITION, "ACTIVE_VERSION_NOT_DELETABLE"],
+      ["GetUploadUrl", { entity_id: e, version: v1.version, source_hash: newSourceHash(), base_version_id: v1.id }, grpc.status.ALREADY_EXISTS, "VERSION_ALREADY_EXISTS"],
+      ["ConfirmUpload", { entity_id: e, storage_path: `${e}/00000000-0000-4000-8000-000000000000/package`, version: nextVersionString(), source_hash: newSourceHash(), file_size_bytes: 5, base_version_id: v1.id }, grpc.status.FAILED_PRECONDITION, "UPLOAD_NOT_FOUND"],
+      ["ListVersions", { entity_id: e, page_token: "nope" }, grpc.status.INVALID_ARGUMENT, "INVALID_ARGUMENT"],
+    ];
+    for (const [method, request, code, reason] of cases) {
+      const r = await svc.grpc.call(method, request);
+      assert.not.ok(r.ok, method);
+      if (r.ok) continue;
+      assert.is(r.error.code, code, `${method}: ${r.error.message}`);
+      assert.is(r.error.reason, reason, method);
+    }
+    const bad = await svc.grpc.call("GetActiveVersion", { entity_id: "bad.id" });
+    assert.ok(!bad.ok && bad.error.metadata["field"] === "entity_id");
+  });
+
+  s("an unknown method is UNIMPLEMENTED", async ({ svc }) => {
+    const client = new grpc.Client(svc.url.replace("http://", ""), grpc.credentials.createInsecure());
+    const code = await new Promise<number>((resolve) => {
+      client.makeUnaryRequest("/entityversions.v1.EntityVersionsService/Nope", (x: Buffer) => x, (x: Buffer) => x, Buffer.alloc(0), (err) => resolve(err?.code ?? 0));
+    });
+    client.close();
+    assert.is(code, grpc.status.UNIMPLEMENTED);
+  });
+
+  return s;
+}

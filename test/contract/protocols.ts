@@ -1,0 +1,113 @@
+import http2 from "node:http2";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import * as assert from "uvu/assert";
+import { GetVersionRequestSchema, GetVersionResponseSchema } from "../../gen/entityversions/v1/entity_versions_pb.js";
+import type { Backend } from "../support/env.js";
+import { newEntityId, push } from "../support/service.js";
+import { serviceSuite } from "../support/suite.js";
+
+function h2Request(url: string, path: string, method = "GET"): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const session = http2.connect(url);
+    session.on("error", reject);
+    const req = session.request({ ":path": path, ":method": method });
+    let body = "";
+    let status = 0;
+    req.on("response", (h) => (status = Number(h[":status"])));
+    req.on("data", (d: Buffer) => (body += d.toString()));
+    req.on("end", () => {
+      session.close();
+      resolve({ status, body });
+    });
+    req.end();
+  });
+}
+
+/** The same port speaks REST, Connect, gRPC-Web and gRPC; errors keep one JSON shape. */
+export function protocolsSuite(backend: Backend) {
+  const s = serviceSuite("protocols: one port, Connect, gRPC-Web, REST errors", backend);
+
+  s("REST answers over HTTP/1.1 and over HTTP/2 with prior knowledge on the same port", async ({ svc }) => {
+    const e = newEntityId();
+    const v = (await push(svc, e)).confirm!.body.version;
+    const h1 = await svc.rest.get(`/api/entities/${e}/versions/${v.id}`);
+    assert.is(h1.status, 200);
+    const h2 = await h2Request(svc.url, `/api/entities/${e}/versions/${v.id}`);
+    assert.is(h2.status, 200);
+    assert.equal(JSON.parse(h2.body), h1.body);
+  });
+
+  s("Connect JSON and Connect GET reach the same service", async ({ svc }) => {
+    const e = newEntityId();
+    const v = (await push(svc, e)).confirm!.body.version;
+    const post = await svc.rest.post("/entityversions.v1.EntityVersionsService/GetVersion", { entityId: e, versionId: v.id });
+    assert.is(post.status, 200);
+    assert.is(post.body.version.id, v.id);
+    assert.is(post.body.version.fileSizeBytes, String(v.file_size_bytes));
+    const message = encodeURIComponent(JSON.stringify({ entityId: e, versionId: "nope" }));
+    const get = await svc.rest.get(`/entityversions.v1.EntityVersionsService/GetVersion?connect=v1&encoding=json&message=${message}`);
+    assert.is(get.status, 404);
+    assert.is(get.body.code, "not_found");
+    assert.is(get.body.details[0].type, "google.rpc.ErrorInfo");
+  });
+
+  s("gRPC-Web (binary) reaches the same service", async ({ svc }) => {
+    const e = newEntityId();
+    const v = (await push(svc, e)).confirm!.body.version;
+    const payload = toBinary(GetVersionRequestSchema, create(GetVersionRequestSchema, { entityId: e, versionId: v.id }));
+    const frame = Buffer.alloc(5 + payload.length);
+    frame.writeUInt32BE(payload.length, 1);
+    Buffer.from(payload).copy(frame, 5);
+    const res = await fetch(`${svc.url}/entityversions.v1.EntityVersionsService/GetVersion`, {
+      method: "POST",
+      headers: { "content-type": "application/grpc-web+proto", "x-grpc-web": "1" },
+      body: frame,
+    });
+    assert.is(res.status, 200);
+    const body = Buffer.from(await res.arrayBuffer());
+    assert.is(body[0], 0);
+    const len = body.readUInt32BE(1);
+    const msg = fromBinary(GetVersionResponseSchema, body.subarray(5, 5 + len));
+    assert.is(msg.version?.id, v.id);
+    assert.is(body[5 + len], 0x80);
+    assert.match(body.subarray(10 + len).toString(), /^grpc-status: ?0\r\n/m);
+  });
+
+  s("malformed JSON, wrong types, wrong content types, big bodies and unknown routes get the JSON error shape", async ({ svc }) => {
+    const e = newEntityId();
+    const path = `/api/entities/${e}/versions/upload-url`;
+    const cases: Array<[string, string, string | undefined, Record<string, string>, number, string]> = [
+      ["POST", path, "{not json", { "content-type": "application/json" }, 400, "MALFORMED_REQUEST"],
+      ["POST", path, "[1,2]", { "content-type": "application/json" }, 400, "MALFORMED_REQUEST"],
+      ["POST", path, '"text"', { "content-type": "application/json" }, 400, "MALFORMED_REQUEST"],
+      ["POST", path, '{"version": 5}', { "content-type": "application/json" }, 400, "INVALID_ARGUMENT"],
+      ["POST", path, '{"__proto__": {"x": 1}}', { "content-type": "application/json" }, 400, "MALFORMED_REQUEST"],
+      ["POST", path, "version=1", { "content-type": "application/x-www-form-urlencoded" }, 415, "UNSUPPORTED_MEDIA_TYPE"],
+      ["POST", path, "hello", { "content-type": "text/plain" }, 415, "UNSUPPORTED_MEDIA_TYPE"],
+      ["POST", path, JSON.stringify({ version: "x".repeat(2 * 1024 * 1024) }), { "content-type": "application/json" }, 413, "REQUEST_TOO_LARGE"],
+      ["GET", "/api/nothing-here", undefined, {}, 404, "ROUTE_NOT_FOUND"],
+      ["PATCH", `/api/entities/${e}/active-version`, "{}", { "content-type": "application/json" }, 404, "ROUTE_NOT_FOUND"],
+      ["GET", `/api/entities/${"%ZZ"}/versions`, undefined, {}, 400, "MALFORMED_REQUEST"],
+      ["GET", `/api/entities/${"x".repeat(600)}/versions`, undefined, {}, 400, "INVALID_ARGUMENT"],
+    ];
+    for (const [method, url, body, headers, status, code] of cases) {
+      const res = await fetch(`${svc.url}${url}`, { method, headers, ...(body === undefined ? {} : { body }) });
+      const text = await res.text();
+      assert.is(res.status, status, `${method} ${url.slice(0, 60)}: ${text.slice(0, 200)}`);
+      assert.ok(res.headers.get("content-type")?.startsWith("application/json"), url);
+      const json = JSON.parse(text);
+      assert.equal(Object.keys(json).sort(), ["code", "error"], text);
+      assert.is(json.code, code, text);
+      assert.type(json.error, "string");
+    }
+  });
+
+  s("the request id is taken from x-request-id or made, and returned", async ({ svc }) => {
+    const given = await svc.rest.get(`/api/entities/${newEntityId()}/active-version`, { "x-request-id": "req-123" });
+    assert.is(given.headers.get("x-request-id"), "req-123");
+    const made = await svc.rest.get(`/api/entities/${newEntityId()}/active-version`);
+    assert.match(made.headers.get("x-request-id") ?? "", /^[0-9a-f-]{36}$/);
+  });
+
+  return s;
+}
