@@ -1,0 +1,50 @@
+import { test } from "uvu";
+import * as assert from "uvu/assert";
+import { ConfigError, loadConfig } from "../../src/config.js";
+
+test("no configuration runs on the embedded defaults under ./data", () => {
+  const c = loadConfig({});
+  assert.is(c.port, 8080);
+  assert.is(c.database.kind, "sqlite");
+  assert.ok(c.database.kind === "sqlite" && c.database.file.endsWith("data/entity-versions.db"));
+  assert.is(c.blob.kind, "embedded-azurite");
+  assert.is(c.blob.container, "entity-versions");
+  assert.is(c.uploadUrlTtlSeconds, 900);
+  assert.is(c.downloadUrlTtlSeconds, 300);
+  assert.ok(Object.isFrozen(c) && Object.isFrozen(c.limits));
+});
+
+test("MySQL and Azure come from DATABASE_URL and AZURE_STORAGE_CONNECTION_STRING", () => {
+  const c = loadConfig({
+    DATABASE_URL: "mysql://u:p@db:3306/versions",
+    AZURE_STORAGE_CONNECTION_STRING: "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=a2V5;EndpointSuffix=core.windows.net",
+  });
+  assert.is(c.database.kind, "mysql");
+  assert.is(c.blob.kind, "azure");
+});
+
+test("a bad value stops the start with a message naming the variable", () => {
+  const cases: Array<[Record<string, string>, string]> = [
+    [{ PORT: "eighty" }, "PORT"],
+    [{ PORT: "70000" }, "PORT"],
+    [{ DATABASE_URL: "postgres://x/y" }, "DATABASE_URL"],
+    [{ DATABASE_URL: "mysql://u:p@db:3306" }, "DATABASE_URL"],
+    [{ DATABASE_URL: "sqlite:" }, "DATABASE_URL"],
+    [{ AZURE_STORAGE_CONTAINER: "Bad_Name" }, "AZURE_STORAGE_CONTAINER"],
+    [{ AZURE_STORAGE_CONNECTION_STRING: "UseDevelopmentStorage=true" }, "AZURE_STORAGE_CONNECTION_STRING"],
+    [{ UPLOAD_URL_TTL_SECONDS: "1" }, "UPLOAD_URL_TTL_SECONDS"],
+    [{ LOG_LEVEL: "loud" }, "LOG_LEVEL"],
+    [{ PAGE_TOKEN_SECRET: "short" }, "PAGE_TOKEN_SECRET"],
+  ];
+  for (const [env, name] of cases) {
+    try {
+      loadConfig(env);
+      assert.unreachable(`${JSON.stringify(env)} was accepted`);
+    } catch (error) {
+      assert.instance(error, ConfigError);
+      assert.match((error as Error).message, name);
+    }
+  }
+});
+
+test.run();
