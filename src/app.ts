@@ -1,18 +1,23 @@
-import { randomBytes } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import type { FastifyBaseLogger, FastifyInstance } from "fastify";
 import { pino } from "pino";
+import { EntityAccessServiceImpl } from "./api/entity-access-service.js";
 import { EntityVersionsServiceImpl } from "./api/entity-versions-service.js";
 import { PageTokens } from "./api/page-token.js";
-import { anonymousAuthenticator, type Authenticator } from "./auth/caller.js";
+import type { Authenticator } from "./auth/caller.js";
+import { JwtAuthenticator } from "./auth/jwt-authenticator.js";
+import { adminRole, publisherRole } from "./auth/policy.js";
+import { mintToken } from "./auth/tokens.js";
 import { AzureBlobStore } from "./blob/azure-blob-store.js";
 import { type EmbeddedAzurite, startEmbeddedAzurite } from "./blob/embedded-azurite.js";
 import { type Clock, systemClock } from "./clock.js";
 import type { Config } from "./config.js";
 import { BlobDeleter } from "./jobs/blob-deleter.js";
+import { localSecret } from "./local-secret.js";
 import { buildServer } from "./server.js";
 import { openDatabase } from "./store/database.js";
+import { AccessStore } from "./store/access-store.js";
 import { migrateLatest } from "./store/migrate.js";
 import { UploadStore } from "./store/upload-store.js";
 import { VersionStore } from "./store/version-store.js";
@@ -22,6 +27,8 @@ export interface App {
   readonly server: FastifyInstance;
   /** The embedded Azurite's blob endpoint, when the service runs one. */
   readonly blobEndpoint: string | undefined;
+  /** In development auth mode: a token for user `dev` (publisher, admin), also written to dataDir/dev-token. */
+  readonly devToken: string | undefined;
   /** Stops the server, the background jobs, the database pool and the embedded Azurite. */
   close(): Promise<void>;
 }
@@ -33,16 +40,26 @@ export interface AppOverrides {
   readonly authenticator?: Authenticator;
 }
 
-/** Reads a secret from a file under the data folder, creating it on first use. */
-function localSecret(file: string): Buffer {
-  try {
-    return Buffer.from(fs.readFileSync(file, "utf8").trim(), "base64");
-  } catch {
-    fs.mkdirSync(path.dirname(file), { recursive: true });
-    const secret = randomBytes(32);
-    fs.writeFileSync(file, secret.toString("base64"), { mode: 0o600, flag: "wx" });
-    return secret;
-  }
+/** Lifetime of the development token. */
+const devTokenTtlSeconds = 30 * 24 * 3600;
+
+/**
+ * The authenticator of the configuration. In development mode it signs with
+ * a secret kept under dataDir and mints a token for user `dev`.
+ */
+async function authentication(config: Config): Promise<{ authenticator: Authenticator; devToken: string | undefined }> {
+  const { auth } = config;
+  if (auth.mode === "jwt") return { authenticator: new JwtAuthenticator(auth), devToken: undefined };
+  const secret = localSecret(path.join(config.dataDir, "auth-dev-secret")).toString("base64");
+  const devToken = await mintToken(secret, {
+    sub: "dev",
+    roles: [publisherRole, adminRole],
+    ttlSeconds: devTokenTtlSeconds,
+    ...(auth.issuer === undefined ? {} : { issuer: auth.issuer }),
+    ...(auth.audience === undefined ? {} : { audience: auth.audience }),
+  });
+  fs.writeFileSync(path.join(config.dataDir, "dev-token"), `${devToken}\n`, { mode: 0o600 });
+  return { authenticator: new JwtAuthenticator({ ...auth, secret }), devToken };
 }
 
 /**
@@ -76,10 +93,14 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     cleanups.push(() => db.knex.destroy());
     await migrateLatest(db.knex);
 
+    const { authenticator, devToken } = await authentication(config);
+    const access = new AccessStore(db);
     const deleter = new BlobDeleter(new UploadStore(db), blobs, clock, logger);
     const server = await buildServer({
+      access: new EntityAccessServiceImpl({ access, clock }),
       versions: new EntityVersionsServiceImpl({
         store: new VersionStore(db),
+        access,
         blobs,
         deleter,
         clock,
@@ -94,7 +115,7 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
           limits: config.limits,
         },
       }),
-      authenticator: overrides.authenticator ?? anonymousAuthenticator,
+      authenticator: overrides.authenticator ?? authenticator,
       logger,
       bodyLimitBytes: config.limits.maxRequestBytes,
       shutdownTimeoutMs: config.shutdownTimeoutMs,
@@ -105,6 +126,7 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     return {
       server,
       blobEndpoint: azurite?.blobEndpoint,
+      devToken,
       close: closeAll,
     };
   } catch (error) {

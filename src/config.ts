@@ -10,8 +10,25 @@ export type BlobConfig =
   | { readonly kind: "azure"; readonly connectionString: string; readonly container: string }
   | { readonly kind: "embedded-azurite"; readonly location: string; readonly port: number; readonly container: string };
 
+/**
+ * How callers authenticate. "dev" (no auth configured, not production): a
+ * signing secret kept under dataDir and a printed token for user `dev`.
+ */
+export interface AuthConfig {
+  readonly mode: "jwt" | "dev";
+  readonly secret: string | undefined;
+  readonly jwksUrl: string | undefined;
+  readonly issuer: string | undefined;
+  readonly audience: string | undefined;
+  readonly clockSkewSeconds: number;
+  readonly jwksCooldownSeconds: number;
+}
+
 /** The service's whole configuration, read once at start-up and frozen. */
 export interface Config {
+  /** NODE_ENV=production: no embedded defaults, no development auth. */
+  readonly production: boolean;
+  readonly auth: AuthConfig;
   readonly host: string;
   readonly port: number;
   readonly logLevel: string;
@@ -67,6 +84,42 @@ function secret(env: Env, name: string): string | undefined {
   return raw;
 }
 
+function optional(env: Env, name: string): string | undefined {
+  const raw = env[name]?.trim();
+  return raw === undefined || raw === "" ? undefined : raw;
+}
+
+function auth(env: Env, production: boolean): AuthConfig {
+  const secret = optional(env, "AUTH_JWT_SECRET");
+  if (secret !== undefined && secret.length < 32) {
+    throw new ConfigError("AUTH_JWT_SECRET must be at least 32 characters (random; e.g. `openssl rand -base64 32`).");
+  }
+  const jwksUrl = optional(env, "AUTH_JWKS_URL");
+  if (jwksUrl !== undefined) {
+    let url: URL | undefined;
+    try {
+      url = new URL(jwksUrl);
+    } catch {
+      url = undefined;
+    }
+    if (url === undefined || (url.protocol !== "https:" && url.protocol !== "http:")) {
+      throw new ConfigError(`AUTH_JWKS_URL must be an http(s) URL, got "${jwksUrl}".`);
+    }
+  }
+  if (production && secret === undefined && jwksUrl === undefined) {
+    throw new ConfigError("NODE_ENV=production needs AUTH_JWT_SECRET or AUTH_JWKS_URL: the development token is never used in production.");
+  }
+  return Object.freeze({
+    mode: secret === undefined && jwksUrl === undefined ? "dev" : "jwt",
+    secret,
+    jwksUrl,
+    issuer: optional(env, "AUTH_ISSUER"),
+    audience: optional(env, "AUTH_AUDIENCE"),
+    clockSkewSeconds: integer(env, "AUTH_CLOCK_SKEW_SECONDS", 30, 0, 600),
+    jwksCooldownSeconds: integer(env, "AUTH_JWKS_COOLDOWN_SECONDS", 30, 0, 3600),
+  });
+}
+
 function database(env: Env, dataDir: string): DatabaseConfig {
   const raw = env["DATABASE_URL"]?.trim();
   if (raw === undefined || raw === "") return { kind: "sqlite", file: path.join(dataDir, "entity-versions.db") };
@@ -120,11 +173,24 @@ function blob(env: Env, dataDir: string): BlobConfig {
  */
 export function loadConfig(env: Env = process.env): Config {
   const dataDir = path.resolve(text(env, "DATA_DIR", "data"));
+  const production = env["NODE_ENV"] === "production";
+  if (production) {
+    for (const name of ["DATABASE_URL", "AZURE_STORAGE_CONNECTION_STRING", "PAGE_TOKEN_SECRET"]) {
+      if (optional(env, name) === undefined) {
+        throw new ConfigError(`NODE_ENV=production needs ${name}: the embedded defaults under ./data are for development only.`);
+      }
+    }
+    if (optional(env, "DATABASE_URL")?.startsWith("sqlite:")) {
+      throw new ConfigError("NODE_ENV=production needs a mysql:// DATABASE_URL: SQLite is for development only.");
+    }
+  }
   const logLevel = text(env, "LOG_LEVEL", "info");
   if (!["fatal", "error", "warn", "info", "debug", "trace", "silent"].includes(logLevel)) {
     throw new ConfigError(`LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent; got "${logLevel}".`);
   }
   return Object.freeze({
+    production,
+    auth: auth(env, production),
     host: text(env, "HOST", "0.0.0.0"),
     port: integer(env, "PORT", 8080, 0, 65535),
     logLevel,

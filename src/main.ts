@@ -27,6 +27,16 @@ app.server.log.info(
   `entity-versions listening on ${address} (gRPC, gRPC-Web, Connect and REST on one port)`,
 );
 
+if (app.devToken !== undefined) {
+  // Development mode only (no AUTH_JWT_SECRET or AUTH_JWKS_URL): printed to
+  // the terminal, never to the logs.
+  process.stdout.write(
+    `\nDevelopment token for user "dev" (roles publisher, admin), also in ${config.dataDir}/dev-token:\n\n` +
+      `  export TOKEN=${app.devToken}\n\n` +
+      `Send it as: curl -H "Authorization: Bearer $TOKEN" …\n\n`,
+  );
+}
+
 let stopping = false;
 const stop = (signal: string) => {
   if (stopping) return;

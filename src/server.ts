@@ -10,6 +10,7 @@ import Fastify, {
   type FastifyServerFactory,
   LogController,
 } from "fastify";
+import { EntityAccessService } from "../gen/entityversions/v1/entity_access_pb.js";
 import { type ConfirmUploadResponse, EntityVersionsService } from "../gen/entityversions/v1/entity_versions_pb.js";
 import { type Authenticator, authInterceptor } from "./auth/caller.js";
 import { apiError } from "./errors/api-error.js";
@@ -22,6 +23,7 @@ import { createInProcessCaller, type ServiceRegistration } from "./rpc/in-proces
 /** What the HTTP server is built from. */
 export interface ServerDeps {
   readonly versions: ServiceImpl<typeof EntityVersionsService>;
+  readonly access: ServiceImpl<typeof EntityAccessService>;
   readonly authenticator: Authenticator;
   /** A pino logger. */
   readonly logger: FastifyBaseLogger;
@@ -73,7 +75,10 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   });
 
   const interceptors: Interceptor[] = [errorInterceptor(app.log), authInterceptor(deps.authenticator)];
-  const services: ServiceRegistration[] = [{ service: EntityVersionsService, impl: deps.versions as never }];
+  const services: ServiceRegistration[] = [
+    { service: EntityVersionsService, impl: deps.versions as never },
+    { service: EntityAccessService, impl: deps.access as never },
+  ];
   const toError = (error: unknown, rpc: string): ConnectError => toCatalogError(error, app.log, rpc);
 
   // REST takes JSON only; Fastify's default text/plain parser would let a

@@ -22,14 +22,17 @@ import {
   type SetActiveVersionResponseSchema,
   StaleBaseSchema,
 } from "../../gen/entityversions/v1/entity_versions_pb.js";
-import { anonymousName, callerOf } from "../auth/caller.js";
+import type { Caller } from "../auth/caller.js";
+import { type AccessFacts, type Decision, decidePushAccess, decideRead, decideWrite } from "../auth/policy.js";
 import { uploadPaths } from "../blob/blob-paths.js";
 import type { BlobStore } from "../blob/blob-store.js";
 import type { Clock } from "../clock.js";
 import { decidePush } from "../domain/push-rules.js";
 import { apiError, detail } from "../errors/api-error.js";
 import type { BlobDeleter } from "../jobs/blob-deleter.js";
+import type { AccessStore } from "../store/access-store.js";
 import type { VersionRecord, VersionStore } from "../store/version-store.js";
+import { enforce, requireCaller } from "./authorize.js";
 import type { PageTokens } from "./page-token.js";
 import * as valid from "./validate.js";
 import { toVersionMessage, toVersionRef } from "./version-message.js";
@@ -46,6 +49,7 @@ export interface EntityVersionsSettings {
 /** What the versions service is built from; all injected, so tests choose each part. */
 export interface EntityVersionsDeps {
   readonly store: VersionStore;
+  readonly access: AccessStore;
   readonly blobs: BlobStore;
   readonly deleter: BlobDeleter;
   readonly clock: Clock;
@@ -77,9 +81,10 @@ function versionTaken(existing: VersionRecord) {
 }
 
 /**
- * The EntityVersionsService: spec sections 1 to 4, 7 and 9. Handlers
- * validate, then leave every decision that must hold under concurrency to
- * the store's locked transactions; blob calls happen outside any lock.
+ * The EntityVersionsService: spec sections 1 to 5, 7 and 9. Handlers
+ * validate, check the caller's access (spec 5), then leave every decision
+ * that must hold under concurrency to the store's locked transactions; blob
+ * calls happen outside any lock.
  */
 export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersionsService> {
   readonly #d: EntityVersionsDeps;
@@ -93,6 +98,17 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
   /** A URL's expiry, in whole seconds: a SAS carries no fractions, so neither does expires_at. */
   #expiry(seconds: number): Date {
     return new Date(Math.floor(this.#d.clock.now().getTime() / 1000) * 1000 + seconds * 1000);
+  }
+
+  /** Checks the caller's access to the entity with the given policy; throws when refused. */
+  async #authorize(
+    ctx: HandlerContext,
+    entityId: string,
+    policy: (caller: Caller, facts: AccessFacts) => Decision,
+  ): Promise<{ caller: Caller; decision: Decision }> {
+    const caller = requireCaller(ctx);
+    const decision = enforce(policy(caller, await this.#d.access.facts(entityId, caller)), entityId, caller);
+    return { caller, decision };
   }
 
   /**
@@ -109,11 +125,12 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     return undefined;
   }
 
-  async getUploadUrl(req: GetUploadUrlRequest): Promise<Init<typeof GetUploadUrlResponseSchema>> {
+  async getUploadUrl(req: GetUploadUrlRequest, ctx: HandlerContext): Promise<Init<typeof GetUploadUrlResponseSchema>> {
     const entityId = valid.entityId(req.entityId);
     const version = valid.versionString(req.version);
     const sourceHash = valid.sourceHash(req.sourceHash);
     const baseVersionId = valid.baseVersionId(req.baseVersionId);
+    await this.#authorize(ctx, entityId, decidePushAccess);
     const existing = await this.#decide(entityId, sourceHash, version, baseVersionId, req.force);
     if (existing !== undefined) return { existingVersion: toVersionMessage(existing) };
 
@@ -149,6 +166,7 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
       });
     }
 
+    const { caller } = await this.#authorize(ctx, entityId, decidePushAccess);
     // Decide as upload-url does before touching the blob store: duplicates
     // answer 200 whatever else the request says (spec 4.2), and a doomed push
     // learns STALE_BASE before any upload problem. The transaction decides
@@ -178,12 +196,16 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
       serviceDependencies,
       packageJson,
       baseVersionId,
-      publishedBy: callerOf(ctx)?.id ?? anonymousName,
+      caller,
+      authorize: (facts) => decidePushAccess(caller, facts),
       setAsActive: req.setAsActive,
       force: req.force,
       now: this.#d.clock.now(),
     });
     switch (outcome.kind) {
+      case "hidden":
+      case "forbidden":
+        throw enforce(outcome.kind, entityId, caller);
       case "created":
         return { version: toVersionMessage(outcome.version), created: true };
       case "existing":
@@ -199,17 +221,18 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     }
   }
 
-  async #version(entityIdValue: string, versionIdValue: string): Promise<VersionRecord> {
+  async #version(ctx: HandlerContext, entityIdValue: string, versionIdValue: string): Promise<VersionRecord> {
     const entityId = valid.entityId(entityIdValue);
     const versionId = valid.versionId(versionIdValue);
+    await this.#authorize(ctx, entityId, decideRead);
     const found = await this.#d.store.getVersion(entityId, versionId);
     if (found.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
     if (found.kind === "version-missing") throw apiError("VERSION_NOT_FOUND", { entityId, versionId });
     return found.version;
   }
 
-  async getDownloadUrl(req: GetDownloadUrlRequest): Promise<Init<typeof GetDownloadUrlResponseSchema>> {
-    const version = await this.#version(req.entityId, req.versionId);
+  async getDownloadUrl(req: GetDownloadUrlRequest, ctx: HandlerContext): Promise<Init<typeof GetDownloadUrlResponseSchema>> {
+    const version = await this.#version(ctx, req.entityId, req.versionId);
     const expiresAt = this.#expiry(this.#d.settings.downloadUrlTtlSeconds);
     return {
       downloadUrl: this.#d.blobs.signDownloadUrl(version.storagePath, expiresAt),
@@ -221,26 +244,31 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     };
   }
 
-  async getActiveVersion(req: GetActiveVersionRequest): Promise<Init<typeof GetActiveVersionResponseSchema>> {
+  async getActiveVersion(req: GetActiveVersionRequest, ctx: HandlerContext): Promise<Init<typeof GetActiveVersionResponseSchema>> {
     const entityId = valid.entityId(req.entityId);
-    const found = await this.#d.store.getActive(entityId);
+    const caller = requireCaller(ctx);
+    // One query: the active version and the caller's access together.
+    const found = await this.#d.store.getActive(entityId, caller);
+    enforce(decideRead(caller, found.facts), entityId, caller);
     if (found.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
     if (found.kind === "none-active") throw apiError("NO_ACTIVE_VERSION", { entityId });
     return { version: toVersionMessage(found.version) };
   }
 
-  async setActiveVersion(req: SetActiveVersionRequest): Promise<Init<typeof SetActiveVersionResponseSchema>> {
+  async setActiveVersion(req: SetActiveVersionRequest, ctx: HandlerContext): Promise<Init<typeof SetActiveVersionResponseSchema>> {
     const entityId = valid.entityId(req.entityId);
     const versionId = valid.versionId(req.versionId);
+    await this.#authorize(ctx, entityId, decideWrite);
     const outcome = await this.#d.store.setActive(entityId, versionId);
     if (outcome.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
     if (outcome.kind === "version-missing") throw apiError("VERSION_NOT_FOUND", { entityId, versionId });
     return { version: toVersionMessage(outcome.version) };
   }
 
-  async deleteVersion(req: DeleteVersionRequest): Promise<Init<typeof DeleteVersionResponseSchema>> {
+  async deleteVersion(req: DeleteVersionRequest, ctx: HandlerContext): Promise<Init<typeof DeleteVersionResponseSchema>> {
     const entityId = valid.entityId(req.entityId);
     const versionId = valid.versionId(req.versionId);
+    await this.#authorize(ctx, entityId, decideWrite);
     const outcome = await this.#d.store.deleteVersion(entityId, versionId, this.#d.clock.now());
     if (outcome.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
     if (outcome.kind === "version-missing") throw apiError("VERSION_NOT_FOUND", { entityId, versionId });
@@ -251,9 +279,10 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     return {};
   }
 
-  async listVersions(req: ListVersionsRequest): Promise<Init<typeof ListVersionsResponseSchema>> {
+  async listVersions(req: ListVersionsRequest, ctx: HandlerContext): Promise<Init<typeof ListVersionsResponseSchema>> {
     const entityId = valid.entityId(req.entityId);
     const size = valid.pageSize(req.pageSize);
+    await this.#authorize(ctx, entityId, decideRead);
     let beforeSeq: number | undefined;
     if (req.pageToken !== "") {
       const cursor = this.#d.pageTokens.decode(req.pageToken, entityId);
@@ -274,7 +303,7 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     };
   }
 
-  async getVersion(req: GetVersionRequest): Promise<Init<typeof GetVersionResponseSchema>> {
-    return { version: toVersionMessage(await this.#version(req.entityId, req.versionId)) };
+  async getVersion(req: GetVersionRequest, ctx: HandlerContext): Promise<Init<typeof GetVersionResponseSchema>> {
+    return { version: toVersionMessage(await this.#version(ctx, req.entityId, req.versionId)) };
   }
 }

@@ -9,19 +9,15 @@ export interface Caller {
 }
 
 /**
- * Turns request headers into a Caller. Returns undefined for an anonymous
- * request and throws the catalog's UNAUTHENTICATED errors for a bad
- * credential.
+ * Turns request headers into a Caller, or throws the catalog's
+ * UNAUTHENTICATED errors for a missing or bad credential.
  */
 export interface Authenticator {
-  authenticate(headers: Headers): Promise<Caller | undefined>;
+  authenticate(headers: Headers): Promise<Caller>;
 }
 
 /** The context value the auth interceptor fills for every RPC. */
 export const callerKey = createContextKey<Caller | undefined>(undefined, { description: "caller" });
-
-/** The name recorded as published_by when nobody authenticated. */
-export const anonymousName = "anonymous";
 
 /**
  * The one seam where authentication happens: an interceptor, so gRPC,
@@ -39,6 +35,3 @@ export function authInterceptor(authenticator: Authenticator): Interceptor {
 export function callerOf(ctx: HandlerContext): Caller | undefined {
   return ctx.values.get(callerKey);
 }
-
-/** An authenticator that lets everyone in anonymously. */
-export const anonymousAuthenticator: Authenticator = { authenticate: async () => undefined };

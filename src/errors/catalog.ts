@@ -121,6 +121,42 @@ export const catalog = Object.freeze({
     Code.AlreadyExists,
     (p) => `The upload at "${p.path}" is already version "${p.versionId}": request a new upload URL for a new version.`,
   ),
+  AUTH_REQUIRED: spec(
+    Code.Unauthenticated,
+    () => "Authentication required: send Authorization: Bearer <token> (gRPC: authorization metadata). See the README for development tokens.",
+  ),
+  TOKEN_MALFORMED: spec(
+    Code.Unauthenticated,
+    () => "The bearer token is not a well-formed JWT signed with an accepted algorithm: send Authorization: Bearer <jwt>.",
+  ),
+  TOKEN_BAD_SIGNATURE: spec(
+    Code.Unauthenticated,
+    () => "The bearer token's signature does not verify (wrong key, or a key this service does not know): get a token from the right issuer.",
+  ),
+  TOKEN_EXPIRED: spec(Code.Unauthenticated, () => "The bearer token has expired: get a new one."),
+  TOKEN_NOT_YET_VALID: spec(
+    Code.Unauthenticated,
+    () => "The bearer token is not valid yet (nbf is in the future): check the issuer's clock.",
+  ),
+  TOKEN_WRONG_ISSUER: spec(Code.Unauthenticated, () => "The bearer token comes from an issuer this service does not accept."),
+  TOKEN_WRONG_AUDIENCE: spec(Code.Unauthenticated, () => "The bearer token is not meant for this service (aud): get a token for it."),
+  TOKEN_CLAIMS_INVALID: spec<{ problem: string }>(
+    Code.Unauthenticated,
+    (p) => `The bearer token's claims are not usable: ${p.problem}.`,
+  ),
+  AUTH_KEYS_UNAVAILABLE: spec(
+    Code.Unavailable,
+    () => "The token signing keys (JWKS) cannot be fetched right now: retry in a few seconds.",
+    { retryable: true },
+  ),
+  PERMISSION_DENIED: spec<{ entityId: string; problem: string }>(
+    Code.PermissionDenied,
+    (p) => `Not allowed on entity "${p.entityId}": ${p.problem}`,
+  ),
+  LAST_PUBLISHER: spec<{ entityId: string; userId: string }>(
+    Code.FailedPrecondition,
+    (p) => `"${p.userId}" is the last publisher of entity "${p.entityId}" and cannot be removed: add another publisher first.`,
+  ),
   DATABASE_UNAVAILABLE: spec(
     Code.Unavailable,
     () => "The database is unavailable: nothing was changed; retry in a few seconds.",

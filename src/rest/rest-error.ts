@@ -26,6 +26,8 @@ export function renderRestError(error: ConnectError): RestErrorResponse {
   const code = reason ?? Code[error.code].replace(/([a-z])([A-Z])/g, "$1_$2").toUpperCase();
   const body: JsonObject = { error: error.rawMessage, code };
   const headers: Record<string, string> = {};
+  // RFC 6750: a 401 names the scheme the client should use.
+  if (error.code === Code.Unauthenticated) headers["www-authenticate"] = 'Bearer realm="entity-versions"';
   for (const d of error.details) {
     if (!("desc" in d)) continue;
     if (d.desc.typeName === RetryInfoSchema.typeName) {

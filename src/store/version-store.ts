@@ -1,5 +1,8 @@
 import type { Knex } from "knex";
+import type { Caller } from "../auth/caller.js";
+import type { AccessFacts, Decision } from "../auth/policy.js";
 import { decidePush } from "../domain/push-rules.js";
+import { type AccessFactRow, accessFactColumns, toAccessFacts } from "./access-store.js";
 import type { Database } from "./database.js";
 
 /** A JSON object, as package_json is stored. */
@@ -39,7 +42,9 @@ export interface NewVersion {
   readonly packageJson: JsonObject | undefined;
   /** The base the client named; "" when none. */
   readonly baseVersionId: string;
-  readonly publishedBy: string;
+  readonly caller: Caller;
+  /** Decides, from the caller's access facts read under the entity lock, whether the push may go on. */
+  readonly authorize: (facts: AccessFacts) => Decision;
   readonly setAsActive: boolean;
   readonly force: boolean;
   readonly now: Date;
@@ -47,6 +52,7 @@ export interface NewVersion {
 
 /** How a confirm ended; only "created" wrote anything. */
 export type ConfirmOutcome =
+  | { readonly kind: "hidden" | "forbidden" }
   | { readonly kind: "created"; readonly version: VersionRecord }
   | { readonly kind: "existing"; readonly version: VersionRecord }
   | { readonly kind: "stale"; readonly tip: VersionRecord | undefined }
@@ -80,11 +86,12 @@ export type VersionLookup =
   | { readonly kind: "entity-missing" }
   | { readonly kind: "version-missing" };
 
-/** The active version, or why there is none. */
-export type ActiveLookup =
+/** The active version, or why there is none, with the caller's access facts. */
+export type ActiveLookup = { readonly facts: AccessFacts } & (
   | { readonly kind: "found"; readonly version: VersionRecord }
   | { readonly kind: "entity-missing" }
-  | { readonly kind: "none-active" };
+  | { readonly kind: "none-active" }
+);
 
 /** One page of an entity's versions, newest first. */
 export type VersionPage =
@@ -248,6 +255,13 @@ export class VersionStore {
         .onConflict("id")
         .merge(["id"]);
       const entity = (await this.#lockEntity(trx, input.entityId))!;
+      // Access is decided again under the lock: of two racing first pushes,
+      // the second sees the first's claim.
+      const factsRow = await trx({ e: "entities" })
+        .where("e.id", input.entityId)
+        .first<AccessFactRow>(accessFactColumns(trx, input.caller));
+      const access = input.authorize(toAccessFacts(factsRow));
+      if (access === "hidden" || access === "forbidden") return { commit: false, result: { kind: access } };
       const tipVersionId = entity.tip_version_id ?? undefined;
       const duplicate = await this.#duplicate(trx, input.entityId, input.sourceHash);
       const decision = decidePush({ duplicate, tipVersionId }, input);
@@ -282,7 +296,7 @@ export class VersionStore {
           service_dependencies: JSON.stringify(input.serviceDependencies),
           package_json: input.packageJson === undefined ? null : JSON.stringify(input.packageJson),
           base_version_id: input.baseVersionId === "" ? null : input.baseVersionId,
-          published_by: input.publishedBy,
+          published_by: input.caller.id,
           created_at: input.now,
         });
       } catch (error) {
@@ -292,6 +306,7 @@ export class VersionStore {
         return { commit: false, result: { kind: "version-taken", existing } };
       }
       await trx("uploads").where("id", input.uploadId).update({ state: "confirmed" });
+      if (access === "claim") await trx("entity_publishers").insert({ entity_id: input.entityId, user_id: input.caller.id });
       await trx("entities")
         .where("id", input.entityId)
         .update({
@@ -312,7 +327,7 @@ export class VersionStore {
         serviceDependencies: input.serviceDependencies,
         packageJson: input.packageJson,
         baseVersionId: input.baseVersionId === "" ? undefined : input.baseVersionId,
-        publishedBy: input.publishedBy,
+        publishedBy: input.caller.id,
         createdAt: input.now,
         isActive: input.setAsActive,
       };
@@ -327,17 +342,18 @@ export class VersionStore {
     return (await this.#entityExists(entityId)) ? { kind: "version-missing" } : { kind: "entity-missing" };
   }
 
-  /** The active version in one query. */
-  async getActive(entityId: string): Promise<ActiveLookup> {
+  /** The active version and the caller's access to the entity, in one query. */
+  async getActive(entityId: string, caller: Caller): Promise<ActiveLookup> {
     const row = await this.#knex({ e: "entities" })
       .leftJoin({ v: "versions" }, function () {
         this.on("v.id", "=", "e.active_version_id").andOn("v.entity_id", "=", "e.id");
       })
       .where("e.id", entityId)
-      .first<(VersionRow & { entity_exists: string }) | undefined>([...versionColumns, "e.id as entity_exists"]);
-    if (row === undefined) return { kind: "entity-missing" };
-    if (row.id === null) return { kind: "none-active" };
-    return { kind: "found", version: toRecord(row) };
+      .first<(VersionRow & AccessFactRow) | undefined>([...versionColumns, ...accessFactColumns(this.#knex, caller)]);
+    const facts = toAccessFacts(row);
+    if (row === undefined) return { kind: "entity-missing", facts };
+    if (row.id === null) return { kind: "none-active", facts };
+    return { kind: "found", version: toRecord(row), facts };
   }
 
   /** Makes a version active under the entity lock; already active is a no-op. */

@@ -33,7 +33,7 @@ export function grpcSuite(backend: Backend) {
     const v = confirm.value.version;
     assert.is(v.entity_id, e);
     assert.is(v.file_size_bytes, 12);
-    assert.is(v.published_by, "anonymous");
+    assert.is(v.published_by, "tester");
     assert.equal(v.package_json.fields.name.stringValue, "pkg");
     assert.ok(Number(v.created_at.seconds) > 1_700_000_000);
 
@@ -70,7 +70,7 @@ export function grpcSuite(backend: Backend) {
       assert.is(r.error.metadata["tip_version_id"], v2.id);
       assert.is(r.error.staleBase?.latestVersion?.id, v2.id);
       assert.is(r.error.staleBase?.latestVersion?.version, v2.version);
-      assert.is(r.error.staleBase?.latestVersion?.publishedBy, "anonymous");
+      assert.is(r.error.staleBase?.latestVersion?.publishedBy, "tester");
       assert.match(r.error.message, "newer version was published");
     }
     const empty = await svc.grpc.call("GetUploadUrl", { entity_id: newEntityId(), version: nextVersionString(), source_hash: newSourceHash(), base_version_id: "x" });

@@ -1,4 +1,6 @@
 import type { Backend } from "../support/env.js";
+import { authKeysSuite, authSuite } from "./auth.js";
+import { authMatrixSuite } from "./auth-matrix.js";
 import { concurrencySuite } from "./concurrency.js";
 import { deleteSuite } from "./delete.js";
 import { faultsSuite } from "./faults.js";
@@ -9,5 +11,5 @@ import { readsSuite } from "./reads.js";
 
 /** Registers every contract suite for one backend. */
 export function defineContract(backend: Backend): void {
-  for (const define of [pushSuite, readsSuite, deleteSuite, grpcSuite, protocolsSuite, concurrencySuite, faultsSuite]) define(backend).run();
+  for (const define of [pushSuite, readsSuite, deleteSuite, grpcSuite, protocolsSuite, concurrencySuite, faultsSuite, authSuite, authMatrixSuite, authKeysSuite]) define(backend).run();
 }

@@ -6,11 +6,11 @@ import type { Backend } from "../support/env.js";
 import { newEntityId, push } from "../support/service.js";
 import { serviceSuite } from "../support/suite.js";
 
-function h2Request(url: string, path: string, method = "GET"): Promise<{ status: number; body: string }> {
+function h2Request(url: string, path: string, headers: Record<string, string>, method = "GET"): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const session = http2.connect(url);
     session.on("error", reject);
-    const req = session.request({ ":path": path, ":method": method });
+    const req = session.request({ ":path": path, ":method": method, ...headers });
     let body = "";
     let status = 0;
     req.on("response", (h) => (status = Number(h[":status"])));
@@ -32,7 +32,7 @@ export function protocolsSuite(backend: Backend) {
     const v = (await push(svc, e)).confirm!.body.version;
     const h1 = await svc.rest.get(`/api/entities/${e}/versions/${v.id}`);
     assert.is(h1.status, 200);
-    const h2 = await h2Request(svc.url, `/api/entities/${e}/versions/${v.id}`);
+    const h2 = await h2Request(svc.url, `/api/entities/${e}/versions/${v.id}`, svc.rest.defaultHeaders);
     assert.is(h2.status, 200);
     assert.equal(JSON.parse(h2.body), h1.body);
   });
@@ -60,7 +60,7 @@ export function protocolsSuite(backend: Backend) {
     Buffer.from(payload).copy(frame, 5);
     const res = await fetch(`${svc.url}/entityversions.v1.EntityVersionsService/GetVersion`, {
       method: "POST",
-      headers: { "content-type": "application/grpc-web+proto", "x-grpc-web": "1" },
+      headers: { "content-type": "application/grpc-web+proto", "x-grpc-web": "1", ...svc.rest.defaultHeaders },
       body: frame,
     });
     assert.is(res.status, 200);

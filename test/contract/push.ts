@@ -25,7 +25,7 @@ export function pushSuite(backend: Backend) {
     assert.is(v.file_size_bytes, Buffer.byteLength(`package ${version} ${sourceHash}`));
     assert.equal(v.service_dependencies, ["billing", "auth-api"]);
     assert.equal(v.package_json, { name: "x", n: 1, nested: { a: [1, "b", null, true] } });
-    assert.is(v.published_by, "anonymous");
+    assert.is(v.published_by, "tester");
     assert.is(v.is_active, false);
     assert.ok(isoUtc.test(v.created_at), v.created_at);
   });

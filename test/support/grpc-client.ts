@@ -13,7 +13,7 @@ import { StatusSchema } from "../../gen/google/rpc/status_pb.js";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
-const definition = protoLoader.loadSync("entityversions/v1/entity_versions.proto", {
+const definition = protoLoader.loadSync(["entityversions/v1/entity_versions.proto", "entityversions/v1/entity_access.proto"], {
   includeDirs: [path.join(root, "proto"), path.join(root, "node_modules/google-proto-files")],
   keepCase: true,
   longs: Number,
@@ -22,7 +22,7 @@ const definition = protoLoader.loadSync("entityversions/v1/entity_versions.proto
   oneofs: true,
 });
 const pkg = grpc.loadPackageDefinition(definition) as unknown as {
-  entityversions: { v1: { EntityVersionsService: grpc.ServiceClientConstructor } };
+  entityversions: { v1: { EntityVersionsService: grpc.ServiceClientConstructor; EntityAccessService: grpc.ServiceClientConstructor } };
 };
 
 /** A failed gRPC call: status code, message and the decoded rich details. */
@@ -60,24 +60,30 @@ export type GrpcResult<T = Record<string, any>> = { ok: true; value: T } | { ok:
 
 /** A promise-returning gRPC client for EntityVersionsService. */
 export class GrpcClient {
-  readonly #client: grpc.Client & Record<string, Function>;
+  readonly #versions: grpc.Client & Record<string, Function>;
+  readonly #access: grpc.Client & Record<string, Function>;
+  readonly #metadata: Record<string, string>;
 
-  constructor(address: string) {
-    this.#client = new pkg.entityversions.v1.EntityVersionsService(address, grpc.credentials.createInsecure()) as never;
+  constructor(address: string, metadata: Record<string, string> = {}) {
+    const credentials = grpc.credentials.createInsecure();
+    this.#versions = new pkg.entityversions.v1.EntityVersionsService(address, credentials) as never;
+    this.#access = new pkg.entityversions.v1.EntityAccessService(address, credentials, { channelOverride: this.#versions.getChannel() }) as never;
+    this.#metadata = metadata;
   }
 
-  call<T = Record<string, any>>(method: string, request: object, metadata: Record<string, string> = {}): Promise<GrpcResult<T>> {
+  call<T = Record<string, any>>(method: string, request: object, metadata: Record<string, string> = this.#metadata): Promise<GrpcResult<T>> {
     const md = new grpc.Metadata();
     for (const [k, v] of Object.entries(metadata)) md.set(k, v);
+    const client = method in this.#versions ? this.#versions : this.#access;
     return new Promise((resolve) => {
-      this.#client[method]!.call(this.#client, request, md, { deadline: Date.now() + 30_000 }, (error: grpc.ServiceError | null, value: T) => {
+      client[method]!.call(client, request, md, { deadline: Date.now() + 30_000 }, (error: grpc.ServiceError | null, value: T) => {
         resolve(error === null ? { ok: true, value } : { ok: false, error: failure(error) });
       });
     });
   }
 
   close(): void {
-    this.#client.close();
+    this.#versions.close();
   }
 }
 

@@ -12,14 +12,21 @@ import { loadConfig } from "../../src/config.js";
 import { type Backend, createTestDatabase, sharedAzurite, type TestDatabase } from "./env.js";
 import { GrpcClient } from "./grpc-client.js";
 import { RestClient } from "./rest.js";
+import { bearer, testAuth, token } from "./tokens.js";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
 /** A running service under test and clients for it. */
 export interface TestService {
   readonly url: string;
+  /** REST client acting as user "tester" with the publisher role. */
   readonly rest: RestClient;
+  /** gRPC client acting as user "tester" with the publisher role. */
   readonly grpc: GrpcClient;
+  /** A REST client sending these headers instead (none: anonymous). */
+  restAs(headers: Record<string, string>): RestClient;
+  /** A gRPC client sending this metadata instead (none: anonymous). */
+  grpcAs(metadata: Record<string, string>): GrpcClient;
   readonly env: Readonly<Record<string, string>>;
   readonly db: TestDatabase;
   close(): Promise<void>;
@@ -35,32 +42,56 @@ export async function serviceEnv(db: TestDatabase, extra: Record<string, string>
     AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString,
     AZURE_STORAGE_CONTAINER: `ev-${randomBytes(6).toString("hex")}`,
     PAGE_TOKEN_SECRET: "test-page-token-secret-0123456789abcdef",
+    AUTH_JWT_SECRET: testAuth.secret,
+    AUTH_ISSUER: testAuth.issuer,
+    AUTH_AUDIENCE: testAuth.audience,
     DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), "ev-data-")),
     LOG_LEVEL: process.env["TEST_LOG_LEVEL"] ?? "silent",
     ...extra,
   };
 }
 
+let testerToken: Promise<string> | undefined;
+
+/** Clients for a service at `url`: the default ones act as "tester", a publisher. */
+async function clients(url: string) {
+  testerToken ??= token({ sub: "tester", roles: ["publisher"], expiresIn: 24 * 3600 });
+  const auth = bearer(await testerToken);
+  const address = url.replace(/^http:\/\//, "");
+  const extra: GrpcClient[] = [];
+  const grpc = new GrpcClient(address, auth);
+  return {
+    rest: new RestClient(url, auth),
+    grpc,
+    restAs: (headers: Record<string, string>) => new RestClient(url, headers),
+    grpcAs: (metadata: Record<string, string>) => {
+      const client = new GrpcClient(address, metadata);
+      extra.push(client);
+      return client;
+    },
+    closeClients: () => [grpc, ...extra].forEach((c) => c.close()),
+  };
+}
+
 /** Starts the service in this process on a fresh database (or the one given). */
 export async function startService(
   backend: Backend,
-  options: { db?: TestDatabase; env?: Record<string, string> } = {},
+  options: { db?: TestDatabase; env?: Record<string, string>; logger?: ReturnType<typeof pino> } = {},
 ): Promise<TestService & { app: App }> {
   const db = options.db ?? (await createTestDatabase(backend));
   const env = await serviceEnv(db, options.env);
   const config = loadConfig(env);
-  const app = await createApp(config, { logger: pino({ level: config.logLevel }) });
+  const app = await createApp(config, { logger: options.logger ?? pino({ level: config.logLevel }) });
   const url = await app.server.listen({ host: config.host, port: 0 });
-  const grpc = new GrpcClient(url.replace(/^http:\/\//, ""));
+  const { closeClients, ...c } = await clients(url);
   return {
     app,
     url,
-    rest: new RestClient(url),
-    grpc,
+    ...c,
     env,
     db,
     close: async () => {
-      grpc.close();
+      closeClients();
       await app.close();
       if (options.db === undefined) await db.drop();
     },
@@ -68,12 +99,18 @@ export async function startService(
 }
 
 /** Starts the service as a separate OS process (src/main.ts) with this environment. */
-export async function spawnService(env: Record<string, string>, db: TestDatabase): Promise<TestService & { child: ChildProcess }> {
+export async function spawnService(
+  env: Record<string, string>,
+  db: TestDatabase,
+): Promise<TestService & { child: ChildProcess; output: () => string }> {
   const child = spawn(process.execPath, ["--import", "tsx", path.join(root, "src/main.ts")], {
     cwd: root,
-    env: { ...process.env, ...env, LOG_LEVEL: "info" },
+    env: { PATH: process.env["PATH"] ?? "", ...env, LOG_LEVEL: env["LOG_LEVEL"] === "silent" ? "info" : (env["LOG_LEVEL"] ?? "info") },
     stdio: ["ignore", "pipe", "pipe"],
   });
+  let output = "";
+  child.stdout!.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString()));
   const url = await new Promise<string>((resolve, reject) => {
     let out = "";
     const timer = setTimeout(() => reject(new Error(`service did not start: ${out.slice(-2000)}`)), 60_000);
@@ -92,16 +129,16 @@ export async function spawnService(env: Record<string, string>, db: TestDatabase
       reject(new Error(`service exited with ${code}: ${out.slice(-2000)}`));
     });
   });
-  const grpc = new GrpcClient(url.replace(/^http:\/\//, ""));
+  const { closeClients, ...c } = await clients(url);
   return {
     child,
+    output: () => output,
     url,
-    rest: new RestClient(url),
-    grpc,
+    ...c,
     env,
     db,
     close: async () => {
-      grpc.close();
+      closeClients();
       if (child.exitCode !== null) return;
       const exited = new Promise((resolve) => child.once("exit", resolve));
       child.kill("SIGTERM");

@@ -1,0 +1,106 @@
+import { createRemoteJWKSet, errors, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from "jose";
+import { apiError } from "../errors/api-error.js";
+import type { Authenticator, Caller } from "./caller.js";
+
+/** How tokens are verified. */
+export interface JwtOptions {
+  /** HS256 shared secret. */
+  readonly secret?: string;
+  /** JWKS endpoint for RS256 and ES256 keys. */
+  readonly jwksUrl?: string;
+  readonly issuer?: string;
+  readonly audience?: string;
+  readonly clockSkewSeconds: number;
+  /** Least time between two JWKS fetches (an unknown kid refetches after it). */
+  readonly jwksCooldownSeconds: number;
+  readonly jwksTimeoutMs?: number;
+}
+
+/** User and organization ids: printable, no spaces, at most 255 characters (they appear in REST paths). */
+export const principalIdPattern = /^[^\s\p{C}]{1,255}$/u;
+
+const maxListClaim = 500;
+
+function stringList(payload: JWTPayload, claim: string): string[] {
+  const value = payload[claim];
+  if (value === undefined) return [];
+  if (!Array.isArray(value) || value.length > maxListClaim || !value.every((v) => typeof v === "string" && principalIdPattern.test(v))) {
+    throw apiError("TOKEN_CLAIMS_INVALID", { problem: `"${claim}" must be an array of at most ${maxListClaim} ids` });
+  }
+  return value as string[];
+}
+
+function mapJoseError(error: unknown): Error {
+  if (error instanceof errors.JWTExpired) return apiError("TOKEN_EXPIRED", {}, { cause: error });
+  if (error instanceof errors.JWTClaimValidationFailed) {
+    if (error.claim === "nbf" || error.claim === "iat") return apiError("TOKEN_NOT_YET_VALID", {}, { cause: error });
+    if (error.claim === "iss") return apiError("TOKEN_WRONG_ISSUER", {}, { cause: error });
+    if (error.claim === "aud") return apiError("TOKEN_WRONG_AUDIENCE", {}, { cause: error });
+    return apiError("TOKEN_CLAIMS_INVALID", { problem: `${error.claim} ${error.reason === "missing" ? "is missing" : "is not valid"}` }, { cause: error });
+  }
+  if (error instanceof errors.JWSSignatureVerificationFailed || error instanceof errors.JWKSNoMatchingKey) {
+    return apiError("TOKEN_BAD_SIGNATURE", {}, { cause: error });
+  }
+  if (error instanceof errors.JWKSTimeout || error instanceof errors.JWKSInvalid || (error instanceof Error && !(error instanceof errors.JOSEError))) {
+    // Network failures of the JWKS fetch surface as plain errors.
+    return apiError("AUTH_KEYS_UNAVAILABLE", {}, { cause: error });
+  }
+  return apiError("TOKEN_MALFORMED", {}, { cause: error });
+}
+
+/**
+ * Authenticates `Authorization: Bearer <jwt>` (HTTP) or `authorization`
+ * metadata (gRPC) with jose: HS256 with a shared secret and/or RS256/ES256
+ * with keys from a JWKS URL (cached; an unknown kid refetches). Checks exp
+ * (required), nbf, iss and aud with a small clock skew. `sub` is the user,
+ * `roles` and `orgs` arrays of ids. The token itself never leaves this
+ * function: errors name the cause only.
+ */
+export class JwtAuthenticator implements Authenticator {
+  readonly #key: JWTVerifyGetKey;
+  readonly #algorithms: string[];
+  readonly #options: JwtOptions;
+
+  constructor(options: JwtOptions) {
+    if (options.secret === undefined && options.jwksUrl === undefined) throw new Error("JwtAuthenticator needs a secret or a JWKS URL");
+    this.#options = options;
+    const secret = options.secret === undefined ? undefined : new TextEncoder().encode(options.secret);
+    const jwks =
+      options.jwksUrl === undefined
+        ? undefined
+        : createRemoteJWKSet(new URL(options.jwksUrl), {
+            cooldownDuration: options.jwksCooldownSeconds * 1000,
+            cacheMaxAge: 10 * 60_000,
+            timeoutDuration: options.jwksTimeoutMs ?? 5_000,
+          });
+    this.#algorithms = [...(secret === undefined ? [] : ["HS256"]), ...(jwks === undefined ? [] : ["RS256", "ES256"])];
+    this.#key = async (header, token) => {
+      if (header.alg === "HS256" && secret !== undefined) return secret;
+      if (jwks !== undefined) return jwks(header, token);
+      throw new errors.JOSEAlgNotAllowed(`alg ${header.alg} is not accepted`);
+    };
+  }
+
+  async authenticate(headers: Headers): Promise<Caller> {
+    const header = headers.get("authorization");
+    if (header === null || header.trim() === "") throw apiError("AUTH_REQUIRED", {});
+    const match = /^Bearer +([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+) *$/i.exec(header);
+    if (match === null) throw apiError("TOKEN_MALFORMED", {});
+    let payload: JWTPayload;
+    try {
+      ({ payload } = await jwtVerify(match[1]!, this.#key, {
+        algorithms: this.#algorithms,
+        clockTolerance: this.#options.clockSkewSeconds,
+        requiredClaims: ["exp", "sub"],
+        ...(this.#options.issuer === undefined ? {} : { issuer: this.#options.issuer }),
+        ...(this.#options.audience === undefined ? {} : { audience: this.#options.audience }),
+      }));
+    } catch (error) {
+      throw mapJoseError(error);
+    }
+    if (typeof payload.sub !== "string" || !principalIdPattern.test(payload.sub)) {
+      throw apiError("TOKEN_CLAIMS_INVALID", { problem: "sub must be a user id of 1 to 255 printable characters without spaces" });
+    }
+    return { id: payload.sub, roles: stringList(payload, "roles"), orgs: stringList(payload, "orgs") };
+  }
+}

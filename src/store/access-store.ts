@@ -1,0 +1,139 @@
+import type { Knex } from "knex";
+import type { Caller } from "../auth/caller.js";
+import type { AccessFacts } from "../auth/policy.js";
+import type { Database } from "./database.js";
+
+/** Who may use an entity, as stored. */
+export interface EntityAccessRecord {
+  readonly entityId: string;
+  readonly publishers: readonly string[];
+  readonly shares: readonly string[];
+  readonly orgStores: readonly string[];
+  readonly publicStore: boolean;
+}
+
+/** A change to an entity's access. */
+export type AccessChange =
+  | { readonly op: "add-publisher" | "remove-publisher" | "add-share" | "remove-share"; readonly userId: string }
+  | { readonly op: "add-org-store" | "remove-org-store"; readonly orgId: string }
+  | { readonly op: "set-public"; readonly value: boolean };
+
+/** How a change ended. */
+export type AccessChangeOutcome =
+  | { readonly kind: "changed"; readonly access: EntityAccessRecord }
+  | { readonly kind: "last-publisher" };
+
+/** The raw columns the access facts are selected as. */
+export interface AccessFactRow {
+  is_publisher: number | string | boolean | null;
+  has_publishers: number | string | boolean | null;
+  is_shared: number | string | boolean | null;
+  in_org_store: number | string | boolean | null;
+  public_store: number | string | boolean | null;
+}
+
+const truthy = (v: number | string | boolean | null | undefined) => v === true || Number(v) === 1;
+
+/** Reads access facts from a row selected with accessFactColumns. */
+export function toAccessFacts(row: AccessFactRow | undefined): AccessFacts {
+  return {
+    isPublisher: truthy(row?.is_publisher),
+    hasPublishers: truthy(row?.has_publishers),
+    isShared: truthy(row?.is_shared),
+    inOrgStore: truthy(row?.in_org_store),
+    isPublic: truthy(row?.public_store),
+  };
+}
+
+/**
+ * Columns that compute one caller's access facts for the entity row aliased
+ * `e`, as EXISTS subqueries on the primary keys: any query on an entity can
+ * carry its own access check, so a read costs one round trip.
+ */
+export function accessFactColumns(knex: Knex | Knex.Transaction, caller: Caller): Knex.Raw[] {
+  const orgs = caller.orgs;
+  return [
+    knex.raw("exists(select 1 from entity_publishers ap where ap.entity_id = e.id and ap.user_id = ?) as is_publisher", [caller.id]),
+    knex.raw("exists(select 1 from entity_publishers ah where ah.entity_id = e.id) as has_publishers"),
+    knex.raw("exists(select 1 from entity_shares ash where ash.entity_id = e.id and ash.user_id = ?) as is_shared", [caller.id]),
+    orgs.length === 0
+      ? knex.raw("0 as in_org_store")
+      : knex.raw(
+          `exists(select 1 from entity_org_stores ao where ao.entity_id = e.id and ao.org_id in (${orgs.map(() => "?").join(", ")})) as in_org_store`,
+          [...orgs],
+        ),
+    knex.raw("e.public_store as public_store"),
+  ];
+}
+
+/**
+ * Entity access in SQL. Reads compute one caller's facts in one query;
+ * changes take the entity row's lock (creating the row for an entity that
+ * has none yet), so they serialise with confirms and their first-push claim.
+ */
+export class AccessStore {
+  readonly #knex: Knex;
+
+  constructor(db: Database) {
+    this.#knex = db.knex;
+  }
+
+  /** One caller's access facts for one entity, in one query. */
+  async facts(entityId: string, caller: Caller, q: Knex | Knex.Transaction = this.#knex): Promise<AccessFacts> {
+    const row = await q({ e: "entities" })
+      .where("e.id", entityId)
+      .first<AccessFactRow | undefined>(accessFactColumns(q, caller));
+    return toAccessFacts(row);
+  }
+
+  async #read(q: Knex | Knex.Transaction, entityId: string): Promise<EntityAccessRecord | undefined> {
+    const entity = await q<{ public_store: number | boolean }>("entities").where("id", entityId).first("public_store");
+    if (entity === undefined) return undefined;
+    const [publishers, shares, orgStores] = await Promise.all([
+      q("entity_publishers").where("entity_id", entityId).orderBy("user_id").pluck("user_id"),
+      q("entity_shares").where("entity_id", entityId).orderBy("user_id").pluck("user_id"),
+      q("entity_org_stores").where("entity_id", entityId).orderBy("org_id").pluck("org_id"),
+    ]);
+    return { entityId, publishers, shares, orgStores, publicStore: truthy(entity.public_store) };
+  }
+
+  /** The entity's access; undefined when the entity does not exist. */
+  async get(entityId: string): Promise<EntityAccessRecord | undefined> {
+    return this.#read(this.#knex, entityId);
+  }
+
+  /** Applies one change under the entity lock; adding what is there and removing what is not change nothing. */
+  async change(entityId: string, change: AccessChange, now: Date): Promise<AccessChangeOutcome> {
+    return this.#knex.transaction(async (trx) => {
+      await trx("entities").insert({ id: entityId, last_seq: 0, created_at: now }).onConflict("id").merge(["id"]);
+      await trx("entities").where("id", entityId).forUpdate().first("id");
+      switch (change.op) {
+        case "add-publisher":
+        case "add-share": {
+          const table = change.op === "add-publisher" ? "entity_publishers" : "entity_shares";
+          await trx(table).insert({ entity_id: entityId, user_id: change.userId }).onConflict(["entity_id", "user_id"]).ignore();
+          break;
+        }
+        case "remove-publisher": {
+          const publishers: string[] = await trx("entity_publishers").where("entity_id", entityId).pluck("user_id");
+          if (publishers.includes(change.userId) && publishers.length === 1) return { kind: "last-publisher" as const };
+          await trx("entity_publishers").where({ entity_id: entityId, user_id: change.userId }).delete();
+          break;
+        }
+        case "remove-share":
+          await trx("entity_shares").where({ entity_id: entityId, user_id: change.userId }).delete();
+          break;
+        case "add-org-store":
+          await trx("entity_org_stores").insert({ entity_id: entityId, org_id: change.orgId }).onConflict(["entity_id", "org_id"]).ignore();
+          break;
+        case "remove-org-store":
+          await trx("entity_org_stores").where({ entity_id: entityId, org_id: change.orgId }).delete();
+          break;
+        case "set-public":
+          await trx("entities").where("id", entityId).update({ public_store: change.value });
+          break;
+      }
+      return { kind: "changed" as const, access: (await this.#read(trx, entityId))! };
+    });
+  }
+}

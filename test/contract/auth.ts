@@ -1,0 +1,194 @@
+import { generateKeyPair, exportJWK, SignJWT, type JWK } from "jose";
+import http from "node:http";
+import { Writable } from "node:stream";
+import { pino } from "pino";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import type { Backend } from "../support/env.js";
+import { newEntityId, push, startService, uploadOnly } from "../support/service.js";
+import { serviceSuite } from "../support/suite.js";
+import { bearer, testAuth, token } from "../support/tokens.js";
+
+/** Authentication details, the first push's claim, and access management. */
+export function authSuite(backend: Backend) {
+  const s = serviceSuite("auth: tokens, the first push's claim, managing access", backend);
+
+  s("token problems are 401 with a code naming the cause", async ({ svc }) => {
+    const cases: Array<[Record<string, string>, string]> = [
+      [{}, "AUTH_REQUIRED"],
+      [{ authorization: "Basic dXNlcjpwYXNz" }, "TOKEN_MALFORMED"],
+      [{ authorization: "Bearer not-a-jwt" }, "TOKEN_MALFORMED"],
+      [bearer(await token({ notBeforeIn: 3600 })), "TOKEN_NOT_YET_VALID"],
+      [bearer(await token({ issuer: "https://elsewhere.test" })), "TOKEN_WRONG_ISSUER"],
+      [bearer(await token({ expiresIn: -3600 })), "TOKEN_EXPIRED"],
+      [bearer(await token({ sub: "has space" })), "TOKEN_CLAIMS_INVALID"],
+    ];
+    for (const [headers, code] of cases) {
+      const r = await svc.restAs(headers).get(`/api/entities/${newEntityId()}/active-version`);
+      assert.is(r.status, 401, code);
+      assert.is(r.body.code, code);
+    }
+    const rolesNotList = await new SignJWT({ roles: "admin" })
+      .setProtectedHeader({ alg: "HS256" })
+      .setSubject("x")
+      .setIssuer(testAuth.issuer)
+      .setAudience(testAuth.audience)
+      .setExpirationTime("1h")
+      .sign(new TextEncoder().encode(testAuth.secret));
+    assert.is((await svc.restAs(bearer(rolesNotList)).get(`/api/entities/x/active-version`)).body.code, "TOKEN_CLAIMS_INVALID");
+    const noExp = await new SignJWT({}).setProtectedHeader({ alg: "HS256" }).setSubject("x").setIssuer(testAuth.issuer).setAudience(testAuth.audience).sign(new TextEncoder().encode(testAuth.secret));
+    assert.is((await svc.restAs(bearer(noExp)).get(`/api/entities/x/active-version`)).body.code, "TOKEN_CLAIMS_INVALID");
+    const skewed = await token({ expiresIn: -10 });
+    assert.is((await svc.restAs(bearer(skewed)).get(`/api/entities/${newEntityId()}/active-version`)).body.code, "ENTITY_NOT_FOUND", "within the clock skew");
+  });
+
+  s("the first pusher with the publisher role claims the entity; readers without the role cannot", async ({ svc }) => {
+    const e = newEntityId();
+    const reader = svc.restAs(bearer(await token({ sub: "reader", roles: [] })));
+    const noRole = await reader.post(`/api/entities/${e}/versions/upload-url`, { version: "2026.01.01-000000", source_hash: "a".repeat(64) });
+    assert.is(noRole.status, 404);
+    assert.is(noRole.body.code, "ENTITY_NOT_FOUND");
+    const first = await push(svc, e);
+    assert.is(first.confirm!.status, 201);
+    const access = await svc.rest.get(`/api/entities/${e}/access`);
+    assert.equal(access.body, { entity_id: e, publishers: ["tester"], shares: [], org_stores: [], public_store: false });
+    const other = svc.restAs(bearer(await token({ sub: "latecomer", roles: ["publisher"] })));
+    assert.is((await other.get(`/api/entities/${e}/versions`)).body.code, "ENTITY_NOT_FOUND");
+  });
+
+  s("racing first pushes by two publishers: exactly one claims the entity", async ({ svc }) => {
+    const e = newEntityId();
+    const alice = svc.restAs(bearer(await token({ sub: "alice", roles: ["publisher"] })));
+    const bob = svc.restAs(bearer(await token({ sub: "bob", roles: ["publisher"] })));
+    const who = Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? alice : bob));
+    const prepared = await Promise.all(who.map((client) => uploadOnly({ rest: client }, e)));
+    const results = await Promise.all(
+      prepared.map((p, i) =>
+        who[i]!.post(`/api/entities/${e}/versions/confirm`, {
+          storage_path: p.res.body.storage_path,
+          version: p.version,
+          source_hash: p.sourceHash,
+          file_size_bytes: Buffer.byteLength(p.content),
+        }),
+      ),
+    );
+    const created = results.filter((r) => r.status === 201);
+    assert.is(created.length, 1, JSON.stringify(results.map((r) => [r.status, r.body.code])));
+    const winner = created[0]!.body.version.published_by as string;
+    for (const [i, r] of results.entries()) {
+      if (r.status === 201) continue;
+      const sameUser = (who[i] === alice ? "alice" : "bob") === winner;
+      assert.is(r.body.code, sameUser ? "STALE_BASE" : "ENTITY_NOT_FOUND", `${i}: ${JSON.stringify(r.body)}`);
+    }
+    const access = await svc.restAs(bearer(await token({ sub: "root", roles: ["admin"] }))).get(`/api/entities/${e}/access`);
+    assert.equal(access.body.publishers, [winner]);
+  });
+
+  s("managing access: no-ops, the last publisher, admin set-up before the first push", async ({ svc }) => {
+    const e = newEntityId();
+    const admin = svc.restAs(bearer(await token({ sub: "root", roles: ["admin"] })));
+    const setUp = await admin.post(`/api/entities/${e}/publishers`, { user_id: "carol" });
+    assert.is(setUp.status, 200);
+    assert.equal(setUp.body.publishers, ["carol"]);
+    // The entity is claimed: tester (a publisher, but not of it) cannot push.
+    assert.is((await push(svc, e)).res.body.code, "ENTITY_NOT_FOUND");
+    const carol = svc.restAs(bearer(await token({ sub: "carol", roles: ["publisher"] })));
+    assert.is((await push({ rest: carol }, e)).confirm!.status, 201);
+    assert.equal((await carol.post(`/api/entities/${e}/publishers`, { userId: "carol" })).body.publishers, ["carol"]);
+    assert.equal((await carol.delete(`/api/entities/${e}/shares/nobody`)).body.shares, []);
+    const last = await carol.delete(`/api/entities/${e}/publishers/carol`);
+    assert.is(last.status, 400);
+    assert.is(last.body.code, "LAST_PUBLISHER");
+    assert.equal((await carol.post(`/api/entities/${e}/publishers`, { user_id: "dave" })).body.publishers, ["carol", "dave"]);
+    assert.equal((await carol.delete(`/api/entities/${e}/publishers/carol`)).body.publishers, ["dave"]);
+    assert.is((await carol.get(`/api/entities/${e}/versions`)).body.code, "ENTITY_NOT_FOUND");
+    const bad = await admin.post(`/api/entities/${e}/shares`, { user_id: "has space" });
+    assert.is(bad.status, 400);
+    assert.match(bad.body.error, "user_id");
+    const both = await admin.put(`/api/entities/${e}/stores/orgs/acme`, undefined);
+    assert.equal(both.body.org_stores, ["acme"]);
+    assert.is((await admin.put(`/api/entities/${e}/stores/public`, undefined)).body.public_store, true);
+    assert.is((await admin.delete(`/api/entities/${e}/stores/public`)).body.public_store, false);
+  });
+
+  return s;
+}
+
+type Key = Awaited<ReturnType<typeof generateKeyPair>>["privateKey"];
+
+/** JWKS keys and rotation, and tokens kept out of the logs. */
+export function authKeysSuite(backend: Backend) {
+  const s = suite(`${backend}: auth: JWKS rotation, no tokens in logs`);
+
+  s("RS256/ES256 keys from a JWKS URL, refetched when a token names an unknown kid", async () => {
+    const k1 = await generateKeyPair("ES256");
+    const k2 = await generateKeyPair("RS256");
+    const jwk = async (key: Key, kid: string, alg: string): Promise<JWK> => ({ ...(await exportJWK(key)), kid, alg, use: "sig" });
+    let keys: JWK[] = [await jwk(k1.publicKey, "k1", "ES256")];
+    let fetches = 0;
+    const jwks = http.createServer((_req, res) => {
+      fetches++;
+      res.setHeader("content-type", "application/json");
+      res.end(JSON.stringify({ keys }));
+    });
+    await new Promise<void>((resolve) => jwks.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(jwks.address() as { port: number }).port}/.well-known/jwks.json`;
+    const svc = await startService(backend, { env: { AUTH_JWT_SECRET: "", AUTH_JWKS_URL: url, AUTH_JWKS_COOLDOWN_SECONDS: "0" } });
+    const signed = (key: Key, kid: string, alg: string, sub = "keyed") =>
+      new SignJWT({ roles: ["publisher"] })
+        .setProtectedHeader({ alg, kid })
+        .setSubject(sub)
+        .setIssuer(testAuth.issuer)
+        .setAudience(testAuth.audience)
+        .setExpirationTime("1h")
+        .sign(key);
+    try {
+      const e = newEntityId();
+      const asK1 = svc.restAs(bearer(await signed(k1.privateKey, "k1", "ES256")));
+      assert.is((await push({ rest: asK1 }, e)).confirm!.status, 201);
+      assert.is(fetches, 1);
+      keys = [await jwk(k2.publicKey, "k2", "RS256")];
+      const asK2 = svc.restAs(bearer(await signed(k2.privateKey, "k2", "RS256")));
+      assert.is((await asK2.get(`/api/entities/${e}/versions`)).status, 200, "a rotated key is fetched on its first use");
+      assert.is(fetches, 2);
+      const stale = await asK1.get(`/api/entities/${e}/versions`);
+      assert.is(stale.status, 401, "the retired key no longer verifies");
+      assert.is(stale.body.code, "TOKEN_BAD_SIGNATURE");
+      const hs = await svc.restAs(bearer(await token())).get(`/api/entities/${e}/versions`);
+      assert.is(hs.body.code, "TOKEN_MALFORMED", "HS256 is not accepted without AUTH_JWT_SECRET");
+      const forged = await signed((await generateKeyPair("ES256")).privateKey, "k2", "ES256");
+      assert.is((await svc.restAs(bearer(forged)).get(`/api/entities/${e}/versions`)).body.code, "TOKEN_BAD_SIGNATURE");
+    } finally {
+      await svc.close();
+      jwks.close();
+    }
+  });
+
+  s("no log line carries a token, valid or not", async () => {
+    let logs = "";
+    const sink = new Writable({
+      write(chunk, _enc, done) {
+        logs += chunk.toString();
+        done();
+      },
+    });
+    const svc = await startService(backend, { logger: pino({ level: "trace" }, sink) });
+    try {
+      const good = await token({ sub: "logged", roles: ["publisher"] });
+      const bad = await token({ sub: "logged", secret: "wrong-secret-wrong-secret-wrong-secret" });
+      const e = newEntityId();
+      await push({ rest: svc.restAs(bearer(good)) }, e);
+      await svc.restAs(bearer(bad)).get(`/api/entities/${e}/versions`);
+      await svc.grpcAs(bearer(good)).call("ListVersions", { entity_id: e });
+      await svc.grpcAs(bearer(bad)).call("ListVersions", { entity_id: e });
+      assert.ok(logs.includes('"rpc"'), "the requests were logged");
+      for (const t of [good, bad]) {
+        for (const part of t.split(".")) assert.not.ok(logs.includes(part), "a token part appears in the logs");
+      }
+    } finally {
+      await svc.close();
+    }
+  });
+
+  return s;
+}

@@ -1,0 +1,76 @@
+// Starting the real process (src/main.ts): development mode's token, and
+// production's refusals.
+import { spawnSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { sharedAzurite } from "./support/env.js";
+import { newEntityId, push, spawnService } from "./support/service.js";
+import { RestClient } from "./support/rest.js";
+
+const s = suite("start-up: development token, production refusals");
+
+function run(env: Record<string, string>): { status: number | null; output: string } {
+  const r = spawnSync(process.execPath, ["--import", "tsx", "src/main.ts"], { env: { PATH: process.env["PATH"] ?? "", ...env }, encoding: "utf8", timeout: 60_000 });
+  return { status: r.status, output: `${r.stdout}${r.stderr}` };
+}
+
+s("without auth configured, npm start prints a working token for user dev and writes it to ./data/dev-token", async () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-dev-"));
+  const azurite = await sharedAzurite();
+  const svc = await spawnService(
+    { HOST: "127.0.0.1", PORT: "0", DATA_DIR: dataDir, AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString, AZURE_STORAGE_CONTAINER: "ev-dev-mode" },
+    { url: "", drop: async () => undefined },
+  );
+  try {
+    const printed = /export TOKEN=(\S+)/.exec(svc.output())?.[1];
+    assert.ok(printed !== undefined, svc.output());
+    assert.is(fs.readFileSync(path.join(dataDir, "dev-token"), "utf8").trim(), printed);
+    assert.ok(fs.existsSync(path.join(dataDir, "entity-versions.db")), "the SQLite default lives under DATA_DIR");
+    const dev = new RestClient(svc.url, { authorization: `Bearer ${printed}` });
+    const e = newEntityId();
+    const pushed = await push({ rest: dev }, e);
+    assert.is(pushed.confirm?.status, 201);
+    assert.is(pushed.confirm?.body.version.published_by, "dev");
+    assert.equal((await dev.get(`/api/entities/${e}/access`)).body.publishers, ["dev"]);
+    assert.not.match(svc.output().split("\n").filter((l) => l.startsWith("{")).join("\n"), printed!, "the token is printed, never logged");
+    const minted = spawnSync(process.execPath, ["--import", "tsx", "src/tools/mint-token.ts", "--sub", "erin", "--roles", ""], {
+      env: { PATH: process.env["PATH"] ?? "", DATA_DIR: dataDir },
+      encoding: "utf8",
+    });
+    assert.is(minted.status, 0, minted.stderr);
+    const erin = new RestClient(svc.url, { authorization: `Bearer ${minted.stdout.trim()}` });
+    assert.is((await erin.get(`/api/entities/${e}/versions`)).body.code, "ENTITY_NOT_FOUND", "a minted token for another user works and has no access");
+  } finally {
+    await svc.close();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+s("NODE_ENV=production refuses to start without auth, or on the embedded defaults", () => {
+  const base = { NODE_ENV: "production", DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), "ev-prod-")) };
+  const full = {
+    ...base,
+    DATABASE_URL: "mysql://u:p@127.0.0.1:1/db",
+    AZURE_STORAGE_CONNECTION_STRING: "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=a2V5",
+    PAGE_TOKEN_SECRET: "p".repeat(40),
+  };
+  const cases: Array<[Record<string, string>, string]> = [
+    [full, "AUTH_JWT_SECRET or AUTH_JWKS_URL"],
+    [{ ...full, AUTH_JWT_SECRET: "s".repeat(40), DATABASE_URL: "" }, "DATABASE_URL"],
+    [{ ...full, AUTH_JWT_SECRET: "s".repeat(40), DATABASE_URL: "sqlite:./x.db" }, "DATABASE_URL"],
+    [{ ...full, AUTH_JWT_SECRET: "s".repeat(40), AZURE_STORAGE_CONNECTION_STRING: "" }, "AZURE_STORAGE_CONNECTION_STRING"],
+    [{ ...full, AUTH_JWT_SECRET: "s".repeat(40), PAGE_TOKEN_SECRET: "" }, "PAGE_TOKEN_SECRET"],
+  ];
+  for (const [env, name] of cases) {
+    const r = run(env);
+    assert.is(r.status, 2, r.output);
+    assert.match(r.output, "configuration error");
+    assert.match(r.output, name);
+  }
+  assert.equal(fs.readdirSync(base.DATA_DIR), [], "nothing was created");
+});
+
+s.run();

@@ -1,0 +1,33 @@
+import { test } from "uvu";
+import * as assert from "uvu/assert";
+import { type AccessFacts, decidePushAccess, decideRead, decideWrite, noAccess } from "../../src/auth/policy.js";
+
+const caller = (roles: string[] = []) => ({ id: "u", roles, orgs: [] });
+const facts = (f: Partial<AccessFacts>): AccessFacts => ({ ...noAccess, hasPublishers: true, ...f });
+
+test("read through any of spec 5's four paths, or admin; otherwise hidden", () => {
+  for (const f of [{ isPublisher: true }, { isShared: true }, { inOrgStore: true }, { isPublic: true }]) {
+    assert.is(decideRead(caller(), facts(f)), "allow", JSON.stringify(f));
+  }
+  assert.is(decideRead(caller(), facts({})), "hidden");
+  assert.is(decideRead(caller(["admin"]), noAccess), "allow");
+});
+
+test("writes need the publisher role and being a publisher; readers are forbidden, others hidden", () => {
+  assert.is(decideWrite(caller(["publisher"]), facts({ isPublisher: true })), "allow");
+  assert.is(decideWrite(caller([]), facts({ isPublisher: true })), "forbidden");
+  assert.is(decideWrite(caller(["publisher"]), facts({ isShared: true })), "forbidden");
+  assert.is(decideWrite(caller(["publisher"]), facts({ isPublic: true })), "forbidden");
+  assert.is(decideWrite(caller(["publisher"]), facts({})), "hidden");
+  assert.is(decideWrite(caller(["admin"]), facts({})), "allow");
+});
+
+test("a push to an entity without publishers claims it, with the publisher role only", () => {
+  assert.is(decidePushAccess(caller(["publisher"]), noAccess), "claim");
+  assert.is(decidePushAccess(caller(["publisher", "admin"]), noAccess), "claim");
+  assert.is(decidePushAccess(caller([]), noAccess), "hidden");
+  assert.is(decidePushAccess(caller(["admin"]), noAccess), "allow");
+  assert.is(decidePushAccess(caller(["publisher"]), facts({})), "hidden");
+});
+
+test.run();
