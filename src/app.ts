@@ -1,7 +1,6 @@
 import fs from "node:fs";
 import path from "node:path";
 import type { FastifyBaseLogger, FastifyInstance } from "fastify";
-import { pino } from "pino";
 import { EntityAccessServiceImpl } from "./api/entity-access-service.js";
 import { EntityVersionsServiceImpl } from "./api/entity-versions-service.js";
 import { PageTokens } from "./api/page-token.js";
@@ -14,10 +13,14 @@ import { type EmbeddedAzurite, startEmbeddedAzurite } from "./blob/embedded-azur
 import { type Clock, systemClock } from "./clock.js";
 import type { Config } from "./config.js";
 import { BlobDeleter } from "./jobs/blob-deleter.js";
+import { OrphanSweeper } from "./jobs/sweeper.js";
 import { localSecret } from "./local-secret.js";
+import { createLogger } from "./ops/logger.js";
+import { Metrics, type PoolStats } from "./ops/metrics.js";
+import { Readiness } from "./ops/readiness.js";
 import { buildServer } from "./server.js";
-import { openDatabase } from "./store/database.js";
 import { AccessStore } from "./store/access-store.js";
+import { openDatabase } from "./store/database.js";
 import { migrateLatest } from "./store/migrate.js";
 import { UploadStore } from "./store/upload-store.js";
 import { VersionStore } from "./store/version-store.js";
@@ -25,11 +28,18 @@ import { VersionStore } from "./store/version-store.js";
 /** The running service: its HTTP server (not yet listening) and how to stop everything. */
 export interface App {
   readonly server: FastifyInstance;
+  readonly metrics: Metrics;
+  readonly sweeper: OrphanSweeper;
   /** The embedded Azurite's blob endpoint, when the service runs one. */
   readonly blobEndpoint: string | undefined;
   /** In development auth mode: a token for user `dev` (publisher, admin), also written to dataDir/dev-token. */
   readonly devToken: string | undefined;
-  /** Stops the server, the background jobs, the database pool and the embedded Azurite. */
+  /**
+   * Graceful stop: reports not ready, stops the background jobs, stops
+   * accepting and lets requests in flight finish (cut off after
+   * shutdownTimeoutMs), then closes the database pool and the embedded
+   * Azurite.
+   */
   close(): Promise<void>;
 }
 
@@ -65,23 +75,21 @@ async function authentication(config: Config): Promise<{ authenticator: Authenti
 /**
  * Wires the service from its configuration: the embedded Azurite when no
  * Azure connection string is set, the blob container, the database and its
- * migrations, the background blob deleter and the HTTP server.
+ * migrations, the background jobs and the HTTP server.
  */
 export async function createApp(config: Config, overrides: AppOverrides = {}): Promise<App> {
   const clock = overrides.clock ?? systemClock;
-  const logger =
-    overrides.logger ??
-    pino({ level: config.logLevel, redact: { paths: ["req.headers.authorization", "*.authorization"], censor: "[redacted]" } });
-  const cleanups: Array<() => Promise<unknown>> = [];
-  const closeAll = async () => {
-    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
+  const logger = overrides.logger ?? createLogger(config.logLevel);
+  const stops: Array<() => Promise<unknown>> = [];
+  const stopAll = async () => {
+    for (const stop of stops.reverse()) await stop().catch((error: unknown) => logger.error({ err: error }, "shutdown step failed"));
   };
   try {
     let azurite: EmbeddedAzurite | undefined;
     let connectionString: string;
     if (config.blob.kind === "embedded-azurite") {
       azurite = await startEmbeddedAzurite({ location: config.blob.location, port: config.blob.port });
-      cleanups.push(() => azurite!.stop());
+      stops.push(() => azurite!.stop());
       connectionString = azurite.connectionString;
     } else {
       connectionString = config.blob.connectionString;
@@ -90,12 +98,31 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     await blobs.ensureContainer();
 
     const db = openDatabase(config.database);
-    cleanups.push(() => db.knex.destroy());
+    stops.push(() => db.knex.destroy());
     await migrateLatest(db.knex);
 
-    const { authenticator, devToken } = await authentication(config);
+    const uploads = new UploadStore(db);
     const access = new AccessStore(db);
-    const deleter = new BlobDeleter(new UploadStore(db), blobs, clock, logger);
+    const metrics = new Metrics({
+      pool: () => (db.knex.client as { pool?: PoolStats }).pool,
+      pendingDeletions: () => uploads.pendingCount(),
+    });
+    const readiness = new Readiness([
+      { name: "database", check: async () => void (await db.knex.raw("select 1")) },
+      { name: "blob_store", check: () => blobs.ping() },
+    ]);
+    const deleter = new BlobDeleter(uploads, blobs, clock, logger, metrics);
+    const sweeper = new OrphanSweeper(uploads, blobs, deleter, clock, logger, {
+      graceMs: config.orphanGraceSeconds * 1000,
+      intervalMs: config.sweepIntervalSeconds * 1000,
+      onSweep: (result) => {
+        metrics.sweeps.inc({ result: "ok" });
+        metrics.swept.inc({ kind: "abandoned_upload" }, result.abandonedUploads);
+        metrics.swept.inc({ kind: "stray_blob" }, result.strayBlobs);
+      },
+      onError: () => metrics.sweeps.inc({ result: "error" }),
+    });
+    const { authenticator, devToken } = await authentication(config);
     const server = await buildServer({
       access: new EntityAccessServiceImpl({ access, clock }),
       versions: new EntityVersionsServiceImpl({
@@ -116,21 +143,25 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
         },
       }),
       authenticator: overrides.authenticator ?? authenticator,
+      readiness,
+      metrics,
       logger,
       bodyLimitBytes: config.limits.maxRequestBytes,
       shutdownTimeoutMs: config.shutdownTimeoutMs,
     });
+    stops.push(async () => {
+      // Past the bound, requests still in flight are cut off.
+      const force = setTimeout(() => (server.server as { closeAllConnections?: () => void }).closeAllConnections?.(), config.shutdownTimeoutMs);
+      await server.close();
+      clearTimeout(force);
+    });
     deleter.start(config.blobDeletionIntervalMs);
-    cleanups.push(() => deleter.stop());
-    cleanups.push(() => server.close());
-    return {
-      server,
-      blobEndpoint: azurite?.blobEndpoint,
-      devToken,
-      close: closeAll,
-    };
+    sweeper.start();
+    stops.push(() => Promise.all([deleter.stop(), sweeper.stop()]));
+    stops.push(async () => readiness.shutDown());
+    return { server, metrics, sweeper, blobEndpoint: azurite?.blobEndpoint, devToken, close: stopAll };
   } catch (error) {
-    await closeAll();
+    await stopAll();
     throw error;
   }
 }

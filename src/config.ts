@@ -2,7 +2,14 @@ import path from "node:path";
 
 /** Where the versions are recorded. */
 export type DatabaseConfig =
-  | { readonly kind: "mysql"; readonly url: string; readonly poolMax: number }
+  | {
+      readonly kind: "mysql";
+      readonly url: string;
+      readonly poolMax: number;
+      readonly lockWaitTimeoutSeconds: number;
+      readonly statementTimeoutMs: number;
+      readonly acquireTimeoutMs: number;
+    }
   | { readonly kind: "sqlite"; readonly file: string };
 
 /** Where packages are stored. */
@@ -42,6 +49,10 @@ export interface Config {
   readonly blobTimeoutMs: number;
   /** How often queued blob deletions are retried. */
   readonly blobDeletionIntervalMs: number;
+  /** How long an issued upload may wait for its confirm before the sweeper removes it. */
+  readonly orphanGraceSeconds: number;
+  /** How often the orphan sweeper runs. */
+  readonly sweepIntervalSeconds: number;
   /** Signs page tokens; replicas must share it. Undefined: a secret kept under dataDir. */
   readonly pageTokenSecret: string | undefined;
   readonly limits: Limits;
@@ -138,7 +149,14 @@ function database(env: Env, dataDir: string): DatabaseConfig {
     throw new ConfigError(`DATABASE_URL scheme "${url.protocol}" is not supported: use mysql://user:password@host:port/database or sqlite:<file>.`);
   }
   if (url.pathname.length <= 1) throw new ConfigError("DATABASE_URL must name the database: mysql://user:password@host:port/database.");
-  return { kind: "mysql", url: raw, poolMax: integer(env, "DATABASE_POOL_MAX", 10, 1, 1000) };
+  return {
+    kind: "mysql",
+    url: raw,
+    poolMax: integer(env, "DATABASE_POOL_MAX", 10, 1, 1000),
+    lockWaitTimeoutSeconds: integer(env, "DATABASE_LOCK_WAIT_TIMEOUT_SECONDS", 5, 1, 3600),
+    statementTimeoutMs: integer(env, "DATABASE_STATEMENT_TIMEOUT_MS", 10_000, 100, 3_600_000),
+    acquireTimeoutMs: integer(env, "DATABASE_ACQUIRE_TIMEOUT_MS", 5_000, 100, 600_000),
+  };
 }
 
 function blob(env: Env, dataDir: string): BlobConfig {
@@ -202,6 +220,8 @@ export function loadConfig(env: Env = process.env): Config {
     shutdownTimeoutMs: integer(env, "SHUTDOWN_TIMEOUT_MS", 10_000, 0, 600_000),
     blobTimeoutMs: integer(env, "BLOB_TIMEOUT_MS", 10_000, 100, 600_000),
     blobDeletionIntervalMs: integer(env, "BLOB_DELETION_INTERVAL_MS", 30_000, 100, 3_600_000),
+    orphanGraceSeconds: integer(env, "ORPHAN_GRACE_SECONDS", 24 * 3600, 1, 365 * 24 * 3600),
+    sweepIntervalSeconds: integer(env, "SWEEP_INTERVAL_SECONDS", 3600, 1, 7 * 24 * 3600),
     pageTokenSecret: secret(env, "PAGE_TOKEN_SECRET"),
     limits: Object.freeze({
       maxRequestBytes: integer(env, "MAX_REQUEST_BYTES", 1024 * 1024, 1024, 64 * 1024 * 1024),

@@ -1,30 +1,51 @@
 import { randomUUID } from "node:crypto";
 import type { DescMethod, Message } from "@bufbuild/protobuf";
-import type { ConnectError, Interceptor, ServiceImpl } from "@connectrpc/connect";
+import { type ConnectError, type ConnectRouter, createContextValues, type Interceptor, type ServiceImpl } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyError,
   type FastifyInstance,
   type FastifyReply,
+  type FastifyRequest,
   type FastifyServerFactory,
   LogController,
 } from "fastify";
-import { EntityAccessService } from "../gen/entityversions/v1/entity_access_pb.js";
-import { type ConfirmUploadResponse, EntityVersionsService } from "../gen/entityversions/v1/entity_versions_pb.js";
+import { EntityAccessService, file_entityversions_v1_entity_access } from "../gen/entityversions/v1/entity_access_pb.js";
+import {
+  type ConfirmUploadResponse,
+  EntityVersionsService,
+  file_entityversions_v1_entity_versions,
+} from "../gen/entityversions/v1/entity_versions_pb.js";
+import { file_grpc_health_v1_health, Health } from "../gen/grpc/health/v1/health_pb.js";
+import { file_grpc_reflection_v1_reflection, ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
 import { type Authenticator, authInterceptor } from "./auth/caller.js";
 import { apiError } from "./errors/api-error.js";
 import { createOnePortServer, type RequestHandler } from "./net/one-port-server.js";
+import { HealthService } from "./ops/health-service.js";
+import type { Metrics } from "./ops/metrics.js";
+import type { Readiness } from "./ops/readiness.js";
+import { ReflectionService } from "./ops/reflection-service.js";
 import { renderRestError } from "./rest/rest-error.js";
-import { registerRestGateway, type RestRouteConfig } from "./rest/rest-gateway.js";
+import { registerRestGateway } from "./rest/rest-gateway.js";
 import { errorInterceptor, toCatalogError } from "./rpc/error-interceptor.js";
 import { createInProcessCaller, type ServiceRegistration } from "./rpc/in-process-caller.js";
+import { observeInterceptor, type RpcOutcome, rpcOutcomeKey } from "./rpc/observe-interceptor.js";
+
+declare module "fastify" {
+  interface FastifyRequest {
+    /** Filled by the observe interceptor; read by the request log line. */
+    rpcOutcome: RpcOutcome;
+  }
+}
 
 /** What the HTTP server is built from. */
 export interface ServerDeps {
   readonly versions: ServiceImpl<typeof EntityVersionsService>;
   readonly access: ServiceImpl<typeof EntityAccessService>;
   readonly authenticator: Authenticator;
+  readonly readiness: Readiness;
+  readonly metrics: Metrics;
   /** A pino logger. */
   readonly logger: FastifyBaseLogger;
   /** Largest request body accepted, on every protocol. */
@@ -45,7 +66,8 @@ function successStatus(method: DescMethod, response: Message): number {
  * Builds the HTTP server: one Fastify instance on one port serving gRPC,
  * gRPC-Web and Connect (from the Connect router) and REST JSON (from the
  * google.api.http rules), every protocol through the same interceptors and
- * the same error catalog. The caller listens; tests use port 0 or inject.
+ * the same error catalog; plus gRPC health and reflection, /healthz,
+ * /readyz and /metrics. The caller listens; tests use port 0 or inject.
  */
 export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   // Fastify's types know only its own server kinds; the one-port server is
@@ -56,6 +78,9 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     bodyLimit: deps.bodyLimitBytes,
     // One log line per request comes from the onResponse hook below.
     logController: new LogController({ disableRequestLogging: true }),
+    // Requests that arrive while closing are served (their connection then
+    // closes), rather than refused with a body outside the error catalog.
+    return503OnClosing: false,
     // Path values are validated by the service (entity ids up to 128
     // characters); past this, Fastify refuses the URL via frameworkErrors.
     routerOptions: { maxParamLength: 512 },
@@ -74,23 +99,35 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     },
   });
 
-  const interceptors: Interceptor[] = [errorInterceptor(app.log), authInterceptor(deps.authenticator)];
+  const observe = observeInterceptor(deps.metrics);
+  const errors = errorInterceptor(app.log);
+  const apiInterceptors: Interceptor[] = [observe, errors, authInterceptor(deps.authenticator)];
   const services: ServiceRegistration[] = [
     { service: EntityVersionsService, impl: deps.versions as never },
     { service: EntityAccessService, impl: deps.access as never },
   ];
   const toError = (error: unknown, rpc: string): ConnectError => toCatalogError(error, app.log, rpc);
+  const contextValues = (req: FastifyRequest) => createContextValues().set(rpcOutcomeKey, req.rpcOutcome);
 
   // REST takes JSON only; Fastify's default text/plain parser would let a
   // plain-text body through to a confusing "must be a JSON object".
   app.removeContentTypeParser("text/plain");
+  app.decorateRequest("rpcOutcome", null as unknown as RpcOutcome);
   app.addHook("onRequest", async (req, reply) => {
+    req.rpcOutcome = {};
     reply.header("x-request-id", req.id);
   });
   app.addHook("onResponse", async (req, reply) => {
-    const rpc = (req.routeOptions.config as Partial<RestRouteConfig>).rpc ?? req.routeOptions.url ?? req.url;
+    const o = req.rpcOutcome;
     req.log.info(
-      { method: req.method, rpc, status: reply.statusCode, durationMs: Math.round(reply.elapsedTime * 100) / 100 },
+      {
+        method: req.method,
+        path: req.url.split("?")[0],
+        ...(o.rpc === undefined ? {} : { rpc: o.rpc, protocol: o.protocol, code: o.code }),
+        ...(o.reason === undefined ? {} : { reason: o.reason }),
+        status: reply.statusCode,
+        durationMs: Math.round(reply.elapsedTime * 100) / 100,
+      },
       "request",
     );
   });
@@ -104,7 +141,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
           ? apiError("REQUEST_TOO_LARGE", { limitBytes: deps.bodyLimitBytes })
           : status >= 400 && status < 500
             ? apiError("MALFORMED_REQUEST", { problem: error.message })
-            : toError(error, `${req.method} ${req.url}`);
+            : toError(error, `${req.method} ${req.url.split("?")[0]}`);
     const rendered = renderRestError(apiErr);
     return reply.code(rendered.status).headers(rendered.headers).send(rendered.body);
   });
@@ -113,20 +150,52 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     return reply.code(rendered.status).send(rendered.body);
   });
 
-  await app.register(fastifyConnectPlugin, {
-    routes: (router) => {
-      for (const { service, impl } of services) router.service(service, impl);
-    },
-    interceptors,
+  const connectOptions = {
+    contextValues,
     readMaxBytes: deps.bodyLimitBytes,
     shutdownTimeoutMs: deps.shutdownTimeoutMs,
     shutdownError: apiError("SHUTTING_DOWN", {}),
+  };
+  await app.register(fastifyConnectPlugin, {
+    ...connectOptions,
+    interceptors: apiInterceptors,
+    routes: (router: ConnectRouter) => {
+      for (const { service, impl } of services) router.service(service, impl);
+    },
+  });
+  // Health and reflection answer without a token: load balancers and tools.
+  await app.register(fastifyConnectPlugin, {
+    ...connectOptions,
+    interceptors: [observe, errors],
+    routes: (router: ConnectRouter) => {
+      router.service(Health, new HealthService(deps.readiness, services.map((s) => s.service)));
+      router.service(
+        ServerReflection,
+        new ReflectionService(
+          [EntityVersionsService, EntityAccessService, Health, ServerReflection].map((s) => s.typeName),
+          [file_entityversions_v1_entity_versions, file_entityversions_v1_entity_access, file_grpc_health_v1_health, file_grpc_reflection_v1_reflection],
+        ),
+      );
+    },
   });
   registerRestGateway(app, {
     services: services.map((s) => s.service),
-    call: createInProcessCaller(services, interceptors),
+    call: createInProcessCaller(services, apiInterceptors),
+    contextValues: (req) => {
+      req.rpcOutcome.protocol = "rest";
+      return contextValues(req);
+    },
     successStatus,
     toError,
+  });
+
+  app.get("/healthz", async () => ({ status: "ok" }));
+  app.get("/readyz", async (_req, reply) => {
+    const report = await deps.readiness.check();
+    return reply.code(report.ready ? 200 : 503).send({ status: report.ready ? "ready" : "not ready", checks: report.checks });
+  });
+  app.get("/metrics", async (_req, reply) => {
+    return reply.type(deps.metrics.registry.contentType).send(await deps.metrics.registry.metrics());
   });
   return app;
 }

@@ -6,7 +6,7 @@ import {
   SASProtocol,
   StorageSharedKeyCredential,
 } from "@azure/storage-blob";
-import { type BlobStat, type BlobStore, BlobStoreUnavailableError } from "./blob-store.js";
+import { type BlobListing, type BlobStat, type BlobStore, BlobStoreUnavailableError } from "./blob-store.js";
 
 /** Options of the Azure blob store. */
 export interface AzureBlobStoreOptions {
@@ -95,5 +95,22 @@ export class AzureBlobStore implements BlobStore {
 
   async deleteIfExists(path: string): Promise<void> {
     await this.#call("delete", (abortSignal) => this.#container.getBlobClient(path).deleteIfExists({ abortSignal }));
+  }
+
+  async *list(): AsyncIterable<BlobListing> {
+    let continuationToken: string | undefined;
+    do {
+      const page = await this.#call("list", async (abortSignal) => {
+        const pages = this.#container.listBlobsFlat({ abortSignal }).byPage({ maxPageSize: 1000, ...(continuationToken === undefined ? {} : { continuationToken }) });
+        return (await pages.next()).value as { continuationToken?: string; segment: { blobItems: Array<{ name: string; properties: { lastModified: Date } }> } } | undefined;
+      });
+      if (page === undefined) return;
+      for (const item of page.segment.blobItems) yield { name: item.name, lastModified: item.properties.lastModified };
+      continuationToken = page.continuationToken === "" ? undefined : page.continuationToken;
+    } while (continuationToken !== undefined);
+  }
+
+  async ping(): Promise<void> {
+    await this.#call("get container properties", (abortSignal) => this.#container.getProperties({ abortSignal }));
   }
 }

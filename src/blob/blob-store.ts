@@ -18,6 +18,16 @@ export interface BlobStore {
   stat(path: string): Promise<BlobStat | undefined>;
   /** Deletes the blob at `path`; no blob there is not an error. */
   deleteIfExists(path: string): Promise<void>;
+  /** Every blob in the container, page by page. */
+  list(): AsyncIterable<BlobListing>;
+  /** Resolves when the container is reachable; for readiness checks. */
+  ping(): Promise<void>;
+}
+
+/** A blob as listed. */
+export interface BlobListing {
+  readonly name: string;
+  readonly lastModified: Date;
 }
 
 /**

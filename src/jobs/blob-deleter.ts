@@ -1,6 +1,7 @@
 import { uploadPaths } from "../blob/blob-paths.js";
 import type { BlobStore } from "../blob/blob-store.js";
 import type { Clock } from "../clock.js";
+import type { Metrics } from "../ops/metrics.js";
 import type { UploadStore } from "../store/upload-store.js";
 
 /** The part of a pino logger the deleter uses. */
@@ -24,20 +25,28 @@ export class BlobDeleter {
   readonly #blobs: BlobStore;
   readonly #clock: Clock;
   readonly #log: DeleterLogger;
+  readonly #metrics: Metrics | undefined;
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<unknown> = Promise.resolve();
 
-  constructor(uploads: UploadStore, blobs: BlobStore, clock: Clock, log: DeleterLogger) {
+  constructor(uploads: UploadStore, blobs: BlobStore, clock: Clock, log: DeleterLogger, metrics?: Metrics) {
     this.#uploads = uploads;
     this.#blobs = blobs;
     this.#clock = clock;
     this.#log = log;
+    this.#metrics = metrics;
   }
 
   async #deleteBlobs(entityId: string, uploadId: string): Promise<void> {
     const { storagePath, lockPath } = uploadPaths(entityId, uploadId);
-    await Promise.all([this.#blobs.deleteIfExists(storagePath), this.#blobs.deleteIfExists(lockPath)]);
-    await this.#uploads.finish(entityId, uploadId);
+    try {
+      await Promise.all([this.#blobs.deleteIfExists(storagePath), this.#blobs.deleteIfExists(lockPath)]);
+      await this.#uploads.finish(entityId, uploadId);
+    } catch (error) {
+      this.#metrics?.blobDeletions.inc({ result: "error" });
+      throw error;
+    }
+    this.#metrics?.blobDeletions.inc({ result: "ok" });
   }
 
   /** Deletes one upload's blobs now; on failure it stays queued for the periodic pass. */

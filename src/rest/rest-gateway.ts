@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from "node:http";
 import { create, type DescField, type DescMethod, type DescService, type JsonObject, type JsonValue, type Message, ScalarType } from "@bufbuild/protobuf";
-import type { ConnectError } from "@connectrpc/connect";
+import type { ConnectError, ContextValues } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { apiError } from "../errors/api-error.js";
 import type { InProcessCaller } from "../rpc/in-process-caller.js";
@@ -13,6 +13,8 @@ export interface RestGatewayOptions {
   readonly services: readonly DescService[];
   /** Runs an RPC through the same interceptors as gRPC and Connect. */
   readonly call: InProcessCaller;
+  /** Per-request context values (the log's outcome slot), as the Connect routes get them. */
+  readonly contextValues?: (req: FastifyRequest) => ContextValues;
   /** The HTTP status of a successful response; 200 when omitted. */
   readonly successStatus?: (method: DescMethod, response: Message) => number;
   /**
@@ -133,6 +135,7 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
             signal: abort.signal,
             requestMethod: req.method,
             url: req.url,
+            ...(options.contextValues === undefined ? {} : { contextValues: options.contextValues(req) }),
           });
           header.forEach((value, key) => void reply.header(key, value));
           const payload =

@@ -5,6 +5,7 @@ import {
   createContextValues,
   createHandlerContext,
   createServiceImplSpec,
+  type ContextValues,
   type Interceptor,
   type MethodImplSpec,
   type ServiceImpl,
@@ -24,6 +25,7 @@ export interface InProcessCallInit {
   readonly signal: AbortSignal;
   readonly requestMethod: string;
   readonly url: string;
+  readonly contextValues?: ContextValues;
 }
 
 /** Calls a unary RPC of a registered service in this process. */
@@ -58,7 +60,7 @@ export function createInProcessCaller(services: readonly ServiceRegistration[], 
       url: init.url,
       requestHeader: init.header,
       requestSignal: init.signal,
-      contextValues: createContextValues(),
+      contextValues: init.contextValues ?? createContextValues(),
     });
     const impl = async (req: UnaryRequest): Promise<UnaryResponse> => {
       const output = await spec.impl(req.message, {

@@ -2,6 +2,7 @@ import type { Knex } from "knex";
 import type { Caller } from "../auth/caller.js";
 import type { AccessFacts } from "../auth/policy.js";
 import type { Database } from "./database.js";
+import { inTransaction } from "./transaction.js";
 
 /** Who may use an entity, as stored. */
 export interface EntityAccessRecord {
@@ -104,7 +105,7 @@ export class AccessStore {
 
   /** Applies one change under the entity lock; adding what is there and removing what is not change nothing. */
   async change(entityId: string, change: AccessChange, now: Date): Promise<AccessChangeOutcome> {
-    return this.#knex.transaction(async (trx) => {
+    return inTransaction<AccessChangeOutcome>(this.#knex, async (trx) => {
       await trx("entities").insert({ id: entityId, last_seq: 0, created_at: now }).onConflict("id").merge(["id"]);
       await trx("entities").where("id", entityId).forUpdate().first("id");
       switch (change.op) {
@@ -116,7 +117,9 @@ export class AccessStore {
         }
         case "remove-publisher": {
           const publishers: string[] = await trx("entity_publishers").where("entity_id", entityId).pluck("user_id");
-          if (publishers.includes(change.userId) && publishers.length === 1) return { kind: "last-publisher" as const };
+          if (publishers.includes(change.userId) && publishers.length === 1) {
+            return { commit: false, result: { kind: "last-publisher" as const } };
+          }
           await trx("entity_publishers").where({ entity_id: entityId, user_id: change.userId }).delete();
           break;
         }
@@ -133,7 +136,7 @@ export class AccessStore {
           await trx("entities").where("id", entityId).update({ public_store: change.value });
           break;
       }
-      return { kind: "changed" as const, access: (await this.#read(trx, entityId))! };
+      return { commit: true, result: { kind: "changed" as const, access: (await this.#read(trx, entityId))! } };
     });
   }
 }

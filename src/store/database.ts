@@ -3,6 +3,9 @@ import path from "node:path";
 import knexFactory, { type Knex } from "knex";
 import type { DatabaseConfig } from "../config.js";
 
+type Conn = { query: (sql: string, cb: (err: unknown) => void) => void };
+const query = (conn: Conn, sql: string) => new Promise<void>((resolve, reject) => conn.query(sql, (err) => (err ? reject(err) : resolve())));
+
 /** Which SQL dialect a Knex instance speaks; the few dialect differences key off it. */
 export type Dialect = "mysql" | "sqlite";
 
@@ -42,11 +45,23 @@ export function openDatabase(config: DatabaseConfig): Database {
       pool: {
         min: 0,
         max: config.poolMax,
-        afterCreate(conn: { query: (sql: string, cb: (err: unknown) => void) => void }, done: (err: unknown, conn: unknown) => void) {
-          conn.query("SET time_zone = '+00:00'", (err) => done(err, conn));
+        // Every session: UTC, bounded lock waits, and bounded statements
+        // (MariaDB's max_statement_time; MySQL's max_execution_time, which
+        // bounds SELECTs only), so no request waits on the database forever.
+        afterCreate(conn: Conn, done: (err: unknown, conn: unknown) => void) {
+          (async () => {
+            await query(conn, "SET time_zone = '+00:00'");
+            await query(conn, `SET SESSION innodb_lock_wait_timeout = ${config.lockWaitTimeoutSeconds}`);
+            await query(conn, `SET SESSION max_statement_time = ${config.statementTimeoutMs / 1000}`).catch(() =>
+              query(conn, `SET SESSION max_execution_time = ${config.statementTimeoutMs}`),
+            );
+          })().then(
+            () => done(null, conn),
+            (err: unknown) => done(err, conn),
+          );
         },
       },
-      acquireConnectionTimeout: 10_000,
+      acquireConnectionTimeout: config.acquireTimeoutMs,
     });
     return { knex, dialect: "mysql" };
   }

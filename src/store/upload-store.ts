@@ -45,6 +45,39 @@ export class UploadStore {
     await this.#knex("uploads").where({ entity_id: entityId, id: uploadId, state: "deleting" }).delete();
   }
 
+  /** The state of an upload ("issued", "confirmed", "deleting"), or undefined when there is no record. */
+  async state(entityId: string, uploadId: string): Promise<string | undefined> {
+    const row = await this.#knex("uploads").where({ entity_id: entityId, id: uploadId }).first("state");
+    return (row as { state: string } | undefined)?.state;
+  }
+
+  /**
+   * Marks uploads issued before `cutoff` and never confirmed as "deleting".
+   * A conditional update per row: a confirm holding the row's lock either
+   * confirmed it first (the update skips it) or finds it "deleting"
+   * afterwards and refuses, so no version ever points at a swept blob.
+   */
+  async abandonIssuedBefore(cutoff: Date, now: Date, limit: number): Promise<number> {
+    const rows: Array<{ id: string; entity_id: string }> = await this.#knex("uploads")
+      .where("state", "issued")
+      .andWhere("created_at", "<", cutoff)
+      .limit(limit)
+      .select("id", "entity_id");
+    let marked = 0;
+    for (const row of rows) {
+      marked += await this.#knex("uploads")
+        .where({ entity_id: row.entity_id, id: row.id, state: "issued" })
+        .update({ state: "deleting", next_attempt_at: now, attempts: 0 });
+    }
+    return marked;
+  }
+
+  /** Uploads marked for deletion and not yet done: the pending-deletion gauge. */
+  async pendingCount(): Promise<number> {
+    const row = await this.#knex("uploads").where("state", "deleting").count<{ n: number | string }[]>({ n: "*" }).first();
+    return Number(row?.n ?? 0);
+  }
+
   /** Schedules the next attempt after a failed one. */
   async retryAt(entityId: string, uploadId: string, at: Date): Promise<void> {
     await this.#knex("uploads").where({ entity_id: entityId, id: uploadId, state: "deleting" }).update({ next_attempt_at: at });

@@ -4,6 +4,7 @@ import type { AccessFacts, Decision } from "../auth/policy.js";
 import { decidePush } from "../domain/push-rules.js";
 import { type AccessFactRow, accessFactColumns, toAccessFacts } from "./access-store.js";
 import type { Database } from "./database.js";
+import { inTransaction } from "./transaction.js";
 
 /** A JSON object, as package_json is stored. */
 export type JsonObject = { [key: string]: unknown };
@@ -210,20 +211,6 @@ export class VersionStore {
     return trx<EntityRow>("entities").where("id", entityId).forUpdate().first();
   }
 
-  /** Runs `work` in a transaction that commits only when it returns `commit: true`. */
-  async #transaction<T>(work: (trx: Knex.Transaction) => Promise<{ commit: boolean; result: T }>): Promise<T> {
-    const trx = await this.#knex.transaction();
-    try {
-      const { commit, result } = await work(trx);
-      if (commit) await trx.commit();
-      else await trx.rollback();
-      return result;
-    } catch (error) {
-      if (!trx.isCompleted()) await trx.rollback().catch(() => undefined);
-      throw error;
-    }
-  }
-
   /** Reads what GetUploadUrl decides on, without locks: ConfirmUpload decides again under the lock. */
   async checkPush(entityId: string, sourceHash: string, version: string): Promise<PushCheck> {
     const entity = await this.#knex<EntityRow>("entities").where("id", entityId).first();
@@ -249,7 +236,7 @@ export class VersionStore {
    * entity lock, so the second sees the first's tip and is stale.
    */
   async confirm(input: NewVersion): Promise<ConfirmOutcome> {
-    return this.#transaction<ConfirmOutcome>(async (trx) => {
+    return inTransaction<ConfirmOutcome>(this.#knex, async (trx) => {
       await trx("entities")
         .insert({ id: input.entityId, last_seq: 0, created_at: input.now })
         .onConflict("id")
@@ -358,7 +345,7 @@ export class VersionStore {
 
   /** Makes a version active under the entity lock; already active is a no-op. */
   async setActive(entityId: string, versionId: string): Promise<SetActiveOutcome> {
-    return this.#transaction<SetActiveOutcome>(async (trx) => {
+    return inTransaction<SetActiveOutcome>(this.#knex, async (trx) => {
       const entity = await this.#lockEntity(trx, entityId);
       if (entity === undefined) return { commit: false, result: { kind: "entity-missing" } };
       const version = await this.#versionById(trx, entityId, versionId);
@@ -376,7 +363,7 @@ export class VersionStore {
    * by a later retry, but never forgotten.
    */
   async deleteVersion(entityId: string, versionId: string, now: Date): Promise<DeleteOutcome> {
-    return this.#transaction<DeleteOutcome>(async (trx) => {
+    return inTransaction<DeleteOutcome>(this.#knex, async (trx) => {
       const entity = await this.#lockEntity(trx, entityId);
       if (entity === undefined) return { commit: false, result: { kind: "entity-missing" } };
       const version = await trx<{ id: string; upload_id: string }>("versions")

@@ -1,7 +1,7 @@
 import { generateKeyPair, exportJWK, SignJWT, type JWK } from "jose";
 import http from "node:http";
 import { Writable } from "node:stream";
-import { pino } from "pino";
+import { createLogger } from "../../src/ops/logger.js";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import type { Backend } from "../support/env.js";
@@ -172,7 +172,7 @@ export function authKeysSuite(backend: Backend) {
         done();
       },
     });
-    const svc = await startService(backend, { logger: pino({ level: "trace" }, sink) });
+    const svc = await startService(backend, { logger: createLogger("trace", sink) });
     try {
       const good = await token({ sub: "logged", roles: ["publisher"] });
       const bad = await token({ sub: "logged", secret: "wrong-secret-wrong-secret-wrong-secret" });

@@ -6,7 +6,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { pino } from "pino";
+import { createLogger } from "../../src/ops/logger.js";
 import { type App, createApp } from "../../src/app.js";
 import { loadConfig } from "../../src/config.js";
 import { type Backend, createTestDatabase, sharedAzurite, type TestDatabase } from "./env.js";
@@ -76,12 +76,12 @@ async function clients(url: string) {
 /** Starts the service in this process on a fresh database (or the one given). */
 export async function startService(
   backend: Backend,
-  options: { db?: TestDatabase; env?: Record<string, string>; logger?: ReturnType<typeof pino> } = {},
+  options: { db?: TestDatabase; env?: Record<string, string>; logger?: ReturnType<typeof createLogger> } = {},
 ): Promise<TestService & { app: App }> {
   const db = options.db ?? (await createTestDatabase(backend));
   const env = await serviceEnv(db, options.env);
   const config = loadConfig(env);
-  const app = await createApp(config, { logger: options.logger ?? pino({ level: config.logLevel }) });
+  const app = await createApp(config, { logger: options.logger ?? createLogger(config.logLevel) });
   const url = await app.server.listen({ host: config.host, port: 0 });
   const { closeClients, ...c } = await clients(url);
   return {

@@ -1,0 +1,108 @@
+import { parseUploadPath } from "../blob/blob-paths.js";
+import type { BlobStore } from "../blob/blob-store.js";
+import type { Clock } from "../clock.js";
+import type { UploadStore } from "../store/upload-store.js";
+import type { BlobDeleter, DeleterLogger } from "./blob-deleter.js";
+
+/** What one sweep did. */
+export interface SweepResult {
+  /** Uploads issued but never confirmed within the grace period, now queued for deletion. */
+  readonly abandonedUploads: number;
+  /** Blobs older than the grace period with no upload record at all, deleted. */
+  readonly strayBlobs: number;
+}
+
+/** How the sweeper runs. */
+export interface SweeperOptions {
+  /** How long an upload may wait for its confirm before it is swept. */
+  readonly graceMs: number;
+  readonly intervalMs: number;
+  readonly onSweep?: (result: SweepResult) => void;
+  readonly onError?: (error: unknown) => void;
+}
+
+/**
+ * Deletes orphan uploads: blobs that were uploaded (or never uploaded) under
+ * an upload URL that was never confirmed. It reconciles the container
+ * against the records rather than trusting URL expiry, since an upload that
+ * started before its URL expired can land after: a blob is swept only when
+ * it is older than the grace period AND its upload record is still
+ * "issued" (then marked "deleting" by a conditional update that loses to any
+ * confirm) or missing. Blobs of confirmed uploads are never touched. Every
+ * step is idempotent, so replicas may sweep at the same time.
+ */
+export class OrphanSweeper {
+  readonly #uploads: UploadStore;
+  readonly #blobs: BlobStore;
+  readonly #deleter: BlobDeleter;
+  readonly #clock: Clock;
+  readonly #log: DeleterLogger;
+  readonly #options: SweeperOptions;
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<unknown> = Promise.resolve();
+
+  constructor(uploads: UploadStore, blobs: BlobStore, deleter: BlobDeleter, clock: Clock, log: DeleterLogger, options: SweeperOptions) {
+    this.#uploads = uploads;
+    this.#blobs = blobs;
+    this.#deleter = deleter;
+    this.#clock = clock;
+    this.#log = log;
+    this.#options = options;
+  }
+
+  /** One sweep: abandoned uploads by record, then stray blobs by listing, then the deletions. */
+  async runOnce(): Promise<SweepResult> {
+    const now = this.#clock.now();
+    const cutoff = new Date(now.getTime() - this.#options.graceMs);
+    let abandonedUploads = 0;
+    for (let marked = -1; marked !== 0; ) {
+      marked = await this.#uploads.abandonIssuedBefore(cutoff, now, 500);
+      abandonedUploads += marked;
+    }
+    let strayBlobs = 0;
+    for await (const blob of this.#blobs.list()) {
+      if (blob.lastModified >= cutoff) continue;
+      const path = parseUploadPath(blob.name);
+      if (path === undefined) {
+        // Not a path this service issues: nothing can reference it.
+        await this.#blobs.deleteIfExists(blob.name);
+        strayBlobs++;
+        continue;
+      }
+      const state = await this.#uploads.state(path.entityId, path.uploadId);
+      if (state === undefined) {
+        await this.#blobs.deleteIfExists(blob.name);
+        strayBlobs++;
+      }
+      // "issued" past the cutoff was marked above; "confirmed" is kept;
+      // "deleting" belongs to the deleter.
+    }
+    await this.#deleter.runOnce(1000);
+    const result = { abandonedUploads, strayBlobs };
+    this.#options.onSweep?.(result);
+    return result;
+  }
+
+  /** Sweeps every intervalMs (with jitter, so replicas drift apart) until stop(). */
+  start(): void {
+    const next = () => this.#options.intervalMs * (0.8 + Math.random() * 0.4);
+    const tick = () => {
+      this.#running = this.runOnce()
+        .catch((error: unknown) => {
+          this.#options.onError?.(error);
+          this.#log.error({ err: error }, "orphan sweep failed; retrying next interval");
+        })
+        .finally(() => {
+          if (this.#timer !== undefined) this.#timer = setTimeout(tick, next()).unref();
+        });
+    };
+    this.#timer = setTimeout(tick, next()).unref();
+  }
+
+  /** Stops sweeping and waits for a sweep under way. */
+  async stop(): Promise<void> {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    await this.#running;
+  }
+}

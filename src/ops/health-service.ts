@@ -1,0 +1,59 @@
+import type { DescService } from "@bufbuild/protobuf";
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import {
+  type Health,
+  type HealthCheckRequest,
+  HealthCheckResponse_ServingStatus as Status,
+} from "../../gen/grpc/health/v1/health_pb.js";
+import type { Readiness } from "./readiness.js";
+
+/**
+ * grpc.health.v1.Health: the server ("") and each served service are
+ * SERVING when the service is ready (database and blob store reachable, not
+ * shutting down) and NOT_SERVING otherwise. Watch sends the status at once
+ * and again on every change.
+ */
+export class HealthService implements ServiceImpl<typeof Health> {
+  readonly #readiness: Readiness;
+  readonly #names: ReadonlySet<string>;
+  readonly #watchIntervalMs: number;
+
+  constructor(readiness: Readiness, services: readonly DescService[], options: { watchIntervalMs?: number } = {}) {
+    this.#readiness = readiness;
+    this.#names = new Set(["", ...services.map((s) => s.typeName)]);
+    this.#watchIntervalMs = options.watchIntervalMs ?? 1_000;
+  }
+
+  async #status(): Promise<Status> {
+    return (await this.#readiness.check()).ready ? Status.SERVING : Status.NOT_SERVING;
+  }
+
+  async check(req: HealthCheckRequest) {
+    if (!this.#names.has(req.service)) throw new ConnectError(`unknown service "${req.service}"`, Code.NotFound);
+    return { status: await this.#status() };
+  }
+
+  async *watch(req: HealthCheckRequest, ctx: HandlerContext) {
+    if (!this.#names.has(req.service)) {
+      yield { status: Status.SERVICE_UNKNOWN };
+      return;
+    }
+    let last: Status | undefined;
+    while (!ctx.signal.aborted) {
+      const status = await this.#status();
+      if (status !== last) {
+        yield { status };
+        last = status;
+      }
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, this.#watchIntervalMs);
+        ctx.signal.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
+      });
+    }
+  }
+
+  async list() {
+    const status = await this.#status();
+    return { statuses: Object.fromEntries([...this.#names].map((name) => [name, { status }])) };
+  }
+}

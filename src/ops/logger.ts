@@ -1,0 +1,36 @@
+import type { DestinationStream } from "pino";
+import { pino } from "pino";
+
+/**
+ * Errors as log fields: name, message, code, stack and the same for the
+ * cause chain, and nothing else. pino's default serializer copies every
+ * enumerable property, and an Azure RestError carries its request, whose
+ * Authorization header holds a SharedKey signature.
+ */
+export function safeError(error: unknown, depth = 0): Record<string, unknown> | undefined {
+  if (error === undefined || error === null || depth > 4) return undefined;
+  if (!(error instanceof Error)) return { message: String(error) };
+  const e = error as Error & { code?: unknown; errno?: unknown; statusCode?: unknown };
+  return {
+    type: e.name,
+    message: e.message.replace(/([?&]sig=)[^&\s"]+/gi, "$1[redacted]"),
+    ...(e.code === undefined ? {} : { code: e.code }),
+    ...(e.errno === undefined ? {} : { errno: e.errno }),
+    ...(e.statusCode === undefined ? {} : { statusCode: e.statusCode }),
+    stack: e.stack?.replace(/([?&]sig=)[^&\s"]+/gi, "$1[redacted]"),
+    ...(e.cause === undefined ? {} : { cause: safeError(e.cause, depth + 1) }),
+  };
+}
+
+/**
+ * The service's pino logger: JSON lines, errors through safeError, and any
+ * authorization header redacted should one ever be logged.
+ */
+export function createLogger(level: string, destination?: DestinationStream) {
+  const options = {
+    level,
+    serializers: { err: safeError },
+    redact: { paths: ["req.headers.authorization", "headers.authorization", "*.authorization"], censor: "[redacted]" },
+  };
+  return destination === undefined ? pino(options) : pino(options, destination);
+}

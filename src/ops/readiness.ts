@@ -1,0 +1,74 @@
+/** A dependency the service needs to serve: the database, the blob store. */
+export interface Probe {
+  readonly name: string;
+  check(): Promise<void>;
+}
+
+/** The outcome of a readiness check. */
+export interface ReadinessReport {
+  readonly ready: boolean;
+  readonly checks: Readonly<Record<string, string>>;
+}
+
+/**
+ * Whether the service can serve: every probe answered within the timeout,
+ * and the service is not shutting down. Results are cached briefly so
+ * frequent probes (load balancers, gRPC health Watch) cost one check per
+ * interval, not one per caller.
+ */
+export class Readiness {
+  readonly #probes: readonly Probe[];
+  readonly #timeoutMs: number;
+  readonly #cacheMs: number;
+  #shuttingDown = false;
+  #cached: { at: number; report: Promise<ReadinessReport> } | undefined;
+
+  constructor(probes: readonly Probe[], options: { timeoutMs?: number; cacheMs?: number } = {}) {
+    this.#probes = probes;
+    this.#timeoutMs = options.timeoutMs ?? 2_000;
+    this.#cacheMs = options.cacheMs ?? 1_000;
+  }
+
+  /** From now on the service reports not ready (it is draining). */
+  shutDown(): void {
+    this.#shuttingDown = true;
+    this.#cached = undefined;
+  }
+
+  get shuttingDown(): boolean {
+    return this.#shuttingDown;
+  }
+
+  async #run(): Promise<ReadinessReport> {
+    const checks: Record<string, string> = {};
+    await Promise.all(
+      this.#probes.map(async (probe) => {
+        let timer: NodeJS.Timeout | undefined;
+        try {
+          await Promise.race([
+            probe.check(),
+            new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${this.#timeoutMs} ms`)), this.#timeoutMs))),
+          ]);
+          checks[probe.name] = "ok";
+        } catch (error) {
+          // The reason's code only: /readyz is unauthenticated, so no host
+          // names or messages.
+          const e = error as { code?: unknown; cause?: { code?: unknown } };
+          const code = e.code ?? e.cause?.code;
+          checks[probe.name] = typeof code === "string" ? `unavailable (${code})` : "unavailable";
+        } finally {
+          clearTimeout(timer);
+        }
+      }),
+    );
+    if (this.#shuttingDown) checks["server"] = "shutting down";
+    return { ready: !this.#shuttingDown && Object.values(checks).every((c) => c === "ok"), checks };
+  }
+
+  /** The current report, at most cacheMs old. */
+  check(): Promise<ReadinessReport> {
+    const now = Date.now();
+    if (this.#cached === undefined || now - this.#cached.at > this.#cacheMs) this.#cached = { at: now, report: this.#run() };
+    return this.#cached.report;
+  }
+}

@@ -1,0 +1,94 @@
+import { create, createRegistry, type DescFile, type MessageInitShape, type Registry, toBinary } from "@bufbuild/protobuf";
+import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
+import type { ServiceImpl } from "@connectrpc/connect";
+import {
+  type ServerReflection,
+  type ServerReflectionRequest,
+  ServerReflectionResponseSchema,
+} from "../../gen/grpc/reflection/v1/reflection_pb.js";
+
+type Answer = MessageInitShape<typeof ServerReflectionResponseSchema>["messageResponse"];
+
+/** A file and everything it imports, each once. */
+function withDependencies(file: DescFile, seen = new Set<string>()): DescFile[] {
+  if (seen.has(file.name)) return [];
+  seen.add(file.name);
+  return [file, ...file.dependencies.flatMap((d) => withDependencies(d, seen))];
+}
+
+/**
+ * gRPC server reflection v1, so tools like `buf curl` and grpcurl can list
+ * and call the services with no proto at hand. Answers from the generated
+ * descriptors of the served files.
+ */
+export class ReflectionService implements ServiceImpl<typeof ServerReflection> {
+  readonly #services: readonly string[];
+  readonly #registry: Registry;
+  readonly #files: ReadonlyMap<string, DescFile>;
+  readonly #encoded = new Map<string, Uint8Array>();
+
+  constructor(serviceNames: readonly string[], files: readonly DescFile[]) {
+    this.#services = [...serviceNames].sort();
+    const all = new Map<string, DescFile>();
+    for (const file of files) for (const f of withDependencies(file)) all.set(f.name, f);
+    this.#files = all;
+    this.#registry = createRegistry(...all.values());
+  }
+
+  #encode(file: DescFile): Uint8Array {
+    let bytes = this.#encoded.get(file.name);
+    if (bytes === undefined) {
+      bytes = toBinary(FileDescriptorProtoSchema, file.proto);
+      this.#encoded.set(file.name, bytes);
+    }
+    return bytes;
+  }
+
+  #fileAnswer(file: DescFile | undefined, what: string): Answer {
+    if (file === undefined) return { case: "errorResponse", value: { errorCode: 5, errorMessage: `${what} not found` } };
+    return { case: "fileDescriptorResponse", value: { fileDescriptorProto: withDependencies(file).map((f) => this.#encode(f)) } };
+  }
+
+  #symbolFile(symbol: string): DescFile | undefined {
+    const found = this.#registry.get(symbol);
+    if (found !== undefined) return found.file;
+    // A method: pkg.Service.Method.
+    const dot = symbol.lastIndexOf(".");
+    const service = dot > 0 ? this.#registry.getService(symbol.slice(0, dot)) : undefined;
+    return service?.methods.some((m) => m.name === symbol.slice(dot + 1)) === true ? service.file : undefined;
+  }
+
+  #answer(req: ServerReflectionRequest): Answer {
+    const r = req.messageRequest;
+    switch (r.case) {
+      case "listServices":
+        return { case: "listServicesResponse", value: { service: this.#services.map((name) => ({ name })) } };
+      case "fileByFilename":
+        return this.#fileAnswer(this.#files.get(r.value), `file ${r.value}`);
+      case "fileContainingSymbol":
+        return this.#fileAnswer(this.#symbolFile(r.value), `symbol ${r.value}`);
+      case "fileContainingExtension": {
+        const message = this.#registry.getMessage(r.value.containingType);
+        const extension = message === undefined ? undefined : this.#registry.getExtensionFor(message, r.value.extensionNumber);
+        return this.#fileAnswer(extension?.file, `extension ${r.value.extensionNumber} of ${r.value.containingType}`);
+      }
+      case "allExtensionNumbersOfType": {
+        const message = this.#registry.getMessage(r.value);
+        if (message === undefined) return { case: "errorResponse", value: { errorCode: 5, errorMessage: `type ${r.value} not found` } };
+        const numbers: number[] = [];
+        for (const type of this.#registry) {
+          if (type.kind === "extension" && type.extendee.typeName === r.value) numbers.push(type.number);
+        }
+        return { case: "allExtensionNumbersResponse", value: { baseTypeName: r.value, extensionNumber: numbers } };
+      }
+      default:
+        return { case: "errorResponse", value: { errorCode: 12, errorMessage: "unsupported reflection request" } };
+    }
+  }
+
+  async *serverReflectionInfo(requests: AsyncIterable<ServerReflectionRequest>) {
+    for await (const req of requests) {
+      yield create(ServerReflectionResponseSchema, { validHost: req.host, originalRequest: req, messageResponse: this.#answer(req) });
+    }
+  }
+}

@@ -1,0 +1,60 @@
+import { Code, ConnectError, createContextKey, type Interceptor } from "@connectrpc/connect";
+import { reasonOf } from "../errors/api-error.js";
+import type { Metrics } from "../ops/metrics.js";
+
+/** What an RPC ended with, for the request's log line. */
+export interface RpcOutcome {
+  /** Set by the REST gateway; otherwise read from the content type. */
+  protocol?: string;
+  rpc?: string;
+  code?: string;
+  reason?: string;
+}
+
+/**
+ * A per-request slot the HTTP layer creates and the interceptor fills, so
+ * the one log line per request can say which RPC ran and how it ended
+ * (gRPC answers HTTP 200 whatever its status).
+ */
+export const rpcOutcomeKey = createContextKey<RpcOutcome | undefined>(undefined, { description: "rpc outcome" });
+
+/** Connect's code names in snake_case ("ok", "not_found", "unavailable"), as gRPC documents them. */
+export function codeName(code: Code | 0): string {
+  return code === 0 ? "ok" : Code[code].replace(/([a-z])([A-Z])/g, "$1_$2").toLowerCase();
+}
+
+function protocolOf(contentType: string | null): string {
+  if (contentType?.startsWith("application/grpc-web") === true) return "grpc-web";
+  if (contentType?.startsWith("application/grpc") === true) return "grpc";
+  return "connect";
+}
+
+/**
+ * The outermost interceptor: times every RPC, counts it by protocol and
+ * status code, counts STALE_BASE conflicts, and records the outcome for the
+ * request log. Outside the error interceptor, so it sees the catalog error
+ * the client gets.
+ */
+export function observeInterceptor(metrics: Metrics): Interceptor {
+  return (next) => async (req) => {
+    const rpc = `${req.service.typeName}/${req.method.name}`;
+    const start = process.hrtime.bigint();
+    let code = "ok";
+    let reason: string | undefined;
+    try {
+      return await next(req);
+    } catch (error) {
+      const connectError = ConnectError.from(error);
+      code = codeName(connectError.code);
+      reason = reasonOf(connectError);
+      if (reason === "STALE_BASE") metrics.staleBase.inc({ rpc });
+      throw error;
+    } finally {
+      const outcome = req.contextValues.get(rpcOutcomeKey);
+      const protocol = outcome?.protocol ?? protocolOf(req.header.get("content-type"));
+      metrics.rpcDuration.observe({ rpc, code }, Number(process.hrtime.bigint() - start) / 1e9);
+      metrics.rpcRequests.inc({ rpc, protocol, code });
+      if (outcome !== undefined) Object.assign(outcome, { protocol, rpc, code, ...(reason === undefined ? {} : { reason }) });
+    }
+  };
+}
