@@ -29,6 +29,7 @@ import { ReflectionService } from "./ops/reflection-service.js";
 import { renderRestError } from "./rest/rest-error.js";
 import { registerRestGateway } from "./rest/rest-gateway.js";
 import { errorInterceptor, toCatalogError } from "./rpc/error-interceptor.js";
+import { relabelDecodeErrors } from "./rpc/decode-errors.js";
 import { createInProcessCaller, type ServiceRegistration } from "./rpc/in-process-caller.js";
 import { observeInterceptor, type RpcOutcome, rpcOutcomeKey } from "./rpc/observe-interceptor.js";
 
@@ -150,6 +151,9 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     return reply.code(rendered.status).send(rendered.body);
   });
 
+  // Counted as the interceptor would have, had it seen the call.
+  const onRelabel = (handler: { service: { typeName: string }; method: { name: string } }) =>
+    deps.metrics.rpcRequests.inc({ rpc: `${handler.service.typeName}/${handler.method.name}`, protocol: "binary", code: "invalid_argument" });
   const connectOptions = {
     contextValues,
     readMaxBytes: deps.bodyLimitBytes,
@@ -161,6 +165,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     interceptors: apiInterceptors,
     routes: (router: ConnectRouter) => {
       for (const { service, impl } of services) router.service(service, impl);
+      relabelDecodeErrors(router, onRelabel);
     },
   });
   // Health and reflection answer without a token: load balancers and tools.
@@ -176,6 +181,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
           [file_entityversions_v1_entity_versions, file_entityversions_v1_entity_access, file_grpc_health_v1_health, file_grpc_reflection_v1_reflection],
         ),
       );
+      relabelDecodeErrors(router, onRelabel);
     },
   });
   registerRestGateway(app, {

@@ -5,8 +5,13 @@ import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { AzureBlobStore } from "../../src/blob/azure-blob-store.js";
 import { startEmbeddedAzurite } from "../../src/blob/embedded-azurite.js";
+import knexFactory from "knex";
+import { Writable } from "node:stream";
+import { createLogger } from "../../src/ops/logger.js";
 import { type Backend, createTestDatabase } from "../support/env.js";
-import { newEntityId, push, serviceEnv, spawnService, startService } from "../support/service.js";
+import { PrivateMariaDb } from "../support/private-mariadb.js";
+import { newEntityId, newSourceHash, nextVersionString, push, putBlob, serviceEnv, spawnService, startService, uploadOnly } from "../support/service.js";
+import { assertStorageConsistent } from "./sweeper.js";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -50,7 +55,166 @@ export function faultsSuite(backend: Backend) {
     }
   });
 
+  s("Azurite stopped during confirms and deletes: 503 with a retry hint, nothing half-done, consistent once it is back", async () => {
+    const location = fs.mkdtempSync(path.join(os.tmpdir(), "ev-azurite-"));
+    let azurite = await startEmbeddedAzurite({ location });
+    const port = Number(new URL(azurite.blobEndpoint).port);
+    let logs = "";
+    const sink = new Writable({ write: (chunk, _enc, done) => ((logs += chunk.toString()), done()) });
+    const svc = await startService(backend, {
+      env: { AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString, BLOB_DELETION_INTERVAL_MS: "200", BLOB_TIMEOUT_MS: "1500", ORPHAN_GRACE_SECONDS: "1" },
+      logger: createLogger("info", sink),
+    });
+    try {
+      const e = newEntityId();
+      const v1 = (await push(svc, e, { setAsActive: true })).confirm!.body.version;
+      const v2 = (await push(svc, e, { base: v1.id, lockfile: "{}" })).confirm!.body.version;
+      const pending = await uploadOnly(svc, e, { base: v2.id });
+      await azurite.stop();
+      const confirm = await svc.rest.post(`/api/entities/${e}/versions/confirm`, {
+        storage_path: pending.res.body.storage_path,
+        version: pending.version,
+        source_hash: pending.sourceHash,
+        file_size_bytes: Buffer.byteLength(pending.content),
+        base_version_id: v2.id,
+      });
+      assert.is(confirm.status, 503);
+      assert.is(confirm.body.code, "BLOB_STORE_UNAVAILABLE");
+      assert.is(confirm.headers.get("retry-after"), "1");
+      const viaGrpc = await svc.grpc.call("ConfirmUpload", { entity_id: e, storage_path: pending.res.body.storage_path, version: pending.version, source_hash: pending.sourceHash, file_size_bytes: Buffer.byteLength(pending.content), base_version_id: v2.id });
+      assert.ok(!viaGrpc.ok && viaGrpc.error.code === 14 && viaGrpc.error.reason === "BLOB_STORE_UNAVAILABLE" && viaGrpc.error.retryable);
+      assert.is((await svc.rest.get(`/api/entities/${e}/versions`)).body.versions.length, 2, "nothing was written");
+      const ready = await svc.restAs({}).get("/readyz");
+      assert.is(ready.status, 503);
+      assert.match(ready.body.checks.blob_store, "unavailable");
+      assert.is((await svc.rest.delete(`/api/entities/${e}/versions/${v2.id}`)).status, 200, "the record goes; its blobs wait");
+      azurite = await startEmbeddedAzurite({ location, port });
+      const retried = await svc.rest.post(`/api/entities/${e}/versions/confirm`, {
+        storage_path: pending.res.body.storage_path,
+        version: pending.version,
+        source_hash: pending.sourceHash,
+        file_size_bytes: Buffer.byteLength(pending.content),
+        base_version_id: v1.id,
+      });
+      assert.is(retried.status, 201, JSON.stringify(retried.body));
+      const blobs = new AzureBlobStore({ connectionString: azurite.connectionString, container: svc.env["AZURE_STORAGE_CONTAINER"]! });
+      await until("the deleted version's blobs to go", async () => (await blobs.stat(v2.storage_path)) === undefined);
+      await sleep(1_200);
+      await (svc as typeof svc & { app: { sweeper: { runOnce(): Promise<unknown> } } }).app.sweeper.runOnce();
+      await assertStorageConsistent({ ...svc, env: { ...svc.env, AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString } }, [e], 1_500);
+      assert.match(logs, "blob store unavailable");
+      assert.not.match(logs, /sig=[^\[]|SharedKey|AccountKey/);
+    } finally {
+      await svc.close();
+      await azurite.stop();
+      fs.rmSync(location, { recursive: true, force: true });
+    }
+  });
+
   if (backend === "mysql") {
+    s("lock waits are bounded: a confirm behind a held entity lock answers 503 DATABASE_BUSY, then works", async () => {
+      const svc = await startService(backend, { env: { DATABASE_LOCK_WAIT_TIMEOUT_SECONDS: "1" } });
+      const knex = knexFactory({ client: "mysql2", connection: svc.env["DATABASE_URL"]! });
+      try {
+        const e = newEntityId();
+        const v1 = (await push(svc, e)).confirm!.body.version;
+        const p = await uploadOnly(svc, e, { base: v1.id });
+        const body = { storage_path: p.res.body.storage_path, version: p.version, source_hash: p.sourceHash, file_size_bytes: Buffer.byteLength(p.content), base_version_id: v1.id };
+        const trx = await knex.transaction();
+        await trx("entities").where("id", e).forUpdate().first();
+        const started = Date.now();
+        const busy = await svc.rest.post(`/api/entities/${e}/versions/confirm`, body);
+        const waited = Date.now() - started;
+        await trx.rollback();
+        assert.is(busy.status, 503, JSON.stringify(busy.body));
+        assert.is(busy.body.code, "DATABASE_BUSY");
+        assert.is(busy.headers.get("retry-after"), "1");
+        assert.ok(waited < 15_000, `bounded wait (${waited} ms)`);
+        assert.is((await svc.rest.post(`/api/entities/${e}/versions/confirm`, body)).status, 201);
+      } finally {
+        await knex.destroy();
+        await svc.close();
+      }
+    });
+
+    if (PrivateMariaDb.available()) {
+      s("MariaDB killed during a stream of pushes: 503 with a retry hint, nothing half-written, recovers by itself", async () => {
+        const mariadb = await PrivateMariaDb.start();
+        const svc = await startService(backend, {
+          db: { url: mariadb.url(), drop: async () => undefined },
+          env: { DATABASE_ACQUIRE_TIMEOUT_MS: "1000" },
+        });
+        try {
+          const entities = Array.from({ length: 4 }, () => newEntityId());
+          const outcomes: Array<{ status: number; code?: string; retryAfter: string | null }> = [];
+          const accepted = new Map<string, string[]>(entities.map((e) => [e, []]));
+          let stop = false;
+          const retrying = async (call: () => Promise<{ status: number; body: any; headers: Headers }>) => {
+            for (;;) {
+              const res = await call();
+              outcomes.push({ status: res.status, code: res.body?.code, retryAfter: res.headers.get("retry-after") });
+              if (res.status !== 503) return res;
+              await sleep(100);
+            }
+          };
+          const worker = async (e: string) => {
+            let base: string | undefined;
+            while (!stop) {
+              const version = nextVersionString();
+              const sourceHash = newSourceHash();
+              const content = `package ${version}`;
+              const up = await retrying(() => svc.rest.post(`/api/entities/${e}/versions/upload-url`, { version, source_hash: sourceHash, ...(base ? { base_version_id: base } : {}) }));
+              assert.is(up.status, 200, JSON.stringify(up.body));
+              assert.is(await putBlob(up.body.upload_url, content, up.body.upload_headers), 201);
+              const confirm = await retrying(() =>
+                svc.rest.post(`/api/entities/${e}/versions/confirm`, {
+                  storage_path: up.body.storage_path, version, source_hash: sourceHash, file_size_bytes: Buffer.byteLength(content), ...(base ? { base_version_id: base } : {}),
+                }),
+              );
+              // 201, or 200 when a confirm whose answer was lost had committed.
+              assert.ok(confirm.status === 201 || confirm.status === 200, JSON.stringify(confirm.body));
+              base = confirm.body.version.id;
+              accepted.get(e)!.push(base!);
+            }
+          };
+          const workers = entities.map(worker);
+          await sleep(1_500);
+          await mariadb.kill();
+          const downSince = Date.now();
+          await until("a request to fail while MariaDB is down", async () => outcomes.some((o) => o.status === 503));
+          assert.is((await svc.restAs({}).get("/readyz")).status, 503);
+          await sleep(Math.max(0, 1_500 - (Date.now() - downSince)));
+          await mariadb.startServer();
+          const countAfterRestart = outcomes.length;
+          await until("pushes to succeed again", async () => outcomes.slice(countAfterRestart).filter((o) => o.status === 200 || o.status === 201).length >= 8);
+          stop = true;
+          await Promise.all(workers);
+          const failures = outcomes.filter((o) => o.status >= 500);
+          assert.ok(failures.length > 0, "the outage was seen");
+          for (const f of failures) {
+            assert.is(f.status, 503);
+            assert.ok(f.code === "DATABASE_UNAVAILABLE" || f.code === "DATABASE_BUSY", String(f.code));
+            assert.is(f.retryAfter, "1");
+          }
+          for (const e of entities) {
+            const list = await svc.rest.get(`/api/entities/${e}/versions?page_size=1000`);
+            assert.equal(list.body.versions.map((v: { id: string }) => v.id), [...accepted.get(e)!].reverse(), "exactly the accepted pushes, newest first");
+          }
+          await assertStorageConsistent(svc, entities, 60_000);
+          assert.is((await svc.restAs({}).get("/readyz")).status, 200);
+        } finally {
+          await svc.close();
+          await mariadb.destroy();
+        }
+      });
+    } else if (process.env["CI"] !== undefined && process.env["CI"] !== "" && process.env["CI"] !== "false") {
+      s("MariaDB killed during a stream of pushes", () => {
+        assert.unreachable("CI is set and mariadbd / mariadb-install-db are missing: install mariadb-server");
+      });
+    } else {
+      console.error("\n!! mariadbd / mariadb-install-db not found: SKIPPING the MariaDB crash test.\n");
+    }
+
     s("two processes starting at once on an empty database both migrate and serve", async () => {
       const db = await createTestDatabase("mysql");
       const env = await serviceEnv(db);

@@ -4,12 +4,16 @@ import { authMatrixSuite } from "./auth-matrix.js";
 import { concurrencySuite } from "./concurrency.js";
 import { deleteSuite } from "./delete.js";
 import { faultsSuite } from "./faults.js";
+import { fuzzSuite } from "./fuzz.js";
+import { logsSuite, opsSuite } from "./ops.js";
 import { grpcSuite } from "./grpc.js";
 import { protocolsSuite } from "./protocols.js";
 import { pushSuite } from "./push.js";
 import { readsSuite } from "./reads.js";
+import { shutdownSuite } from "./shutdown.js";
+import { sweeperSuite } from "./sweeper.js";
 
 /** Registers every contract suite for one backend. */
 export function defineContract(backend: Backend): void {
-  for (const define of [pushSuite, readsSuite, deleteSuite, grpcSuite, protocolsSuite, concurrencySuite, faultsSuite, authSuite, authMatrixSuite, authKeysSuite]) define(backend).run();
+  for (const define of [pushSuite, readsSuite, deleteSuite, grpcSuite, protocolsSuite, concurrencySuite, faultsSuite, authSuite, authMatrixSuite, authKeysSuite, opsSuite, logsSuite, fuzzSuite, sweeperSuite, shutdownSuite]) define(backend).run();
 }

@@ -35,6 +35,14 @@ test("a bad value stops the start with a message naming the variable", () => {
     [{ UPLOAD_URL_TTL_SECONDS: "1" }, "UPLOAD_URL_TTL_SECONDS"],
     [{ LOG_LEVEL: "loud" }, "LOG_LEVEL"],
     [{ PAGE_TOKEN_SECRET: "short" }, "PAGE_TOKEN_SECRET"],
+    [{ AUTH_JWT_SECRET: "short" }, "AUTH_JWT_SECRET"],
+    [{ AUTH_JWKS_URL: "ftp://keys" }, "AUTH_JWKS_URL"],
+    [{ AUTH_CLOCK_SKEW_SECONDS: "-1" }, "AUTH_CLOCK_SKEW_SECONDS"],
+    [{ DATABASE_URL: "mysql://u:p@db:3306/x", DATABASE_LOCK_WAIT_TIMEOUT_SECONDS: "0" }, "DATABASE_LOCK_WAIT_TIMEOUT_SECONDS"],
+    [{ DATABASE_URL: "mysql://u:p@db:3306/x", DATABASE_POOL_MAX: "lots" }, "DATABASE_POOL_MAX"],
+    [{ ORPHAN_GRACE_SECONDS: "0" }, "ORPHAN_GRACE_SECONDS"],
+    [{ MAX_REQUEST_BYTES: "10" }, "MAX_REQUEST_BYTES"],
+    [{ SHUTDOWN_TIMEOUT_MS: "1h" }, "SHUTDOWN_TIMEOUT_MS"],
   ];
   for (const [env, name] of cases) {
     try {

@@ -1,0 +1,149 @@
+import { execFile } from "node:child_process";
+import path from "node:path";
+import { Writable } from "node:stream";
+import { promisify } from "node:util";
+import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { createLogger } from "../../src/ops/logger.js";
+import type { Backend } from "../support/env.js";
+import { newEntityId, push, startService, type TestService } from "../support/service.js";
+import { serviceSuite } from "../support/suite.js";
+
+const run = promisify(execFile);
+
+const healthDefinition = protoLoader.loadSync("grpc/health/v1/health.proto", { includeDirs: [path.resolve("third_party/proto")], keepCase: true, enums: String, defaults: true });
+const HealthClient = (grpc.loadPackageDefinition(healthDefinition) as any).grpc.health.v1.Health as grpc.ServiceClientConstructor;
+
+function healthClient(svc: TestService) {
+  return new HealthClient(svc.url.replace("http://", ""), grpc.credentials.createInsecure()) as grpc.Client & Record<string, Function>;
+}
+
+/** Health, readiness, reflection, metrics and request logs. */
+export function opsSuite(backend: Backend) {
+  const s = serviceSuite("operations: health, readiness, reflection, metrics", backend);
+
+  s("/healthz and /readyz answer without a token", async ({ svc }) => {
+    const anonymous = svc.restAs({});
+    assert.equal((await anonymous.get("/healthz")).body, { status: "ok" });
+    const ready = await anonymous.get("/readyz");
+    assert.is(ready.status, 200);
+    assert.equal(ready.body, { status: "ready", checks: { database: "ok", blob_store: "ok" } });
+  });
+
+  s("grpc.health.v1.Health: Check, an unknown service, Watch and List", async ({ svc }) => {
+    const client = healthClient(svc);
+    try {
+      const check = (service: string) =>
+        new Promise<{ err: grpc.ServiceError | null; res: { status: string } }>((resolve) =>
+          client["Check"]!.call(client, { service }, (err: grpc.ServiceError | null, res: { status: string }) => resolve({ err, res })),
+        );
+      assert.is((await check("")).res.status, "SERVING");
+      assert.is((await check("entityversions.v1.EntityVersionsService")).res.status, "SERVING");
+      assert.is((await check("nope.Service")).err?.code, grpc.status.NOT_FOUND);
+      const first = await new Promise<string>((resolve, reject) => {
+        const stream = client["Watch"]!.call(client, { service: "entityversions.v1.EntityAccessService" }) as grpc.ClientReadableStream<{ status: string }>;
+        stream.once("data", (msg: { status: string }) => {
+          resolve(msg.status);
+          stream.cancel();
+        });
+        stream.once("error", (err: grpc.ServiceError) => err.code !== grpc.status.CANCELLED && reject(err));
+      });
+      assert.is(first, "SERVING");
+      const list = await new Promise<{ statuses: Record<string, { status: string }> }>((resolve, reject) =>
+        client["List"]!.call(client, {}, (err: Error | null, res: { statuses: Record<string, { status: string }> }) => (err ? reject(err) : resolve(res))),
+      );
+      assert.equal(Object.keys(list.statuses).sort(), ["", "entityversions.v1.EntityAccessService", "entityversions.v1.EntityVersionsService"]);
+    } finally {
+      client.close();
+    }
+  });
+
+  s("gRPC reflection: buf curl lists the services and calls one with no proto at hand", async ({ svc }) => {
+    const buf = path.resolve("node_modules/.bin/buf");
+    const { stdout } = await run(buf, ["curl", "--protocol", "grpc", "--http2-prior-knowledge", "--list-services", svc.url]);
+    assert.equal(stdout.trim().split("\n").sort(), [
+      "entityversions.v1.EntityAccessService",
+      "entityversions.v1.EntityVersionsService",
+      "grpc.health.v1.Health",
+      "grpc.reflection.v1.ServerReflection",
+    ]);
+    const methods = await run(buf, ["curl", "--protocol", "grpc", "--http2-prior-knowledge", "--list-methods", svc.url]);
+    assert.match(methods.stdout, "entityversions.v1.EntityVersionsService/ConfirmUpload");
+    const e = newEntityId();
+    const v = (await push(svc, e, { setAsActive: true })).confirm!.body.version;
+    const called = await run(buf, [
+      "curl", "--protocol", "grpc", "--http2-prior-knowledge",
+      "-H", `authorization: ${svc.rest.defaultHeaders["authorization"]}`,
+      "-d", JSON.stringify({ entityId: e }),
+      `${svc.url}/entityversions.v1.EntityVersionsService/GetActiveVersion`,
+    ]);
+    assert.is(JSON.parse(called.stdout).version.id, v.id);
+  });
+
+  s("/metrics counts RPCs by code, STALE_BASE conflicts, pool use and pending deletions", async ({ svc }) => {
+    const e = newEntityId();
+    await push(svc, e);
+    const stale = await push(svc, e);
+    assert.is(stale.res.status, 409);
+    await svc.grpc.call("GetVersion", { entity_id: e, version_id: "nope" });
+    const res = await fetch(`${svc.url}/metrics`);
+    assert.is(res.status, 200);
+    assert.match(res.headers.get("content-type") ?? "", "text/plain");
+    const text = await res.text();
+    const value = (pattern: RegExp) => Number(pattern.exec(text)?.[1] ?? Number.NaN);
+    assert.ok(value(/entity_versions_rpc_requests_total\{rpc="entityversions.v1.EntityVersionsService\/ConfirmUpload",protocol="rest",code="ok"\} (\d+)/) >= 1, "confirm counted");
+    assert.ok(value(/entity_versions_rpc_requests_total\{rpc="entityversions.v1.EntityVersionsService\/GetVersion",protocol="grpc",code="not_found"\} (\d+)/) >= 1, "gRPC not_found counted");
+    assert.ok(value(/entity_versions_stale_base_total\{rpc="entityversions.v1.EntityVersionsService\/GetUploadUrl"\} (\d+)/) >= 1, "STALE_BASE counted");
+    assert.match(text, /entity_versions_rpc_duration_seconds_bucket\{le="0.005",rpc="entityversions.v1.EntityVersionsService\/GetUploadUrl",code="ok"\}/);
+    assert.match(text, /entity_versions_blob_deletions_pending \d+/);
+    assert.match(text, /entity_versions_process_resident_memory_bytes \d+/);
+    if (backend === "mysql") assert.match(text, /entity_versions_db_pool_connections\{state="used"\} \d+/);
+  });
+
+  return s;
+}
+
+/** One log line per request, and no secrets in any line. */
+export function logsSuite(backend: Backend) {
+  const s = suite(`${backend}: operations: request logs`);
+
+  s("one JSON line per request: request id, RPC, protocol, status, code, duration; no token or SAS signature", async () => {
+    let logs = "";
+    const sink = new Writable({
+      write(chunk, _enc, done) {
+        logs += chunk.toString();
+        done();
+      },
+    });
+    const svc = await startService(backend, { logger: createLogger("info", sink) });
+    try {
+      const e = newEntityId();
+      const p = await push(svc, e);
+      await svc.rest.get(`/api/entities/${e}/versions/${p.confirm!.body.version.id}/download`, { "x-request-id": "trace-me-1" });
+      await svc.grpc.call("GetActiveVersion", { entity_id: e });
+      const lines = logs.trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+      const requests = lines.filter((l) => l["msg"] === "request");
+      const download = requests.filter((l) => l["reqId"] === "trace-me-1");
+      assert.is(download.length, 1, "exactly one line for the request");
+      assert.equal(
+        { rpc: download[0]!["rpc"], protocol: download[0]!["protocol"], code: download[0]!["code"], status: download[0]!["status"] },
+        { rpc: "entityversions.v1.EntityVersionsService/GetDownloadUrl", protocol: "rest", code: "ok", status: 200 },
+      );
+      assert.type(download[0]!["durationMs"], "number");
+      const grpcLine = requests.find((l) => l["protocol"] === "grpc");
+      assert.equal(
+        { rpc: grpcLine?.["rpc"], code: grpcLine?.["code"], reason: grpcLine?.["reason"], status: grpcLine?.["status"] },
+        { rpc: "entityversions.v1.EntityVersionsService/GetActiveVersion", code: "not_found", reason: "NO_ACTIVE_VERSION", status: 200 },
+      );
+      assert.ok(requests.every((l) => typeof l["reqId"] === "string"));
+      assert.not.match(logs, /sig=|SharedKey|Bearer|eyJ/);
+      assert.not.match(logs, p.res.body.upload_url.split("?")[1]!);
+    } finally {
+      await svc.close();
+    }
+  });
+
+  return s;
+}

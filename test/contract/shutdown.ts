@@ -1,0 +1,50 @@
+import knexFactory from "knex";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { type Backend, createTestDatabase } from "../support/env.js";
+import { newEntityId, push, serviceEnv, spawnService, uploadOnly } from "../support/service.js";
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** SIGTERM with calls in flight: stop accepting, finish them, exit 0. (MySQL: the test holds a row lock from outside.) */
+export function shutdownSuite(backend: Backend) {
+  const s = suite(`${backend}: graceful shutdown`);
+  if (backend !== "mysql") return s;
+
+  s("SIGTERM: new connections are refused, REST and gRPC calls in flight finish, the process exits 0", async () => {
+    const db = await createTestDatabase("mysql");
+    const svc = await spawnService(await serviceEnv(db, { SHUTDOWN_TIMEOUT_MS: "15000" }), db);
+    const knex = knexFactory({ client: "mysql2", connection: db.url });
+    try {
+      const e = newEntityId();
+      const v1 = (await push(svc, e)).confirm!.body.version;
+      const [a, b] = await Promise.all([uploadOnly(svc, e, { base: v1.id }), uploadOnly(svc, e, { base: v1.id })]);
+      const body = (p: typeof a) => ({ storage_path: p.res.body.storage_path, version: p.version, source_hash: p.sourceHash, file_size_bytes: Buffer.byteLength(p.content), base_version_id: v1.id });
+      const trx = await knex.transaction();
+      await trx("entities").where("id", e).forUpdate().first();
+      const rest = svc.rest.post(`/api/entities/${e}/versions/confirm`, body(a));
+      const grpc = svc.grpc.call("ConfirmUpload", { entity_id: e, ...body(b) });
+      await sleep(500);
+      const exited = new Promise<number | null>((resolve) => svc.child.once("exit", (code) => resolve(code)));
+      svc.child.kill("SIGTERM");
+      await sleep(500);
+      const refused = await fetch(`${svc.url}/healthz`).then(
+        () => false,
+        () => true,
+      );
+      assert.ok(refused, "no new connections once shutting down");
+      await trx.rollback();
+      const [restResult, grpcResult] = await Promise.all([rest, grpc]);
+      const answers = [restResult.status === 201 ? "created" : restResult.body.code, grpcResult.ok ? "created" : grpcResult.error.reason];
+      assert.equal(answers.sort(), ["STALE_BASE", "created"], "both finished with real answers");
+      assert.is(await exited, 0);
+      assert.match(svc.output(), "shutting down");
+    } finally {
+      await knex.destroy();
+      await svc.close();
+      await db.drop();
+    }
+  });
+
+  return s;
+}

@@ -1,0 +1,107 @@
+import * as assert from "uvu/assert";
+import { AzureBlobStore } from "../../src/blob/azure-blob-store.js";
+import type { App } from "../../src/app.js";
+import type { Backend } from "../support/env.js";
+import { newEntityId, push, putBlob, startService, uploadOnly, type TestService } from "../support/service.js";
+import { suite } from "uvu";
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Every version record has its package blob; every blob older than the grace period has a version. */
+export async function assertStorageConsistent(svc: TestService, entities: string[], graceMs: number): Promise<void> {
+  const blobs = new AzureBlobStore({ connectionString: svc.env["AZURE_STORAGE_CONNECTION_STRING"]!, container: svc.env["AZURE_STORAGE_CONTAINER"]! });
+  const referenced = new Set<string>();
+  for (const e of entities) {
+    const list = await svc.restAs({ authorization: `Bearer ${await adminToken()}` }).get(`/api/entities/${e}/versions?page_size=1000`);
+    for (const v of list.body.versions ?? []) {
+      assert.ok((await blobs.stat(v.storage_path)) !== undefined, `version ${v.id} lost its package blob`);
+      referenced.add(v.storage_path);
+      if (v.package_lock_path !== undefined) referenced.add(v.package_lock_path);
+    }
+  }
+  const cutoff = Date.now() - graceMs;
+  for await (const blob of blobs.list()) {
+    if (blob.lastModified.getTime() < cutoff) assert.ok(referenced.has(blob.name), `blob ${blob.name} is older than the grace period and unreferenced`);
+  }
+}
+
+async function adminToken() {
+  const { token } = await import("../support/tokens.js");
+  return token({ sub: "root", roles: ["admin"] });
+}
+
+/** The orphan sweeper: reconciles the container against the records. */
+export function sweeperSuite(backend: Backend) {
+  const s = suite(`${backend}: sweeper: orphan uploads and stray blobs`);
+
+  s("sweeps unconfirmed uploads and stray blobs past the grace period, and nothing a version uses", async () => {
+    const svc = await startService(backend, { env: { ORPHAN_GRACE_SECONDS: "2", SWEEP_INTERVAL_SECONDS: "3600" } });
+    const app = (svc as TestService & { app: App }).app;
+    try {
+      const blobs = new AzureBlobStore({ connectionString: svc.env["AZURE_STORAGE_CONNECTION_STRING"]!, container: svc.env["AZURE_STORAGE_CONTAINER"]! });
+      const e = newEntityId();
+      const kept = (await push(svc, e, { lockfile: "{}" })).confirm!.body.version;
+      const orphan = await uploadOnly(svc, e, { base: kept.id, lockfile: "{}" });
+      const neverUploaded = await svc.rest.post(`/api/entities/${e}/versions/upload-url`, { version: "2030.01.01-000000", source_hash: "d".repeat(64), base_version_id: kept.id });
+      // Stray blobs: one with no upload record, one outside this service's path scheme.
+      const sas = (await svc.rest.post(`/api/entities/${e}/versions/upload-url`, { version: "2030.01.01-000001", source_hash: "e".repeat(64), base_version_id: kept.id })).body;
+      const strayUrl = sas.upload_url.replace(/[0-9a-f-]{36}\/package\?/, "00000000-0000-4000-8000-000000000000/package?");
+      assert.is(await putBlob(strayUrl, "x", sas.upload_headers), 403, "a SAS cannot write elsewhere, so strays come from outside");
+      const { BlobServiceClient } = await import("@azure/storage-blob");
+      const container = BlobServiceClient.fromConnectionString(svc.env["AZURE_STORAGE_CONNECTION_STRING"]!).getContainerClient(svc.env["AZURE_STORAGE_CONTAINER"]!);
+      await container.getBlockBlobClient(`${e}/00000000-0000-4000-8000-000000000000/package`).upload("stray", 5);
+      await container.getBlockBlobClient("not-ours/readme.txt").upload("stray", 5);
+
+      await sleep(2_500);
+      const fresh = await uploadOnly(svc, e, { base: kept.id });
+      const result = await app.sweeper.runOnce();
+      assert.is(result.abandonedUploads, 3, "the orphan, the never-uploaded and the SAS-only upload");
+      assert.is(result.strayBlobs, 2);
+      assert.is(await blobs.stat(orphan.res.body.storage_path), undefined);
+      assert.is(await blobs.stat(orphan.res.body.package_lock_path), undefined);
+      assert.ok((await blobs.stat(kept.storage_path)) !== undefined, "a version's package is never swept");
+      assert.ok((await blobs.stat(kept.package_lock_path)) !== undefined, "a version's lockfile is never swept");
+      assert.ok((await blobs.stat(fresh.res.body.storage_path)) !== undefined, "an upload inside the grace period stays");
+      const late = await svc.rest.post(`/api/entities/${e}/versions/confirm`, {
+        storage_path: orphan.res.body.storage_path,
+        version: orphan.version,
+        source_hash: orphan.sourceHash,
+        file_size_bytes: Buffer.byteLength(orphan.content),
+        base_version_id: kept.id,
+      });
+      assert.is(late.body.code, "UPLOAD_NOT_FOUND", "a swept upload cannot be confirmed");
+      assert.is(neverUploaded.status, 200);
+      await assertStorageConsistent(svc, [e], 2_000 + 500);
+    } finally {
+      await svc.close();
+    }
+  });
+
+  s("confirms racing the sweeper: each upload ends either confirmed with its blob or swept, never both", async () => {
+    const svc = await startService(backend, { env: { ORPHAN_GRACE_SECONDS: "1", SWEEP_INTERVAL_SECONDS: "3600" } });
+    const app = (svc as TestService & { app: App }).app;
+    try {
+      const entities = Array.from({ length: 12 }, () => newEntityId());
+      const prepared = await Promise.all(entities.map((e) => uploadOnly(svc, e)));
+      await sleep(1_500);
+      const [, ...confirms] = await Promise.all([
+        app.sweeper.runOnce(),
+        ...prepared.map((p, i) =>
+          svc.rest.post(`/api/entities/${entities[i]}/versions/confirm`, {
+            storage_path: p.res.body.storage_path,
+            version: p.version,
+            source_hash: p.sourceHash,
+            file_size_bytes: Buffer.byteLength(p.content),
+          }),
+        ),
+      ]);
+      await app.sweeper.runOnce();
+      for (const c of confirms) assert.ok(c.status === 201 || c.body.code === "UPLOAD_NOT_FOUND", JSON.stringify(c.body));
+      await assertStorageConsistent(svc, entities, 1_000 + 500);
+    } finally {
+      await svc.close();
+    }
+  });
+
+  return s;
+}

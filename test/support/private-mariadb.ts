@@ -1,0 +1,112 @@
+// A MariaDB server of the test's own (own data folder and port), so fault
+// tests can kill and restart a real database without touching the shared
+// one the other suites use.
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import fs from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import knexFactory from "knex";
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** A private mariadbd, killable and restartable on the same data and port. */
+export class PrivateMariaDb {
+  #child: ChildProcess | undefined;
+
+  private constructor(
+    readonly dir: string,
+    readonly port: number,
+  ) {}
+
+  /** Whether the machine has the MariaDB server binaries. */
+  static available(): boolean {
+    return fs.existsSync("/usr/sbin/mariadbd") && spawnSync("mariadb-install-db", ["--help"]).status === 0;
+  }
+
+  static async start(): Promise<PrivateMariaDb> {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-mariadb-"));
+    const install = spawnSync(
+      "mariadb-install-db",
+      ["--no-defaults", `--datadir=${dir}/data`, "--auth-root-authentication-method=normal", "--skip-test-db", "--user=root"],
+      { encoding: "utf8" },
+    );
+    if (install.status !== 0) throw new Error(`mariadb-install-db failed: ${install.stderr}`);
+    const db = new PrivateMariaDb(dir, await freePort());
+    await db.startServer();
+    const admin = knexFactory({ client: "mysql2", connection: db.url("mysql"), pool: { min: 0, max: 1 } });
+    await admin.raw("CREATE DATABASE IF NOT EXISTS test").finally(() => admin.destroy());
+    return db;
+  }
+
+  /** DATABASE_URL of a database on this server. */
+  url(database = "test"): string {
+    return `mysql://root:@127.0.0.1:${this.port}/${database}`;
+  }
+
+  /** Starts mariadbd (again) and waits until it answers. */
+  async startServer(): Promise<void> {
+    this.#child = spawn(
+      "/usr/sbin/mariadbd",
+      [
+        "--no-defaults",
+        `--datadir=${this.dir}/data`,
+        `--port=${this.port}`,
+        "--bind-address=127.0.0.1",
+        `--socket=${this.dir}/sock`,
+        `--pid-file=${this.dir}/pid`,
+        `--log-error=${this.dir}/error.log`,
+        "--user=root",
+        "--skip-log-bin",
+        "--innodb-buffer-pool-size=32M",
+      ],
+      { stdio: "ignore" },
+    );
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      const k = knexFactory({ client: "mysql2", connection: this.url("mysql"), pool: { min: 0, max: 1 } });
+      try {
+        await k.raw("select 1");
+        return;
+      } catch (error) {
+        if (Date.now() > deadline) throw new Error(`private MariaDB did not start: ${fs.readFileSync(`${this.dir}/error.log`, "utf8").slice(-1000)}`, { cause: error });
+        await new Promise((r) => setTimeout(r, 100));
+      } finally {
+        await k.destroy();
+      }
+    }
+  }
+
+  /** Kills mariadbd at once (SIGKILL), as a crash would. */
+  async kill(): Promise<void> {
+    await this.#signal("SIGKILL");
+  }
+
+  /** Stops mariadbd cleanly. */
+  async stop(): Promise<void> {
+    await this.#signal("SIGTERM");
+  }
+
+  async #signal(signal: NodeJS.Signals): Promise<void> {
+    const child = this.#child;
+    if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((resolve) => child.once("exit", resolve));
+    child.kill(signal);
+    await exited;
+  }
+
+  /** Stops the server and removes its data. */
+  async destroy(): Promise<void> {
+    await this.kill();
+    fs.rmSync(this.dir, { recursive: true, force: true });
+  }
+}
