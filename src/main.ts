@@ -1,5 +1,7 @@
 import { createApp } from "./app.js";
+import { BlobStoreUnavailableError } from "./blob/blob-store.js";
 import { ConfigError, loadConfig } from "./config.js";
+import { classifyDbError } from "./store/db-errors.js";
 
 // Reads the configuration, starts the service and stops it on SIGTERM or
 // SIGINT; everything else lives in app.ts and server.ts.
@@ -18,7 +20,14 @@ try {
   app = await createApp(config);
   address = await app.server.listen({ host: config.host, port: config.port });
 } catch (error) {
-  process.stderr.write(`entity-versions: could not start: ${error instanceof Error ? error.message : String(error)}\n`);
+  const message = error instanceof Error ? error.message : String(error);
+  const hint =
+    error instanceof BlobStoreUnavailableError
+      ? " (check AZURE_STORAGE_CONNECTION_STRING and that the storage account is reachable)"
+      : classifyDbError(error) === "unavailable"
+        ? " (check DATABASE_URL and that MySQL is running and reachable)"
+        : "";
+  process.stderr.write(`entity-versions: could not start: ${message}${hint}\n`);
   await app?.close();
   process.exit(1);
 }

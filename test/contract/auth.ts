@@ -1,11 +1,9 @@
 import { generateKeyPair, exportJWK, SignJWT, type JWK } from "jose";
 import http from "node:http";
-import { Writable } from "node:stream";
-import { createLogger } from "../../src/ops/logger.js";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import type { Backend } from "../support/env.js";
-import { newEntityId, push, startService, uploadOnly } from "../support/service.js";
+import { memoryLogger, newEntityId, push, startService, uploadOnly } from "../support/service.js";
 import { serviceSuite } from "../support/suite.js";
 import { bearer, testAuth, token } from "../support/tokens.js";
 
@@ -165,14 +163,8 @@ export function authKeysSuite(backend: Backend) {
   });
 
   s("no log line carries a token, valid or not", async () => {
-    let logs = "";
-    const sink = new Writable({
-      write(chunk, _enc, done) {
-        logs += chunk.toString();
-        done();
-      },
-    });
-    const svc = await startService(backend, { logger: createLogger("trace", sink) });
+    const { logger, text } = memoryLogger("trace");
+    const svc = await startService(backend, { logger });
     try {
       const good = await token({ sub: "logged", roles: ["publisher"] });
       const bad = await token({ sub: "logged", secret: "wrong-secret-wrong-secret-wrong-secret" });
@@ -181,6 +173,7 @@ export function authKeysSuite(backend: Backend) {
       await svc.restAs(bearer(bad)).get(`/api/entities/${e}/versions`);
       await svc.grpcAs(bearer(good)).call("ListVersions", { entity_id: e });
       await svc.grpcAs(bearer(bad)).call("ListVersions", { entity_id: e });
+      const logs = text();
       assert.ok(logs.includes('"rpc"'), "the requests were logged");
       for (const t of [good, bad]) {
         for (const part of t.split(".")) assert.not.ok(logs.includes(part), "a token part appears in the logs");

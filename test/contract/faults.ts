@@ -6,11 +6,9 @@ import * as assert from "uvu/assert";
 import { AzureBlobStore } from "../../src/blob/azure-blob-store.js";
 import { startEmbeddedAzurite } from "../../src/blob/embedded-azurite.js";
 import knexFactory from "knex";
-import { Writable } from "node:stream";
-import { createLogger } from "../../src/ops/logger.js";
 import { type Backend, createTestDatabase } from "../support/env.js";
 import { PrivateMariaDb } from "../support/private-mariadb.js";
-import { newEntityId, newSourceHash, nextVersionString, push, putBlob, serviceEnv, spawnService, startService, uploadOnly } from "../support/service.js";
+import { memoryLogger, newEntityId, newSourceHash, nextVersionString, push, putBlob, serviceEnv, spawnService, startService, uploadOnly } from "../support/service.js";
 import { assertStorageConsistent } from "./sweeper.js";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -59,11 +57,10 @@ export function faultsSuite(backend: Backend) {
     const location = fs.mkdtempSync(path.join(os.tmpdir(), "ev-azurite-"));
     let azurite = await startEmbeddedAzurite({ location });
     const port = Number(new URL(azurite.blobEndpoint).port);
-    let logs = "";
-    const sink = new Writable({ write: (chunk, _enc, done) => ((logs += chunk.toString()), done()) });
+    const { logger, text } = memoryLogger();
     const svc = await startService(backend, {
       env: { AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString, BLOB_DELETION_INTERVAL_MS: "200", BLOB_TIMEOUT_MS: "1500", ORPHAN_GRACE_SECONDS: "1" },
-      logger: createLogger("info", sink),
+      logger,
     });
     try {
       const e = newEntityId();
@@ -102,8 +99,8 @@ export function faultsSuite(backend: Backend) {
       await sleep(1_200);
       await (svc as typeof svc & { app: { sweeper: { runOnce(): Promise<unknown> } } }).app.sweeper.runOnce();
       await assertStorageConsistent({ ...svc, env: { ...svc.env, AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString } }, [e], 1_500);
-      assert.match(logs, "blob store unavailable");
-      assert.not.match(logs, /sig=[^\[]|SharedKey|AccountKey/);
+      assert.match(text(), "blob store unavailable");
+      assert.not.match(text(), /sig=[^\[]|SharedKey|AccountKey/);
     } finally {
       await svc.close();
       await azurite.stop();

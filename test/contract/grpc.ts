@@ -100,6 +100,11 @@ export function grpcSuite(backend: Backend) {
     assert.ok(!bad.ok && bad.error.metadata["field"] === "entity_id");
   });
 
+  s("a request over MAX_REQUEST_BYTES is RESOURCE_EXHAUSTED", async ({ svc }) => {
+    const r = await svc.grpc.call("ConfirmUpload", { entity_id: newEntityId(), storage_path: "x".repeat(2 * 1024 * 1024) });
+    assert.ok(!r.ok && r.error.code === grpc.status.RESOURCE_EXHAUSTED, JSON.stringify(r));
+  });
+
   s("an unknown method is UNIMPLEMENTED", async ({ svc }) => {
     const client = new grpc.Client(svc.url.replace("http://", ""), grpc.credentials.createInsecure());
     const code = await new Promise<number>((resolve) => {

@@ -1,14 +1,12 @@
 import { execFile } from "node:child_process";
 import path from "node:path";
-import { Writable } from "node:stream";
 import { promisify } from "node:util";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { createLogger } from "../../src/ops/logger.js";
 import type { Backend } from "../support/env.js";
-import { newEntityId, push, startService, type TestService } from "../support/service.js";
+import { memoryLogger, newEntityId, push, startService, type TestService } from "../support/service.js";
 import { serviceSuite } from "../support/suite.js";
 
 const run = promisify(execFile);
@@ -110,19 +108,14 @@ export function logsSuite(backend: Backend) {
   const s = suite(`${backend}: operations: request logs`);
 
   s("one JSON line per request: request id, RPC, protocol, status, code, duration; no token or SAS signature", async () => {
-    let logs = "";
-    const sink = new Writable({
-      write(chunk, _enc, done) {
-        logs += chunk.toString();
-        done();
-      },
-    });
-    const svc = await startService(backend, { logger: createLogger("info", sink) });
+    const { logger, text } = memoryLogger();
+    const svc = await startService(backend, { logger });
     try {
       const e = newEntityId();
       const p = await push(svc, e);
       await svc.rest.get(`/api/entities/${e}/versions/${p.confirm!.body.version.id}/download`, { "x-request-id": "trace-me-1" });
       await svc.grpc.call("GetActiveVersion", { entity_id: e });
+      const logs = text();
       const lines = logs.trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
       const requests = lines.filter((l) => l["msg"] === "request");
       const download = requests.filter((l) => l["reqId"] === "trace-me-1");

@@ -5,6 +5,7 @@ import { createHash, randomBytes } from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { createLogger } from "../../src/ops/logger.js";
 import { type App, createApp } from "../../src/app.js";
@@ -223,4 +224,16 @@ export async function push(svc: { rest: RestClient }, entityId: string, o: PushO
     ...o.extra,
   });
   return { ...up, confirm };
+}
+
+/** A logger writing to memory, and the text it has written: for asserting on logs. */
+export function memoryLogger(level = "info"): { logger: ReturnType<typeof createLogger>; text: () => string } {
+  let text = "";
+  const sink = new Writable({
+    write(chunk, _enc, done) {
+      text += chunk.toString();
+      done();
+    },
+  });
+  return { logger: createLogger(level, sink), text: () => text };
 }
