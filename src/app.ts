@@ -97,7 +97,7 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     const blobs = new AzureBlobStore({ connectionString, container: config.blob.container, timeoutMs: config.blobTimeoutMs });
     await blobs.ensureContainer();
 
-    const db = openDatabase(config.database);
+    const db = openDatabase(config.database, logger);
     stops.push(() => db.knex.destroy());
     await migrateLatest(db.knex);
 

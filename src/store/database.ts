@@ -9,6 +9,12 @@ const query = (conn: Conn, sql: string) => new Promise<void>((resolve, reject) =
 /** Which SQL dialect a Knex instance speaks; the few dialect differences key off it. */
 export type Dialect = "mysql" | "sqlite";
 
+/** Where Knex's own warnings go. */
+export interface DatabaseLogger {
+  warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+}
+
 /** A Knex instance and its dialect. */
 export interface Database {
   readonly knex: Knex;
@@ -37,9 +43,20 @@ function mysqlConnection(url: string): Knex.MySql2ConnectionConfig {
  * connection, which is what serialises its transactions (Knex's SQLite
  * client ignores FOR UPDATE), so SQLite is for one process only.
  */
-export function openDatabase(config: DatabaseConfig): Database {
+export function openDatabase(config: DatabaseConfig, logger?: DatabaseLogger): Database {
+  // Knex reports pool trouble with console.log; send it to the service's log.
+  const log =
+    logger === undefined
+      ? undefined
+      : {
+          warn: (message: unknown) => logger.warn({ knex: String(message) }, "database"),
+          error: (message: unknown) => logger.error({ knex: String(message) }, "database"),
+          deprecate: () => undefined,
+          debug: () => undefined,
+        };
   if (config.kind === "mysql") {
     const knex = knexFactory({
+      ...(log === undefined ? {} : { log }),
       client: "mysql2",
       connection: mysqlConnection(config.url),
       pool: {
@@ -67,6 +84,7 @@ export function openDatabase(config: DatabaseConfig): Database {
   }
   fs.mkdirSync(path.dirname(path.resolve(config.file)), { recursive: true });
   const knex = knexFactory({
+    ...(log === undefined ? {} : { log }),
     client: "better-sqlite3",
     connection: { filename: config.file },
     useNullAsDefault: true,

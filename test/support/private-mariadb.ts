@@ -28,9 +28,10 @@ export class PrivateMariaDb {
     readonly port: number,
   ) {}
 
-  /** Whether the machine has the MariaDB server binaries. */
+  /** Whether the machine has the MariaDB server binaries (found, not run: without --datadir they touch the system's). */
   static available(): boolean {
-    return fs.existsSync("/usr/sbin/mariadbd") && spawnSync("mariadb-install-db", ["--help"]).status === 0;
+    const onPath = (name: string) => (process.env["PATH"] ?? "").split(":").some((dir) => dir !== "" && fs.existsSync(path.join(dir, name)));
+    return fs.existsSync("/usr/sbin/mariadbd") && onPath("mariadb-install-db");
   }
 
   static async start(): Promise<PrivateMariaDb> {
@@ -73,7 +74,8 @@ export class PrivateMariaDb {
     );
     const deadline = Date.now() + 30_000;
     for (;;) {
-      const k = knexFactory({ client: "mysql2", connection: this.url("mysql"), pool: { min: 0, max: 1 } });
+      const quiet = () => undefined;
+      const k = knexFactory({ client: "mysql2", connection: this.url("mysql"), pool: { min: 0, max: 1 }, log: { warn: quiet, error: quiet, debug: quiet, deprecate: quiet } });
       try {
         await k.raw("select 1");
         return;
