@@ -145,11 +145,13 @@ export function faultsSuite(backend: Backend) {
           const entities = Array.from({ length: 4 }, () => newEntityId());
           const outcomes: Array<{ status: number; code?: string; retryAfter: string | null }> = [];
           const accepted = new Map<string, string[]>(entities.map((e) => [e, []]));
+          const trace = new Map<string, string[]>(entities.map((e) => [e, []]));
           let stop = false;
-          const retrying = async (call: () => Promise<{ status: number; body: any; headers: Headers }>) => {
+          const retrying = async (e: string, step: string, call: () => Promise<{ status: number; body: any; headers: Headers }>) => {
             for (;;) {
               const res = await call();
               outcomes.push({ status: res.status, code: res.body?.code, retryAfter: res.headers.get("retry-after") });
+              if (res.status === 503) trace.get(e)!.push(`${step}:503:${res.body?.code}`);
               if (res.status !== 503) return res;
               await sleep(100);
             }
@@ -160,21 +162,27 @@ export function faultsSuite(backend: Backend) {
               const version = nextVersionString();
               const sourceHash = newSourceHash();
               const content = `package ${version}`;
-              const up = await retrying(() => svc.rest.post(`/api/entities/${e}/versions/upload-url`, { version, source_hash: sourceHash, ...(base ? { base_version_id: base } : {}) }));
-              assert.is(up.status, 200, JSON.stringify(up.body));
+              const up = await retrying(e, "up", () => svc.rest.post(`/api/entities/${e}/versions/upload-url`, { version, source_hash: sourceHash, ...(base ? { base_version_id: base } : {}) }));
+              if (up.status !== 200) {
+                const list = await svc.rest.get(`/api/entities/${e}/versions?page_size=1000`);
+                throw new Error(`upload-url ${up.status} ${up.body.code}; accepted ${JSON.stringify(accepted.get(e))}; stored ${JSON.stringify(list.body.versions?.map((v: { id: string; source_hash: string }) => [v.id, v.source_hash.slice(0, 6)]))}; log ${JSON.stringify(trace.get(e))}`);
+              }
               assert.is(await putBlob(up.body.upload_url, content, up.body.upload_headers), 201);
-              const confirm = await retrying(() =>
+              const confirm = await retrying(e, "confirm", () =>
                 svc.rest.post(`/api/entities/${e}/versions/confirm`, {
                   storage_path: up.body.storage_path, version, source_hash: sourceHash, file_size_bytes: Buffer.byteLength(content), ...(base ? { base_version_id: base } : {}),
                 }),
               );
+              trace.get(e)!.push(`${sourceHash.slice(0, 6)}:${confirm.status}:${confirm.body.version?.id ?? confirm.body.code}`);
               // 201, or 200 when a confirm whose answer was lost had committed.
               assert.ok(confirm.status === 201 || confirm.status === 200, JSON.stringify(confirm.body));
               base = confirm.body.version.id;
               accepted.get(e)!.push(base!);
             }
           };
-          const workers = entities.map(worker);
+          // A worker's failure is kept for the assertions below, not left to crash the run.
+          const workerErrors: unknown[] = [];
+          const workers = entities.map((e) => worker(e).catch((error: unknown) => void workerErrors.push(error)));
           await sleep(1_500);
           await mariadb.kill();
           const downSince = Date.now();
@@ -183,9 +191,10 @@ export function faultsSuite(backend: Backend) {
           await sleep(Math.max(0, 1_500 - (Date.now() - downSince)));
           await mariadb.startServer();
           const countAfterRestart = outcomes.length;
-          await until("pushes to succeed again", async () => outcomes.slice(countAfterRestart).filter((o) => o.status === 200 || o.status === 201).length >= 8);
+          await until("pushes to succeed again", async () => workerErrors.length > 0 || outcomes.slice(countAfterRestart).filter((o) => o.status === 200 || o.status === 201).length >= 8);
           stop = true;
           await Promise.all(workers);
+          assert.equal(workerErrors.map(String), [], "every push ended in 200 or 201 after retries");
           const failures = outcomes.filter((o) => o.status >= 500);
           assert.ok(failures.length > 0, "the outage was seen");
           for (const f of failures) {

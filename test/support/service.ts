@@ -106,7 +106,8 @@ export async function spawnService(
 ): Promise<TestService & { child: ChildProcess; output: () => string }> {
   const child = spawn(process.execPath, ["--import", "tsx", path.join(root, "src/main.ts")], {
     cwd: root,
-    env: { PATH: process.env["PATH"] ?? "", ...env, LOG_LEVEL: env["LOG_LEVEL"] === "silent" ? "info" : (env["LOG_LEVEL"] ?? "info") },
+    // info at least: start-up is detected by the "listening" line.
+    env: { PATH: process.env["PATH"] ?? "", ...env, LOG_LEVEL: env["LOG_LEVEL"] === "debug" || env["LOG_LEVEL"] === "trace" ? env["LOG_LEVEL"] : "info" },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
