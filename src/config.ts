@@ -29,6 +29,7 @@ export interface AuthConfig {
   readonly audience: string | undefined;
   readonly clockSkewSeconds: number;
   readonly jwksCooldownSeconds: number;
+  readonly tokenCacheSeconds: number;
 }
 
 /** The service's whole configuration, read once at start-up and frozen. */
@@ -128,6 +129,7 @@ function auth(env: Env, production: boolean): AuthConfig {
     audience: optional(env, "AUTH_AUDIENCE"),
     clockSkewSeconds: integer(env, "AUTH_CLOCK_SKEW_SECONDS", 30, 0, 600),
     jwksCooldownSeconds: integer(env, "AUTH_JWKS_COOLDOWN_SECONDS", 30, 0, 3600),
+    tokenCacheSeconds: integer(env, "AUTH_TOKEN_CACHE_SECONDS", 30, 0, 3600),
   });
 }
 

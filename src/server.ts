@@ -30,6 +30,7 @@ import { renderRestError } from "./rest/rest-error.js";
 import { registerRestGateway } from "./rest/rest-gateway.js";
 import { errorInterceptor, toCatalogError } from "./rpc/error-interceptor.js";
 import { relabelDecodeErrors } from "./rpc/decode-errors.js";
+import { registerGrpcUnaryFastPath } from "./rpc/grpc-unary-fast-path.js";
 import { createInProcessCaller, type ServiceRegistration } from "./rpc/in-process-caller.js";
 import { observeInterceptor, type RpcOutcome, rpcOutcomeKey } from "./rpc/observe-interceptor.js";
 
@@ -151,6 +152,9 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     return reply.code(rendered.status).send(rendered.body);
   });
 
+  const call = createInProcessCaller(services, apiInterceptors);
+  registerGrpcUnaryFastPath(app, { services, call, readMaxBytes: deps.bodyLimitBytes, contextValues, toError });
+
   // Counted as the interceptor would have, had it seen the call.
   const onRelabel = (handler: { service: { typeName: string }; method: { name: string } }) =>
     deps.metrics.rpcRequests.inc({ rpc: `${handler.service.typeName}/${handler.method.name}`, protocol: "binary", code: "invalid_argument" });
@@ -186,7 +190,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   });
   registerRestGateway(app, {
     services: services.map((s) => s.service),
-    call: createInProcessCaller(services, apiInterceptors),
+    call,
     contextValues: (req) => {
       req.rpcOutcome.protocol = "rest";
       return contextValues(req);

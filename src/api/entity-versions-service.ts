@@ -224,8 +224,10 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
   async #version(ctx: HandlerContext, entityIdValue: string, versionIdValue: string): Promise<VersionRecord> {
     const entityId = valid.entityId(entityIdValue);
     const versionId = valid.versionId(versionIdValue);
-    await this.#authorize(ctx, entityId, decideRead);
-    const found = await this.#d.store.getVersion(entityId, versionId);
+    const caller = requireCaller(ctx);
+    // One query: the version and the caller's access together.
+    const found = await this.#d.store.getVersionWithFacts(entityId, versionId, caller);
+    enforce(decideRead(caller, found.facts), entityId, caller);
     if (found.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
     if (found.kind === "version-missing") throw apiError("VERSION_NOT_FOUND", { entityId, versionId });
     return found.version;
@@ -282,7 +284,7 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
   async listVersions(req: ListVersionsRequest, ctx: HandlerContext): Promise<Init<typeof ListVersionsResponseSchema>> {
     const entityId = valid.entityId(req.entityId);
     const size = valid.pageSize(req.pageSize);
-    await this.#authorize(ctx, entityId, decideRead);
+    const caller = requireCaller(ctx);
     let beforeSeq: number | undefined;
     if (req.pageToken !== "") {
       const cursor = this.#d.pageTokens.decode(req.pageToken, entityId);
@@ -294,7 +296,9 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
       }
       beforeSeq = cursor.beforeSeq;
     }
-    const page = await this.#d.store.listVersions(entityId, beforeSeq, size);
+    // One query: the page and the caller's access together.
+    const page = await this.#d.store.listVersionsWithFacts(entityId, beforeSeq, size, caller);
+    enforce(decideRead(caller, page.facts), entityId, caller);
     if (page.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
     const last = page.versions[page.versions.length - 1];
     return {

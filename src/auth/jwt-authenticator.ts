@@ -13,6 +13,8 @@ export interface JwtOptions {
   readonly clockSkewSeconds: number;
   /** Least time between two JWKS fetches (an unknown kid refetches after it). */
   readonly jwksCooldownSeconds: number;
+  /** How long a verified token is trusted without checking its signature again; 0: always check. */
+  readonly tokenCacheSeconds: number;
   readonly jwksTimeoutMs?: number;
 }
 
@@ -48,6 +50,9 @@ function mapJoseError(error: unknown): Error {
   return apiError("TOKEN_MALFORMED", {}, { cause: error });
 }
 
+/** How many verified tokens are remembered (each a few hundred bytes). */
+const cacheSize = 10_000;
+
 /**
  * Authenticates `Authorization: Bearer <jwt>` (HTTP) or `authorization`
  * metadata (gRPC) with jose: HS256 with a shared secret and/or RS256/ES256
@@ -60,11 +65,16 @@ export class JwtAuthenticator implements Authenticator {
   readonly #key: JWTVerifyGetKey;
   readonly #algorithms: string[];
   readonly #options: JwtOptions;
+  readonly #verified = new Map<string, { caller: Caller; until: number }>();
 
   constructor(options: JwtOptions) {
     if (options.secret === undefined && options.jwksUrl === undefined) throw new Error("JwtAuthenticator needs a secret or a JWKS URL");
     this.#options = options;
-    const secret = options.secret === undefined ? undefined : new TextEncoder().encode(options.secret);
+    // Imported once: given raw bytes, jose imports a WebCrypto key on every verification.
+    const secret =
+      options.secret === undefined
+        ? undefined
+        : crypto.subtle.importKey("raw", new TextEncoder().encode(options.secret), { name: "HMAC", hash: "SHA-256" }, false, ["verify"]);
     const jwks =
       options.jwksUrl === undefined
         ? undefined
@@ -75,7 +85,7 @@ export class JwtAuthenticator implements Authenticator {
           });
     this.#algorithms = [...(secret === undefined ? [] : ["HS256"]), ...(jwks === undefined ? [] : ["RS256", "ES256"])];
     this.#key = async (header, token) => {
-      if (header.alg === "HS256" && secret !== undefined) return secret;
+      if (header.alg === "HS256" && secret !== undefined) return await secret;
       if (jwks !== undefined) return jwks(header, token);
       throw new errors.JOSEAlgNotAllowed(`alg ${header.alg} is not accepted`);
     };
@@ -86,9 +96,23 @@ export class JwtAuthenticator implements Authenticator {
     if (header === null || header.trim() === "") throw apiError("AUTH_REQUIRED", {});
     const match = /^Bearer +([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+) *$/i.exec(header);
     if (match === null) throw apiError("TOKEN_MALFORMED", {});
+    const token = match[1]!;
+    const known = this.#verified.get(token);
+    if (known !== undefined) {
+      this.#verified.delete(token);
+      if (Date.now() <= known.until) {
+        this.#verified.set(token, known);
+        return known.caller;
+      }
+    }
+    const caller = await this.#verify(token);
+    return caller;
+  }
+
+  async #verify(token: string): Promise<Caller> {
     let payload: JWTPayload;
     try {
-      ({ payload } = await jwtVerify(match[1]!, this.#key, {
+      ({ payload } = await jwtVerify(token, this.#key, {
         algorithms: this.#algorithms,
         clockTolerance: this.#options.clockSkewSeconds,
         requiredClaims: ["exp", "sub"],
@@ -101,6 +125,12 @@ export class JwtAuthenticator implements Authenticator {
     if (typeof payload.sub !== "string" || !principalIdPattern.test(payload.sub)) {
       throw apiError("TOKEN_CLAIMS_INVALID", { problem: "sub must be a user id of 1 to 255 printable characters without spaces" });
     }
-    return { id: payload.sub, roles: stringList(payload, "roles"), orgs: stringList(payload, "orgs") };
+    const caller = { id: payload.sub, roles: stringList(payload, "roles"), orgs: stringList(payload, "orgs") };
+    if (this.#options.tokenCacheSeconds > 0) {
+      const until = Math.min((payload.exp ?? 0) * 1000 + this.#options.clockSkewSeconds * 1000, Date.now() + this.#options.tokenCacheSeconds * 1000);
+      this.#verified.set(token, { caller, until });
+      if (this.#verified.size > cacheSize) this.#verified.delete(this.#verified.keys().next().value!);
+    }
+    return caller;
   }
 }

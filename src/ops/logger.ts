@@ -24,7 +24,10 @@ export function safeError(error: unknown, depth = 0): Record<string, unknown> | 
 
 /**
  * The service's pino logger: JSON lines, errors through safeError, and any
- * authorization header redacted should one ever be logged.
+ * authorization header redacted should one ever be logged. By default it
+ * writes stdout asynchronously (lines written while a write is under way go
+ * out together: one system call, not one per request) and flushes what is
+ * left when the process exits.
  */
 export function createLogger(level: string, destination?: DestinationStream) {
   const options = {
@@ -32,5 +35,14 @@ export function createLogger(level: string, destination?: DestinationStream) {
     serializers: { err: safeError },
     redact: { paths: ["req.headers.authorization", "headers.authorization", "*.authorization"], censor: "[redacted]" },
   };
-  return destination === undefined ? pino(options) : pino(options, destination);
+  if (destination !== undefined) return pino(options, destination);
+  const stdout = pino.destination({ dest: 1, sync: false });
+  process.once("exit", () => {
+    try {
+      stdout.flushSync();
+    } catch {
+      // Nothing written yet, or stdout gone: nothing to save.
+    }
+  });
+  return pino(options, stdout);
 }

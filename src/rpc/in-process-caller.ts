@@ -3,9 +3,9 @@ import {
   Code,
   ConnectError,
   createContextValues,
-  createHandlerContext,
   createServiceImplSpec,
   type ContextValues,
+  type HandlerContext,
   type Interceptor,
   type MethodImplSpec,
   type ServiceImpl,
@@ -47,28 +47,34 @@ export function createInProcessCaller(services: readonly ServiceRegistration[], 
   for (const { service, impl } of services) {
     for (const spec of Object.values(createServiceImplSpec(service, impl).methods)) specs.set(spec.method, spec);
   }
+  type Next = (req: UnaryRequest) => Promise<UnaryResponse>;
+  const compose = (impl: Next): Next => interceptors.reduceRight<Next>((inner, interceptor) => interceptor(inner as never) as never, impl);
   return async (method, input, init) => {
     const spec = specs.get(method);
     if (spec === undefined || spec.kind !== "unary") {
       throw new ConnectError(`${method.parent.typeName}.${method.name} cannot be called in-process`, Code.Unimplemented);
     }
-    const context = createHandlerContext({
-      service: method.parent,
+    // A plain context rather than createHandlerContext: no deadline timer
+    // and no linked AbortControllers to build, and none to abort when the
+    // call ends (aborting makes a DOMException), which was a tenth of a
+    // REST call's CPU. The signal is the HTTP request's: it aborts when the
+    // client goes away.
+    const values = init.contextValues ?? createContextValues();
+    const context: HandlerContext = {
       method,
-      protocolName: "rest",
+      service: method.parent,
+      signal: init.signal,
+      timeoutMs: () => undefined,
       requestMethod: init.requestMethod,
-      url: init.url,
       requestHeader: init.header,
-      requestSignal: init.signal,
-      contextValues: init.contextValues ?? createContextValues(),
-    });
+      responseHeader: new Headers(),
+      responseTrailer: new Headers(),
+      protocolName: "rest",
+      values,
+      url: init.url,
+    };
     const impl = async (req: UnaryRequest): Promise<UnaryResponse> => {
-      const output = await spec.impl(req.message, {
-        ...context,
-        requestHeader: req.header,
-        signal: req.signal,
-        values: req.contextValues,
-      });
+      const output = await spec.impl(req.message, { ...context, requestHeader: req.header, signal: req.signal, values: req.contextValues });
       return {
         stream: false,
         service: method.parent,
@@ -78,25 +84,18 @@ export function createInProcessCaller(services: readonly ServiceRegistration[], 
         message: (isMessage(output, spec.method.output) ? output : create(spec.method.output, output)) as Message,
       } as UnaryResponse;
     };
-    const next = interceptors.reduceRight<(req: UnaryRequest) => Promise<UnaryResponse>>(
-      (inner, interceptor) => interceptor(inner as never) as never,
-      impl,
-    );
-    try {
-      const res = await next({
-        stream: false,
-        service: method.parent,
-        method: spec.method,
-        requestMethod: init.requestMethod,
-        url: init.url,
-        signal: context.signal,
-        header: context.requestHeader,
-        contextValues: context.values,
-        message: input,
-      } as UnaryRequest);
-      return { message: res.message, header: res.header };
-    } finally {
-      context.abort();
-    }
+    const next = compose(impl);
+    const res = await next({
+      stream: false,
+      service: method.parent,
+      method: spec.method,
+      requestMethod: init.requestMethod,
+      url: init.url,
+      signal: init.signal,
+      header: init.header,
+      contextValues: values,
+      message: input,
+    } as UnaryRequest);
+    return { message: res.message, header: res.header };
   };
 }

@@ -52,8 +52,7 @@ export function observeInterceptor(metrics: Metrics): Interceptor {
     } finally {
       const outcome = req.contextValues.get(rpcOutcomeKey);
       const protocol = outcome?.protocol ?? protocolOf(req.header.get("content-type"));
-      metrics.rpcDuration.observe({ rpc, code }, Number(process.hrtime.bigint() - start) / 1e9);
-      metrics.rpcRequests.inc({ rpc, protocol, code });
+      metrics.recordRpc(rpc, protocol, code, Number(process.hrtime.bigint() - start) / 1e9);
       if (outcome !== undefined) Object.assign(outcome, { protocol, rpc, code, ...(reason === undefined ? {} : { reason }) });
     }
   };

@@ -2,6 +2,7 @@ import type { Knex } from "knex";
 import type { Caller } from "../auth/caller.js";
 import type { AccessFacts } from "../auth/policy.js";
 import type { Database } from "./database.js";
+import { preparedRunner, type RunPrepared } from "./prepared.js";
 import { inTransaction } from "./transaction.js";
 
 /** Who may use an entity, as stored. */
@@ -68,23 +69,44 @@ export function accessFactColumns(knex: Knex | Knex.Transaction, caller: Caller)
 }
 
 /**
+ * The same access facts as SQL text and parameters, for the prepared hot
+ * reads: `e` is the entity row. Memoised by the number of organizations, so
+ * each shape is one prepared statement.
+ */
+const factsSqlByOrgs: string[] = [];
+export function accessFactsSql(caller: Caller): { sql: string; params: unknown[] } {
+  const n = caller.orgs.length;
+  factsSqlByOrgs[n] ??= [
+    "exists(select 1 from entity_publishers ap where ap.entity_id = e.id and ap.user_id = ?) as is_publisher",
+    "exists(select 1 from entity_publishers ah where ah.entity_id = e.id) as has_publishers",
+    "exists(select 1 from entity_shares ash where ash.entity_id = e.id and ash.user_id = ?) as is_shared",
+    n === 0
+      ? "0 as in_org_store"
+      : `exists(select 1 from entity_org_stores ao where ao.entity_id = e.id and ao.org_id in (${Array(n).fill("?").join(", ")})) as in_org_store`,
+    "e.public_store as public_store",
+  ].join(", ");
+  return { sql: factsSqlByOrgs[n]!, params: [caller.id, caller.id, ...caller.orgs] };
+}
+
+/**
  * Entity access in SQL. Reads compute one caller's facts in one query;
  * changes take the entity row's lock (creating the row for an entity that
  * has none yet), so they serialise with confirms and their first-push claim.
  */
 export class AccessStore {
   readonly #knex: Knex;
+  readonly #prepared: RunPrepared;
 
   constructor(db: Database) {
     this.#knex = db.knex;
+    this.#prepared = preparedRunner(db);
   }
 
-  /** One caller's access facts for one entity, in one query. */
-  async facts(entityId: string, caller: Caller, q: Knex | Knex.Transaction = this.#knex): Promise<AccessFacts> {
-    const row = await q({ e: "entities" })
-      .where("e.id", entityId)
-      .first<AccessFactRow | undefined>(accessFactColumns(q, caller));
-    return toAccessFacts(row);
+  /** One caller's access facts for one entity, in one prepared query. */
+  async facts(entityId: string, caller: Caller): Promise<AccessFacts> {
+    const facts = accessFactsSql(caller);
+    const rows = await this.#prepared<AccessFactRow>(`select ${facts.sql} from entities e where e.id = ?`, [...facts.params, entityId]);
+    return toAccessFacts(rows[0]);
   }
 
   async #read(q: Knex | Knex.Transaction, entityId: string): Promise<EntityAccessRecord | undefined> {

@@ -2,8 +2,9 @@ import type { Knex } from "knex";
 import type { Caller } from "../auth/caller.js";
 import type { AccessFacts, Decision } from "../auth/policy.js";
 import { decidePush } from "../domain/push-rules.js";
-import { type AccessFactRow, accessFactColumns, toAccessFacts } from "./access-store.js";
+import { type AccessFactRow, accessFactColumns, accessFactsSql, toAccessFacts } from "./access-store.js";
 import type { Database } from "./database.js";
+import { preparedRunner, type RunPrepared } from "./prepared.js";
 import { inTransaction } from "./transaction.js";
 
 /** A JSON object, as package_json is stored. */
@@ -87,6 +88,12 @@ export type VersionLookup =
   | { readonly kind: "entity-missing" }
   | { readonly kind: "version-missing" };
 
+/** A version by id, or why there is none, with the caller's access facts. */
+export type VersionLookupWithFacts = VersionLookup & { readonly facts: AccessFacts };
+
+/** A page of versions, or a missing entity, with the caller's access facts. */
+export type VersionPageWithFacts = VersionPage & { readonly facts: AccessFacts };
+
 /** The active version, or why there is none, with the caller's access facts. */
 export type ActiveLookup = { readonly facts: AccessFacts } & (
   | { readonly kind: "found"; readonly version: VersionRecord }
@@ -123,6 +130,10 @@ interface EntityRow {
   active_version_id: string | null;
   last_seq: number | string;
 }
+
+const versionColumnsSql =
+  "v.id, v.entity_id, v.seq, v.version, v.source_hash, v.upload_id, v.storage_path, v.file_size_bytes, " +
+  "v.package_lock_path, v.service_dependencies, v.package_json, v.base_version_id, v.published_by, v.created_at, e.active_version_id";
 
 const versionColumns = [
   "v.id",
@@ -177,9 +188,11 @@ function isUniqueViolation(error: unknown): boolean {
  */
 export class VersionStore {
   readonly #knex: Knex;
+  readonly #prepared: RunPrepared;
 
   constructor(db: Database) {
     this.#knex = db.knex;
+    this.#prepared = preparedRunner(db);
   }
 
   #versions(q: Knex | Knex.Transaction) {
@@ -322,25 +335,50 @@ export class VersionStore {
     });
   }
 
-  /** The version by id, or which of entity and version is missing. */
-  async getVersion(entityId: string, versionId: string): Promise<VersionLookup> {
-    const version = await this.#versionById(this.#knex, entityId, versionId);
-    if (version !== undefined) return { kind: "found", version };
-    return (await this.#entityExists(entityId)) ? { kind: "version-missing" } : { kind: "entity-missing" };
+  /** The active version and the caller's access to the entity: one prepared query. */
+  async getActive(entityId: string, caller: Caller): Promise<ActiveLookup> {
+    const facts = accessFactsSql(caller);
+    const [row] = await this.#prepared<VersionRow & AccessFactRow>(
+      `select ${versionColumnsSql}, ${facts.sql} from entities e ` +
+        "left join versions v on v.id = e.active_version_id and v.entity_id = e.id where e.id = ?",
+      [...facts.params, entityId],
+    );
+    const access = toAccessFacts(row);
+    if (row === undefined) return { kind: "entity-missing", facts: access };
+    if (row.id === null) return { kind: "none-active", facts: access };
+    return { kind: "found", version: toRecord(row), facts: access };
   }
 
-  /** The active version and the caller's access to the entity, in one query. */
-  async getActive(entityId: string, caller: Caller): Promise<ActiveLookup> {
-    const row = await this.#knex({ e: "entities" })
-      .leftJoin({ v: "versions" }, function () {
-        this.on("v.id", "=", "e.active_version_id").andOn("v.entity_id", "=", "e.id");
-      })
-      .where("e.id", entityId)
-      .first<(VersionRow & AccessFactRow) | undefined>([...versionColumns, ...accessFactColumns(this.#knex, caller)]);
-    const facts = toAccessFacts(row);
-    if (row === undefined) return { kind: "entity-missing", facts };
-    if (row.id === null) return { kind: "none-active", facts };
-    return { kind: "found", version: toRecord(row), facts };
+  /** A version by id and the caller's access to its entity: one prepared query. */
+  async getVersionWithFacts(entityId: string, versionId: string, caller: Caller): Promise<VersionLookupWithFacts> {
+    const facts = accessFactsSql(caller);
+    const [row] = await this.#prepared<VersionRow & AccessFactRow>(
+      `select ${versionColumnsSql}, ${facts.sql} from entities e ` +
+        "left join versions v on v.entity_id = e.id and v.id = ? where e.id = ?",
+      [...facts.params, versionId, entityId],
+    );
+    const access = toAccessFacts(row);
+    if (row === undefined) return { kind: "entity-missing", facts: access };
+    if (row.id === null) return { kind: "version-missing", facts: access };
+    return { kind: "found", version: toRecord(row), facts: access };
+  }
+
+  /** A page of versions, newest first, and the caller's access: one prepared query. */
+  async listVersionsWithFacts(entityId: string, beforeSeq: number | undefined, limit: number, caller: Caller): Promise<VersionPageWithFacts> {
+    const facts = accessFactsSql(caller);
+    const rows = await this.#prepared<VersionRow & AccessFactRow>(
+      `select ${versionColumnsSql}, ${facts.sql} from entities e ` +
+        `left join versions v on v.entity_id = e.id${beforeSeq === undefined ? "" : " and v.seq < ?"} where e.id = ? ` +
+        // The limit is written into the SQL, rounded up to a power of two so
+        // that a handful of prepared statements serve every page size (the
+        // server caps how many a session may hold).
+        `order by v.seq desc limit ${2 ** Math.ceil(Math.log2(Math.trunc(limit) + 1))}`,
+      [...facts.params, ...(beforeSeq === undefined ? [] : [beforeSeq]), entityId],
+    );
+    const access = toAccessFacts(rows[0]);
+    if (rows.length === 0) return { kind: "entity-missing", facts: access };
+    const versions = rows.filter((r) => r.id !== null);
+    return { kind: "page", versions: versions.slice(0, limit).map(toRecord), hasMore: versions.length > limit, facts: access };
   }
 
   /** Makes a version active under the entity lock; already active is a no-op. */
@@ -387,18 +425,5 @@ export class VersionStore {
       }
       return { commit: true, result: { kind: "deleted", uploadId: version.upload_id } };
     });
-  }
-
-  /** A page of versions, newest first, after the given creation order (exclusive). */
-  async listVersions(entityId: string, beforeSeq: number | undefined, limit: number): Promise<VersionPage> {
-    let query = this.#versions(this.#knex).where("v.entity_id", entityId);
-    if (beforeSeq !== undefined) query = query.andWhere("v.seq", "<", beforeSeq);
-    const rows = await query.orderBy("v.seq", "desc").limit(limit + 1);
-    if (rows.length === 0 && !(await this.#entityExists(entityId))) return { kind: "entity-missing" };
-    return { kind: "page", versions: rows.slice(0, limit).map(toRecord), hasMore: rows.length > limit };
-  }
-
-  async #entityExists(entityId: string): Promise<boolean> {
-    return (await this.#knex("entities").where("id", entityId).first("id")) !== undefined;
   }
 }

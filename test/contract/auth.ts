@@ -131,7 +131,7 @@ export function authKeysSuite(backend: Backend) {
     });
     await new Promise<void>((resolve) => jwks.listen(0, "127.0.0.1", resolve));
     const url = `http://127.0.0.1:${(jwks.address() as { port: number }).port}/.well-known/jwks.json`;
-    const svc = await startService(backend, { env: { AUTH_JWT_SECRET: "", AUTH_JWKS_URL: url, AUTH_JWKS_COOLDOWN_SECONDS: "0" } });
+    const svc = await startService(backend, { env: { AUTH_JWT_SECRET: "", AUTH_JWKS_URL: url, AUTH_JWKS_COOLDOWN_SECONDS: "0", AUTH_TOKEN_CACHE_SECONDS: "0" } });
     const signed = (key: Key, kid: string, alg: string, sub = "keyed") =>
       new SignJWT({ roles: ["publisher"] })
         .setProtectedHeader({ alg, kid })

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import * as assert from "uvu/assert";
 import type { Backend } from "../support/env.js";
-import { grpc } from "../support/grpc-client.js";
+import { GrpcClient, grpc } from "../support/grpc-client.js";
 import { newEntityId, newSourceHash, nextVersionString, push, putBlob } from "../support/service.js";
 import { serviceSuite } from "../support/suite.js";
 
@@ -98,6 +98,20 @@ export function grpcSuite(backend: Backend) {
     }
     const bad = await svc.grpc.call("GetActiveVersion", { entity_id: "bad.id" });
     assert.ok(!bad.ok && bad.error.metadata["field"] === "entity_id");
+  });
+
+  s("gzip-compressed calls are served too (by Connect rather than the unary fast path)", async ({ svc }) => {
+    const e = newEntityId();
+    const v = (await push(svc, e, { setAsActive: true })).confirm!.body.version;
+    const gzip = new GrpcClient(svc.url.replace("http://", ""), svc.rest.defaultHeaders, { "grpc.default_compression_algorithm": 2 });
+    try {
+      const r = await gzip.call("GetActiveVersion", { entity_id: e });
+      assert.ok(r.ok && r.value.version.id === v.id, JSON.stringify(r));
+      const missing = await gzip.call("GetVersion", { entity_id: e, version_id: "nope" });
+      assert.ok(!missing.ok && missing.error.reason === "VERSION_NOT_FOUND");
+    } finally {
+      gzip.close();
+    }
   });
 
   s("a request over MAX_REQUEST_BYTES is RESOURCE_EXHAUSTED", async ({ svc }) => {

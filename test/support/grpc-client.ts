@@ -64,9 +64,9 @@ export class GrpcClient {
   readonly #access: grpc.Client & Record<string, Function>;
   readonly #metadata: Record<string, string>;
 
-  constructor(address: string, metadata: Record<string, string> = {}) {
+  constructor(address: string, metadata: Record<string, string> = {}, channelOptions: grpc.ChannelOptions = {}) {
     const credentials = grpc.credentials.createInsecure();
-    this.#versions = new pkg.entityversions.v1.EntityVersionsService(address, credentials) as never;
+    this.#versions = new pkg.entityversions.v1.EntityVersionsService(address, credentials, channelOptions) as never;
     this.#access = new pkg.entityversions.v1.EntityAccessService(address, credentials, { channelOverride: this.#versions.getChannel() }) as never;
     this.#metadata = metadata;
   }

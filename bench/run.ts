@@ -1,0 +1,360 @@
+// npm run bench [-- --smoke] [--runs N] [--duration SECONDS] [--out FILE]
+//
+// Starts the service (src/main.ts) on MariaDB and Azurite, and next to it a
+// minimal Fastify + mysql2 route running the same single-row SELECT (the
+// ceiling of this stack); seeds entities and versions through the API; then
+// loads every read and write over REST (HTTP/1.1 keep-alive, undici) and
+// gRPC (@grpc/grpc-js). Reports requests per second, p50/p95/p99, errors and
+// the service's CPU and peak RSS, as medians of several time-bounded runs,
+// and writes them to BENCHMARKS.md (--smoke: a quick check that it all
+// works, written nowhere unless --out is given).
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { createHash, randomBytes } from "node:crypto";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
+import knexFactory from "knex";
+import { Pool } from "undici";
+import { startEmbeddedAzurite } from "../src/blob/embedded-azurite.js";
+import { mintToken } from "../src/auth/tokens.js";
+import { closedLoop, type LoadResult, median, runBatch } from "./load.js";
+import { cpuSeconds, measured, memory } from "./proc.js";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const { values: args } = parseArgs({
+  options: {
+    smoke: { type: "boolean", default: false },
+    runs: { type: "string" },
+    duration: { type: "string" },
+    out: { type: "string" },
+    profile: { type: "string" },
+    only: { type: "string" },
+    entities: { type: "string" },
+  },
+});
+const smoke = args.smoke === true;
+const cfg = {
+  entities: Number(args.entities ?? (smoke ? 20 : 500)),
+  versionsPerEntity: smoke ? 2 : 3,
+  runs: Number(args.runs ?? (smoke ? 1 : 3)),
+  durationMs: Number(args.duration ?? (smoke ? 0.5 : 5)) * 1000,
+  warmupMs: smoke ? 200 : 1000,
+  concurrency: 32,
+  confirms: smoke ? 100 : 3000,
+  hotRounds: smoke ? 1 : 5,
+  racers: 100,
+};
+const out = args.out ?? (smoke ? undefined : path.join(root, "BENCHMARKS.md"));
+const mysqlUrl = process.env["BENCH_MYSQL_URL"] ?? "mysql://root:@127.0.0.1:3306";
+const secret = "bench-secret-0123456789abcdef0123456789";
+const log = (line: string) => process.stdout.write(`${line}\n`);
+
+function waitForLine(child: ChildProcess, pattern: RegExp, what: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let outText = "";
+    const timer = setTimeout(() => reject(new Error(`${what} did not start: ${outText.slice(-2000)}`)), 60_000);
+    const onData = (chunk: Buffer) => {
+      outText += chunk.toString();
+      const m = pattern.exec(outText);
+      if (m !== null) {
+        clearTimeout(timer);
+        child.stdout?.off("data", onData);
+        child.stdout?.resume();
+        resolve(m[1]!);
+      }
+    };
+    child.stdout!.on("data", onData);
+    child.stderr!.on("data", (c: Buffer) => (outText += c.toString()));
+    child.once("exit", (code) => reject(new Error(`${what} exited with ${code}: ${outText.slice(-2000)}`)));
+  });
+}
+
+const children: ChildProcess[] = [];
+// The service and the baseline run compiled (npm run build), as in production.
+function start(script: string, env: Record<string, string>, nodeArgs: string[] = []): ChildProcess {
+  const child = spawn(process.execPath, [...nodeArgs, path.join(root, "dist", script.replace(/\.ts$/, ".js"))], { cwd: root, env: { PATH: process.env["PATH"] ?? "", ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  children.push(child);
+  return child;
+}
+
+const sha = (s: string) => createHash("sha256").update(s).digest("hex");
+let versionCounter = 0;
+const nextVersion = () => {
+  const d = new Date(Date.UTC(2030, 0, 1) + versionCounter++ * 1000);
+  const p = (n: number) => String(n).padStart(2, "0");
+  return `${d.getUTCFullYear()}.${p(d.getUTCMonth() + 1)}.${p(d.getUTCDate())}-${p(d.getUTCHours())}${p(d.getUTCMinutes())}${p(d.getUTCSeconds())}`;
+};
+
+async function main() {
+  log("building …");
+  execFileSync(path.join(root, "node_modules/.bin/tsc"), ["-p", root], { stdio: "inherit" });
+  const dbName = `ev_bench_${process.pid}`;
+  const admin = knexFactory({ client: "mysql2", connection: `${mysqlUrl}/mysql`, pool: { min: 0, max: 1 } });
+  await admin.raw(`DROP DATABASE IF EXISTS \`${dbName}\``);
+  await admin.raw(`CREATE DATABASE \`${dbName}\` CHARACTER SET utf8mb4`);
+  const databaseUrl = `${mysqlUrl}/${dbName}`;
+  const azurite = await startEmbeddedAzurite({});
+  const env = {
+    HOST: "127.0.0.1",
+    PORT: "0",
+    DATABASE_URL: databaseUrl,
+    DATABASE_POOL_MAX: process.env["DATABASE_POOL_MAX"] ?? "10",
+    AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString,
+    AZURE_STORAGE_CONTAINER: "bench",
+    AUTH_JWT_SECRET: secret,
+    PAGE_TOKEN_SECRET: secret,
+    DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), "ev-bench-")),
+    LOG_LEVEL: "info",
+    NODE_ENV: "production",
+  };
+  // --profile DIR: the service writes a V8 CPU profile there when it exits.
+  const service = start("src/main.ts", env, args.profile === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${args.profile}`]);
+  const serviceUrl = await waitForLine(service, /entity-versions listening on (http:\/\/[^\s"]+)/, "the service");
+  const baseline = start("bench/baseline-server.ts", { DATABASE_URL: databaseUrl, DATABASE_POOL_MAX: env.DATABASE_POOL_MAX });
+  const baselineUrl = await waitForLine(baseline, /baseline listening on (http:\/\/\S+)/, "the baseline");
+  service.stdout!.resume();
+  const pid = service.pid!;
+  const token = await mintToken(secret, { sub: "bench", roles: ["publisher"], ttlSeconds: 3600 });
+  const auth = { authorization: `Bearer ${token}` };
+  const rest = new Pool(serviceUrl, { connections: cfg.concurrency * 2, keepAliveTimeout: 60_000 });
+  const baseRest = new Pool(baselineUrl, { connections: cfg.concurrency * 2, keepAliveTimeout: 60_000 });
+  const azure = new Pool(new URL(azurite.blobEndpoint).origin, { connections: 64 });
+
+  const json = async (method: string, p: string, body?: unknown, pool = rest) => {
+    const res = await pool.request({ method: method as "GET", path: p, headers: { ...auth, ...(body === undefined ? {} : { "content-type": "application/json" }) }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+    return { status: res.statusCode, body: (await res.body.json()) as any };
+  };
+  const put = async (url: string, content: string, headers: Record<string, string>) => {
+    const u = new URL(url);
+    const res = await azure.request({ method: "PUT", path: `${u.pathname}${u.search}`, headers, body: content });
+    await res.body.dump();
+    return res.statusCode;
+  };
+  const prepare = async (entity: string, base: string | undefined) => {
+    const version = nextVersion();
+    const hash = sha(`${entity}/${version}/${randomBytes(4).toString("hex")}`);
+    const up = await json("POST", `/api/entities/${entity}/versions/upload-url`, { version, source_hash: hash, ...(base ? { base_version_id: base } : {}) });
+    if (up.status !== 200) throw new Error(`upload-url ${up.status} ${JSON.stringify(up.body)}`);
+    const content = `package ${entity} ${version}`;
+    if ((await put(up.body.upload_url, content, up.body.upload_headers)) !== 201) throw new Error("PUT failed");
+    return { storage_path: up.body.storage_path, version, source_hash: hash, file_size_bytes: Buffer.byteLength(content), ...(base ? { base_version_id: base } : {}) };
+  };
+
+  // Seed: entities with a few versions each, the last one active.
+  log(`seeding ${cfg.entities} entities × ${cfg.versionsPerEntity} versions …`);
+  const entities = Array.from({ length: cfg.entities }, (_, i) => `bench-${i}`);
+  const tips = new Map<string, string>();
+  const seedOne = async (e: string) => {
+    let base: string | undefined;
+    for (let v = 0; v < cfg.versionsPerEntity; v++) {
+      const c = await json("POST", `/api/entities/${e}/versions/confirm`, { ...(await prepare(e, base)), set_as_active: v === cfg.versionsPerEntity - 1 });
+      if (c.status !== 201) throw new Error(`seed confirm ${c.status} ${JSON.stringify(c.body)}`);
+      base = c.body.version.id;
+    }
+    tips.set(e, base!);
+  };
+  await runBatch(entities.map((e) => () => seedOne(e).then(() => true as const)), 16);
+  const pick = (n: number) => entities[(n * 7919) % entities.length]!;
+
+  // gRPC client from the proto, as another team would generate it.
+  const definition = protoLoader.loadSync(["entityversions/v1/entity_versions.proto"], {
+    includeDirs: [path.join(root, "proto"), path.join(root, "node_modules/google-proto-files")],
+    keepCase: true,
+    longs: Number,
+    defaults: true,
+  });
+  const Versions = (grpc.loadPackageDefinition(definition) as any).entityversions.v1.EntityVersionsService as grpc.ServiceClientConstructor;
+  const grpcClient = new Versions(serviceUrl.replace("http://", ""), grpc.credentials.createInsecure()) as grpc.Client & Record<string, Function>;
+  const md = new grpc.Metadata();
+  md.set("authorization", auth.authorization);
+  const grpcCall = (method: string, req: object) =>
+    new Promise<true | string>((resolve) => grpcClient[method]!.call(grpcClient, req, md, (err: grpc.ServiceError | null) => resolve(err === null ? true : `${err.code} ${err.details}`)));
+  const restCall = (method: string, p: (n: number) => string, body?: (n: number) => unknown, pool = rest, expect = 200) => async (_w: number, n: number): Promise<true | string> => {
+    const b = body?.(n);
+    const res = await pool.request({ method: method as "GET", path: p(n), headers: { ...auth, ...(b === undefined ? {} : { "content-type": "application/json" }) }, ...(b === undefined ? {} : { body: JSON.stringify(b) }) });
+    const text = await res.body.text();
+    return res.statusCode === expect ? true : `${res.statusCode} ${text.slice(0, 100)}`;
+  };
+
+  interface Row {
+    name: string;
+    protocol: string;
+    runs: Array<{ load: LoadResult; cpuCores: number; rssMb: number }>;
+    ratio?: number;
+  }
+  const rows: Row[] = [];
+  // --only REGEX: run just the operations whose "name protocol" matches (and the baseline).
+  const only = args.only === undefined ? undefined : new RegExp(args.only);
+  const wanted = (name: string, protocol = "REST") => only === undefined || name.startsWith("baseline") || only.test(`${name} ${protocol}`);
+  const runOp = async (name: string, protocol: string, call: (w: number, n: number) => Promise<true | string>, procPid = pid, rate?: number) => {
+    const row: Row = { name, protocol, runs: [] };
+    if (!wanted(name, protocol)) return row;
+    for (let r = 0; r < cfg.runs; r++) {
+      const m = await measured(procPid, () => closedLoop({ concurrency: cfg.concurrency, warmupMs: cfg.warmupMs, durationMs: cfg.durationMs, call, ...(rate === undefined ? {} : { rate }) }));
+      row.runs.push({ load: m.result, cpuCores: m.cpuCores, rssMb: m.rssMb });
+    }
+    rows.push(row);
+    if (row.runs.length === 0) return row;
+    const med = median(row.runs.map((x) => x.load.rps));
+    log(`${name.padEnd(34)} ${protocol.padEnd(9)} ${med.toFixed(0).padStart(7)} req/s  p99 ${median(row.runs.map((x) => x.load.p99)).toFixed(2)} ms  errors ${row.runs.reduce((a, x) => a + x.load.errors, 0)}${row.runs[0]!.load.samples[0] ? `  e.g. ${row.runs[0]!.load.samples[0]}` : ""}`);
+    return row;
+  };
+
+  log("loading …");
+  const baselineRow = await runOp("baseline: the same SELECT, Fastify + mysql2", "REST", restCall("GET", (n) => `/baseline/${pick(n)}/active-version`, undefined, baseRest), baseline.pid!);
+  const baselineRps = median(baselineRow.runs.map((x) => x.load.rps));
+  const reads: Array<[string, (n: number) => string, string, (n: number) => object]> = [
+    ["GetActiveVersion", (n) => `/api/entities/${pick(n)}/active-version`, "GetActiveVersion", (n) => ({ entity_id: pick(n) })],
+    ["GetVersion", (n) => `/api/entities/${pick(n)}/versions/${tips.get(pick(n))}`, "GetVersion", (n) => ({ entity_id: pick(n), version_id: tips.get(pick(n)) })],
+    ["ListVersions (page of 10)", (n) => `/api/entities/${pick(n)}/versions?page_size=10`, "ListVersions", (n) => ({ entity_id: pick(n), page_size: 10 })],
+    ["GetDownloadUrl", (n) => `/api/entities/${pick(n)}/versions/${tips.get(pick(n))}/download`, "GetDownloadUrl", (n) => ({ entity_id: pick(n), version_id: tips.get(pick(n)) })],
+  ];
+  for (const [name, restPath, method, grpcReq] of reads) {
+    const r = await runOp(name, "REST", restCall("GET", restPath));
+    r.ratio = median(r.runs.map((x) => x.load.rps)) / baselineRps;
+    const g = await runOp(name, "gRPC", (_w, n) => grpcCall(method, grpcReq(n)));
+    g.ratio = median(g.runs.map((x) => x.load.rps)) / baselineRps;
+  }
+  const uploadBody = (n: number) => ({ version: nextVersion(), source_hash: sha(`upload-${n}-${Math.random()}`), base_version_id: tips.get(pick(n)) });
+  await runOp("GetUploadUrl", "REST", restCall("POST", (n) => `/api/entities/${pick(n)}/versions/upload-url`, uploadBody));
+  await runOp("GetUploadUrl", "gRPC", (_w, n) => grpcCall("GetUploadUrl", { entity_id: pick(n), ...uploadBody(n) }));
+
+  // ConfirmUpload on distinct new entities, uploads done beforehand.
+  const confirmRow: Row = { name: "ConfirmUpload, distinct entities", protocol: "REST", runs: [] };
+  for (let r = 0; r < (wanted("ConfirmUpload") ? cfg.runs : 0); r++) {
+    const fresh = Array.from({ length: cfg.confirms }, (_, i) => `fresh-${r}-${i}-${randomBytes(3).toString("hex")}`);
+    const bodies: object[] = [];
+    await runBatch(fresh.map((e) => async () => (bodies.push({ e, body: await prepare(e, undefined) }), true as const)), 32);
+    const calls = (bodies as Array<{ e: string; body: object }>).map(({ e, body }) => async (): Promise<true | string> => {
+      const c = await json("POST", `/api/entities/${e}/versions/confirm`, body);
+      return c.status === 201 ? true : `${c.status} ${JSON.stringify(c.body).slice(0, 100)}`;
+    });
+    const m = await measured(pid, () => runBatch(calls, cfg.concurrency));
+    confirmRow.runs.push({ load: m.result, cpuCores: m.cpuCores, rssMb: m.rssMb });
+  }
+  rows.push(confirmRow);
+  log(`ConfirmUpload, distinct entities  REST      ${median(confirmRow.runs.map((x) => x.load.rps)).toFixed(0).padStart(7)} req/s  p99 ${median(confirmRow.runs.map((x) => x.load.p99)).toFixed(2)} ms  errors ${confirmRow.runs.reduce((a, x) => a + x.load.errors, 0)}`);
+
+  // The hot entity: 100 concurrent confirms with one base.
+  const hot = `hot-${randomBytes(3).toString("hex")}`;
+  let hotBase = (await json("POST", `/api/entities/${hot}/versions/confirm`, await prepare(hot, undefined))).body.version.id as string;
+  const settles: number[] = [];
+  let hotOk = true;
+  for (let round = 0; round < (wanted("hot entity") ? cfg.hotRounds : 0); round++) {
+    const bodies = await Promise.all(Array.from({ length: cfg.racers }, () => prepare(hot, hotBase)));
+    const t0 = performance.now();
+    const results = await Promise.all(bodies.map((b) => json("POST", `/api/entities/${hot}/versions/confirm`, b)));
+    settles.push(performance.now() - t0);
+    const created = results.filter((x) => x.status === 201);
+    const stale = results.filter((x) => x.status === 409 && x.body.code === "STALE_BASE");
+    if (created.length !== 1 || stale.length !== cfg.racers - 1) hotOk = false;
+    hotBase = created[0]?.body.version.id ?? hotBase;
+  }
+  log(`hot entity: ${cfg.racers} racers settled in ${median(settles).toFixed(0)} ms (median of ${cfg.hotRounds}); exactly 1 created each time: ${hotOk}`);
+
+  // p99 at half the peak rate of GetActiveVersion.
+  const activeRest = rows.find((x) => x.name === "GetActiveVersion" && x.protocol === "REST") ?? { name: "", protocol: "", runs: [] };
+  const peak = activeRest.runs.length === 0 ? 2 : median(activeRest.runs.map((x) => x.load.rps));
+  const half = await runOp("GetActiveVersion at half the peak rate", "REST", restCall("GET", (n) => `/api/entities/${pick(n)}/active-version`), pid, Math.max(1, Math.floor(peak / 2)));
+  const halfP99 = median(half.runs.map((x) => x.load.p99));
+  const peakRss = memory(pid).peakMb;
+
+  grpcClient.close();
+  await Promise.all([rest.close(), baseRest.close(), azure.close()]);
+  // Graceful stop, waited for: a --profile is written on exit.
+  await Promise.all(
+    children.map(
+      (child) =>
+        new Promise<void>((resolve) => {
+          if (child.exitCode !== null) return resolve();
+          const timer = setTimeout(() => {
+            log(`a child process did not stop within 15 s of SIGTERM: killed`);
+            child.kill("SIGKILL");
+            resolve();
+          }, 15_000);
+          child.once("exit", () => (clearTimeout(timer), resolve()));
+          child.kill("SIGTERM");
+        }),
+    ),
+  );
+  await azurite.stop();
+  await admin.raw(`DROP DATABASE IF EXISTS \`${dbName}\``).finally(() => admin.destroy());
+
+  const errors = rows.reduce((a, r) => a + r.runs.reduce((b, x) => b + x.load.errors, 0), 0);
+  const activeGrpc = rows.find((x) => x.name === "GetActiveVersion" && x.protocol === "gRPC") ?? { ratio: 0 };
+  const confirmRps = median(confirmRow.runs.map((x) => x.load.rps));
+  const targets: Array<[string, boolean, string]> = [
+    ["GetActiveVersion REST ≥ 0.8× baseline", (activeRest.ratio ?? 0) >= 0.8, `${(activeRest.ratio ?? 0).toFixed(2)}×`],
+    ["GetActiveVersion gRPC ≥ 0.8× baseline", (activeGrpc.ratio ?? 0) >= 0.8, `${(activeGrpc.ratio ?? 0).toFixed(2)}×`],
+    ["ConfirmUpload, distinct entities ≥ 1,000/s", confirmRps >= 1000, `${confirmRps.toFixed(0)}/s`],
+    ["100 racers on one entity settled < 500 ms, exactly 1 created", hotOk && median(settles) < 500, `${median(settles).toFixed(0)} ms`],
+    ["p99 < 25 ms at half the peak rate", halfP99 < 25, `${halfP99.toFixed(2)} ms at ${Math.floor(peak / 2)}/s`],
+    ["peak RSS < 200 MB", peakRss < 200, `${peakRss.toFixed(0)} MB`],
+  ];
+  for (const [what, ok, value] of targets) log(`${ok ? "MET   " : "MISSED"} ${what}: ${value}`);
+  if (out !== undefined) fs.writeFileSync(out, report(rows, targets, settles, hotOk, peakRss, baselineRps));
+  if (out !== undefined) log(`wrote ${path.relative(process.cwd(), out)}`);
+  if (errors > 0 || !hotOk) {
+    log(`FAILED: ${errors} errors${hotOk ? "" : "; the hot entity did not settle to exactly 1 created"}`);
+    process.exitCode = 1;
+  }
+}
+
+function report(rows: Array<{ name: string; protocol: string; ratio?: number; runs: Array<{ load: LoadResult; cpuCores: number; rssMb: number }> }>, targets: Array<[string, boolean, string]>, settles: number[], hotOk: boolean, peakRss: number, baselineRps: number): string {
+  const cpu = os.cpus();
+  const version = (cmd: string, argv: string[]) => {
+    try {
+      return execFileSync(cmd, argv, { encoding: "utf8" }).trim().split("\n")[0];
+    } catch {
+      return "unknown";
+    }
+  };
+  const pkg = (name: string) => JSON.parse(fs.readFileSync(path.join(root, "node_modules", name, "package.json"), "utf8")).version as string;
+  const f = (n: number, d = 0) => (Number.isFinite(n) ? n.toFixed(d) : "–");
+  const lines = [
+    "# Benchmarks",
+    "",
+    "Produced by `npm run bench` (code in `bench/`); rerun it to refresh this file. Every figure is the median of",
+    `${cfg.runs} runs of ${cfg.durationMs / 1000} s after ${cfg.warmupMs / 1000} s of warm-up, ${cfg.concurrency} requests in flight, load generated on the same machine.`,
+    "",
+    `- Machine: ${cpu[0]?.model ?? "?"}, ${cpu.length} cores, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB; ${os.type()} ${os.release()}`,
+    `- Node ${process.version}; ${version("mariadbd", ["--version"]) ?? ""}`,
+    `- fastify ${pkg("fastify")}, @connectrpc/connect ${pkg("@connectrpc/connect")}, @bufbuild/protobuf ${pkg("@bufbuild/protobuf")}, knex ${pkg("knex")}, mysql2 ${pkg("mysql2")}, @grpc/grpc-js ${pkg("@grpc/grpc-js")} (client), undici ${pkg("undici")} (client), azurite ${pkg("azurite")}`,
+    `- Data: ${cfg.entities} entities × ${cfg.versionsPerEntity} versions; reads pick entities round-robin; the service runs with NODE_ENV=production, LOG_LEVEL=info (one log line per request) and DATABASE_POOL_MAX=${process.env["DATABASE_POOL_MAX"] ?? "10"}.`,
+    "",
+    "## Targets",
+    "",
+    "| target | result | |",
+    "|---|---|---|",
+    ...targets.map(([what, ok, value]) => `| ${what} | ${value} | ${ok ? "met" : "**missed**"} |`),
+    "",
+    "## Per operation",
+    "",
+    `Baseline: a minimal Fastify route running the same single-row SELECT with mysql2 on the same database: ${f(baselineRps)} req/s. "× baseline" is an operation's throughput over it.`,
+    "",
+    "| operation | protocol | req/s | × baseline | p50 ms | p95 ms | p99 ms | errors | service CPU (cores) | service RSS MB |",
+    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ...rows.map((r) => {
+      const m = (k: keyof LoadResult) => median(r.runs.map((x) => x.load[k] as number));
+      return `| ${r.name} | ${r.protocol} | ${f(m("rps"))} | ${r.ratio === undefined ? "" : `${r.ratio.toFixed(2)}×`} | ${f(m("p50"), 2)} | ${f(m("p95"), 2)} | ${f(m("p99"), 2)} | ${r.runs.reduce((a, x) => a + x.load.errors, 0)} | ${f(median(r.runs.map((x) => x.cpuCores)), 2)} | ${f(Math.max(...r.runs.map((x) => x.rssMb)))} |`;
+    }),
+    "",
+    `The hot entity: ${cfg.racers} concurrent confirms with one base settled in ${settles.map((s) => s.toFixed(0)).join(", ")} ms (median ${median(settles).toFixed(0)} ms); exactly 1 created and ${cfg.racers - 1} STALE_BASE every round: ${hotOk ? "yes" : "no"}.`,
+    `The service's peak RSS over the whole run: ${peakRss.toFixed(0)} MB. The baseline and ConfirmUpload rows report the CPU of their own process.`,
+    "",
+  ];
+  const notes = path.join(root, "bench", "NOTES.md");
+  if (fs.existsSync(notes)) lines.push(fs.readFileSync(notes, "utf8"));
+  return lines.join("\n");
+}
+
+main().catch((error: unknown) => {
+  for (const child of children) child.kill("SIGKILL");
+  process.stderr.write(`bench failed: ${error instanceof Error ? error.stack : String(error)}\n`);
+  process.exit(1);
+});
+void cpuSeconds;

@@ -1,0 +1,36 @@
+import type { Database } from "./database.js";
+
+/** Runs fixed SQL with positional parameters and returns the rows. */
+export type RunPrepared = <T>(sql: string, params: readonly unknown[]) => Promise<T[]>;
+
+interface MysqlConnection {
+  execute(sql: string, params: readonly unknown[], cb: (err: unknown, rows: unknown) => void): void;
+}
+
+interface Pooled {
+  acquireConnection(): Promise<MysqlConnection>;
+  releaseConnection(conn: MysqlConnection): Promise<void>;
+}
+
+/**
+ * The hot reads' path: SQL written once, run as a prepared statement on
+ * MySQL (mysql2 `execute` on a connection of Knex's own pool, so the pool
+ * size, timeouts and session settings stay one), which skips Knex's query
+ * building, the client-side escaping and the server's parsing on every
+ * call; on SQLite, Knex's raw query. The SQL must be portable: `?`
+ * placeholders, no dialect functions.
+ */
+export function preparedRunner(db: Database): RunPrepared {
+  if (db.dialect === "sqlite") {
+    return async <T>(sql: string, params: readonly unknown[]) => (await db.knex.raw(sql, params as never)) as T[];
+  }
+  const client = db.knex.client as Pooled;
+  return async <T>(sql: string, params: readonly unknown[]) => {
+    const conn = await client.acquireConnection();
+    try {
+      return await new Promise<T[]>((resolve, reject) => conn.execute(sql, params, (err, rows) => (err ? reject(err) : resolve(rows as T[]))));
+    } finally {
+      await client.releaseConnection(conn);
+    }
+  };
+}
