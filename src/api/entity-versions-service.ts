@@ -112,15 +112,24 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
   }
 
   /**
-   * The push rules both endpoints share, in order: deduplication, push
-   * protection, then the version string. Returns the existing version for a
+   * The rules both push endpoints share, in order: access (spec 5, with the
+   * first push's claim), deduplication, push protection, then the version
+   * string; all from one query. Returns the existing version for a
    * duplicate, undefined when the push may go on, and throws otherwise.
    */
-  async #decide(entityId: string, sourceHash: string, version: string, baseVersionId: string, force: boolean): Promise<VersionRecord | undefined> {
-    const check = await this.#d.store.checkPush(entityId, sourceHash, version);
-    const decision = decidePush({ duplicate: check.duplicate, tipVersionId: check.tip?.id }, { baseVersionId, force });
+  async #decide(
+    caller: Caller,
+    entityId: string,
+    sourceHash: string,
+    version: string,
+    baseVersionId: string,
+    force: boolean,
+  ): Promise<VersionRecord | undefined> {
+    const check = await this.#d.store.checkPush(entityId, sourceHash, version, caller);
+    enforce(decidePushAccess(caller, check.facts), entityId, caller);
+    const decision = decidePush({ duplicate: check.duplicate, tipVersionId: check.tipVersionId }, { baseVersionId, force });
     if (decision.kind === "existing") return decision.version;
-    if (decision.kind === "stale") throw staleBase(baseVersionId, check.tip);
+    if (decision.kind === "stale") throw staleBase(baseVersionId, await check.tip());
     if (check.versionTaken !== undefined) throw versionTaken(check.versionTaken);
     return undefined;
   }
@@ -130,8 +139,7 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     const version = valid.versionString(req.version);
     const sourceHash = valid.sourceHash(req.sourceHash);
     const baseVersionId = valid.baseVersionId(req.baseVersionId);
-    await this.#authorize(ctx, entityId, decidePushAccess);
-    const existing = await this.#decide(entityId, sourceHash, version, baseVersionId, req.force);
+    const existing = await this.#decide(requireCaller(ctx), entityId, sourceHash, version, baseVersionId, req.force);
     if (existing !== undefined) return { existingVersion: toVersionMessage(existing) };
 
     const uploadId = this.#newId();
@@ -166,12 +174,12 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
       });
     }
 
-    const { caller } = await this.#authorize(ctx, entityId, decidePushAccess);
+    const caller = requireCaller(ctx);
     // Decide as upload-url does before touching the blob store: duplicates
     // answer 200 whatever else the request says (spec 4.2), and a doomed push
     // learns STALE_BASE before any upload problem. The transaction decides
     // again under the entity lock; these reads only answer early.
-    const early = await this.#decide(entityId, sourceHash, version, baseVersionId, req.force);
+    const early = await this.#decide(caller, entityId, sourceHash, version, baseVersionId, req.force);
     if (early !== undefined) return { version: toVersionMessage(early), created: false };
 
     const [pkg, lockfile] = await Promise.all([

@@ -33,7 +33,9 @@ export function createLogger(level: string, destination?: DestinationStream) {
   const options = {
     level,
     serializers: { err: safeError },
-    redact: { paths: ["req.headers.authorization", "headers.authorization", "*.authorization"], censor: "[redacted]" },
+    // Exact paths only: a wildcard path makes pino walk every logged object.
+    // Request logs carry no headers; these guard the shapes that could.
+    redact: { paths: ["req.headers.authorization", "headers.authorization", "request.headers.authorization"], censor: "[redacted]" },
   };
   if (destination !== undefined) return pino(options, destination);
   const stdout = pino.destination({ dest: 1, sync: false });

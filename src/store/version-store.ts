@@ -2,7 +2,7 @@ import type { Knex } from "knex";
 import type { Caller } from "../auth/caller.js";
 import type { AccessFacts, Decision } from "../auth/policy.js";
 import { decidePush } from "../domain/push-rules.js";
-import { type AccessFactRow, accessFactColumns, accessFactsSql, toAccessFacts } from "./access-store.js";
+import { type AccessFactRow, accessFactsSql, toAccessFacts } from "./access-store.js";
 import type { Database } from "./database.js";
 import { preparedRunner, type RunPrepared } from "./prepared.js";
 import { inTransaction } from "./transaction.js";
@@ -62,11 +62,16 @@ export type ConfirmOutcome =
   | { readonly kind: "upload-missing" }
   | { readonly kind: "upload-used"; readonly versionId: string };
 
-/** What GetUploadUrl needs to know before it issues URLs. */
+/** What a push needs to know before it goes on, read in one query. */
 export interface PushCheck {
+  readonly facts: AccessFacts;
+  readonly tipVersionId: string | undefined;
+  /** The newest version with the pushed source hash. */
   readonly duplicate: VersionRecord | undefined;
-  readonly tip: VersionRecord | undefined;
+  /** The version that already has the pushed version string. */
   readonly versionTaken: VersionRecord | undefined;
+  /** Reads the tip, for a STALE_BASE answer. */
+  tip(): Promise<VersionRecord | undefined>;
 }
 
 /** How a delete ended; "deleted" names the upload whose blobs are now to be deleted. */
@@ -206,15 +211,6 @@ export class VersionStore {
     return row === undefined ? undefined : toRecord(row);
   }
 
-  async #duplicate(q: Knex | Knex.Transaction, entityId: string, sourceHash: string): Promise<VersionRecord | undefined> {
-    const row = await this.#versions(q)
-      .where("v.entity_id", entityId)
-      .andWhere("v.source_hash", sourceHash)
-      .orderBy("v.seq", "desc")
-      .first();
-    return row === undefined ? undefined : toRecord(row);
-  }
-
   async #byVersionString(q: Knex | Knex.Transaction, entityId: string, version: string): Promise<VersionRecord | undefined> {
     const row = await this.#versions(q).where("v.entity_id", entityId).andWhere("v.version", version).first();
     return row === undefined ? undefined : toRecord(row);
@@ -224,16 +220,26 @@ export class VersionStore {
     return trx<EntityRow>("entities").where("id", entityId).forUpdate().first();
   }
 
-  /** Reads what GetUploadUrl decides on, without locks: ConfirmUpload decides again under the lock. */
-  async checkPush(entityId: string, sourceHash: string, version: string): Promise<PushCheck> {
-    const entity = await this.#knex<EntityRow>("entities").where("id", entityId).first();
-    if (entity === undefined) return { duplicate: undefined, tip: undefined, versionTaken: undefined };
-    const [duplicate, tip, versionTaken] = await Promise.all([
-      this.#duplicate(this.#knex, entityId, sourceHash),
-      entity.tip_version_id === null ? undefined : this.#versionById(this.#knex, entityId, entity.tip_version_id),
-      this.#byVersionString(this.#knex, entityId, version),
-    ]);
-    return { duplicate, tip, versionTaken };
+  /**
+   * Reads what a push decides on before any lock, in one prepared query:
+   * the caller's access, the tip's id, and the ids of a version with the
+   * same source hash or version string; the records themselves only when
+   * there are such (a duplicate or a conflict, the rare paths).
+   * ConfirmUpload decides again under the entity lock.
+   */
+  async checkPush(entityId: string, sourceHash: string, version: string, caller: Caller): Promise<PushCheck> {
+    const facts = accessFactsSql(caller);
+    const [row] = await this.#prepared<AccessFactRow & { tip_version_id: string | null; duplicate_id: string | null; taken_id: string | null }>(
+      `select ${facts.sql}, e.tip_version_id, ` +
+        "(select d.id from versions d where d.entity_id = e.id and d.source_hash = ? order by d.seq desc limit 1) as duplicate_id, " +
+        "(select t.id from versions t where t.entity_id = e.id and t.version = ?) as taken_id " +
+        "from entities e where e.id = ?",
+      [...facts.params, sourceHash, version, entityId],
+    );
+    const byId = (id: string | null | undefined) => (id === null || id === undefined ? Promise.resolve(undefined) : this.#versionById(this.#knex, entityId, id));
+    const [duplicate, versionTaken] = await Promise.all([byId(row?.duplicate_id), byId(row?.taken_id)]);
+    const tipVersionId = row?.tip_version_id ?? undefined;
+    return { facts: toAccessFacts(row), tipVersionId, duplicate, versionTaken, tip: () => byId(tipVersionId) };
   }
 
   /** Records an issued upload, so that confirm accepts its paths and the sweeper can find it. */
@@ -249,39 +255,48 @@ export class VersionStore {
    * entity lock, so the second sees the first's tip and is stale.
    */
   async confirm(input: NewVersion): Promise<ConfirmOutcome> {
+    // Seven round trips on the common path: begin, lock, read, claim the
+    // upload, insert, move the tip, commit.
     return inTransaction<ConfirmOutcome>(this.#knex, async (trx) => {
+      // Creates the entity row on a first push and takes its lock either way.
       await trx("entities")
         .insert({ id: input.entityId, last_seq: 0, created_at: input.now })
         .onConflict("id")
         .merge(["id"]);
-      const entity = (await this.#lockEntity(trx, input.entityId))!;
-      // Access is decided again under the lock: of two racing first pushes,
-      // the second sees the first's claim.
-      const factsRow = await trx({ e: "entities" })
-        .where("e.id", input.entityId)
-        .first<AccessFactRow>(accessFactColumns(trx, input.caller));
-      const access = input.authorize(toAccessFacts(factsRow));
+      // Read under the lock (the snapshot starts here): access, tip and a
+      // duplicate, in one statement. Of two racing first pushes the second
+      // sees the first's claim.
+      const facts = accessFactsSql(input.caller);
+      const [entity] = (await trx.raw(
+        `select e.tip_version_id, e.active_version_id, e.last_seq, ${facts.sql}, ` +
+          "(select d.id from versions d where d.entity_id = e.id and d.source_hash = ? order by d.seq desc limit 1) as duplicate_id " +
+          "from entities e where e.id = ?",
+        [...facts.params, input.sourceHash, input.entityId] as never,
+      ).then((r: unknown) => (Array.isArray(r) && Array.isArray(r[0]) ? r[0] : r))) as Array<EntityRow & AccessFactRow & { duplicate_id: string | null }>;
+      const access = input.authorize(toAccessFacts(entity));
       if (access === "hidden" || access === "forbidden") return { commit: false, result: { kind: access } };
-      const tipVersionId = entity.tip_version_id ?? undefined;
-      const duplicate = await this.#duplicate(trx, input.entityId, input.sourceHash);
+      const tipVersionId = entity!.tip_version_id ?? undefined;
+      const duplicate = entity!.duplicate_id === null ? undefined : await this.#versionById(trx, input.entityId, entity!.duplicate_id);
       const decision = decidePush({ duplicate, tipVersionId }, input);
       if (decision.kind === "existing") return { commit: false, result: { kind: "existing", version: decision.version } };
       if (decision.kind === "stale") {
         const tip = tipVersionId === undefined ? undefined : await this.#versionById(trx, input.entityId, tipVersionId);
         return { commit: false, result: { kind: "stale", tip } };
       }
-      const upload = await trx<{ entity_id: string; state: string }>("uploads")
-        .where("id", input.uploadId)
-        .forUpdate()
-        .first();
-      if (upload === undefined || upload.entity_id !== input.entityId || upload.state === "deleting") {
+      // Claims the upload: only an "issued" upload of this entity turns
+      // "confirmed", under the row's lock, so the sweeper cannot take it.
+      const claimed = await trx("uploads")
+        .where({ id: input.uploadId, entity_id: input.entityId, state: "issued" })
+        .update({ state: "confirmed" });
+      if (claimed !== 1) {
+        const upload = await trx<{ entity_id: string; state: string }>("uploads").where("id", input.uploadId).first();
+        if (upload?.entity_id === input.entityId && upload.state === "confirmed") {
+          const owner = await trx<{ id: string }>("versions").where("upload_id", input.uploadId).first("id");
+          return { commit: false, result: { kind: "upload-used", versionId: owner?.id ?? "" } };
+        }
         return { commit: false, result: { kind: "upload-missing" } };
       }
-      if (upload.state === "confirmed") {
-        const owner = await trx<{ id: string }>("versions").where("upload_id", input.uploadId).first("id");
-        return { commit: false, result: { kind: "upload-used", versionId: owner?.id ?? "" } };
-      }
-      const seq = Number(entity.last_seq) + 1;
+      const seq = Number(entity!.last_seq) + 1;
       try {
         await trx("versions").insert({
           id: input.id,
@@ -305,7 +320,6 @@ export class VersionStore {
         if (existing === undefined) throw error;
         return { commit: false, result: { kind: "version-taken", existing } };
       }
-      await trx("uploads").where("id", input.uploadId).update({ state: "confirmed" });
       if (access === "claim") await trx("entity_publishers").insert({ entity_id: input.entityId, user_id: input.caller.id });
       await trx("entities")
         .where("id", input.entityId)
