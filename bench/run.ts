@@ -417,7 +417,7 @@ function report(rows: Array<{ name: string; protocol: string; ratio?: number; ru
     }),
     "",
     `The hot entity: ${cfg.racers} concurrent confirms with one base settled in ${settles.map((s) => s.toFixed(0)).join(", ")} ms (median ${median(settles).toFixed(0)} ms); exactly 1 created and ${cfg.racers - 1} STALE_BASE every round: ${hotOk ? "yes" : "no"}.`,
-    `The service's peak RSS over the whole run: ${peakRss.toFixed(0)} MB. The baseline and ConfirmUpload rows report the CPU of their own process.`,
+    `The service's peak RSS over the whole run: ${peakRss.toFixed(0)} MB. The baseline row reports the baseline process's CPU and memory; every other row the service's; ceiling rows measure the database and the emulator alone.`,
     "",
   ];
   const notes = path.join(root, "bench", "NOTES.md");
