@@ -1,9 +1,9 @@
-import type { IncomingHttpHeaders } from "node:http";
 import { create, type DescField, type DescMethod, type DescService, type JsonObject, type JsonValue, type Message, ScalarType } from "@bufbuild/protobuf";
 import type { ConnectError, ContextValues } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { apiError } from "../errors/api-error.js";
 import type { InProcessCaller } from "../rpc/in-process-caller.js";
+import { webHeaders } from "../rpc/web-headers.js";
 import { type RestBinding, restBindings } from "./http-rules.js";
 import { readRestJson, writeRestJson } from "./json-codec.js";
 import { renderRestError } from "./rest-error.js";
@@ -31,16 +31,6 @@ export interface RestRouteConfig {
 
 function isJsonObject(value: unknown): value is JsonObject {
   return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-function toHeaders(raw: IncomingHttpHeaders): Headers {
-  const headers = new Headers();
-  for (const [key, value] of Object.entries(raw)) {
-    if (value === undefined || key.startsWith(":")) continue;
-    if (Array.isArray(value)) for (const v of value) headers.append(key, v);
-    else headers.set(key, value);
-  }
-  return headers;
 }
 
 /** Sets a (possibly nested) field in request JSON, replacing either spelling of its name. */
@@ -131,7 +121,7 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
         try {
           const input = readRestJson(method.input, requestJson(binding, req));
           const { message, header } = await options.call(method, input, {
-            header: toHeaders(req.headers),
+            header: webHeaders(req.headers),
             signal: abort.signal,
             requestMethod: req.method,
             url: req.url,

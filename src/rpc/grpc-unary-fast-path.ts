@@ -5,6 +5,7 @@ import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { apiError } from "../errors/api-error.js";
 import type { InProcessCaller, ServiceRegistration } from "./in-process-caller.js";
+import { webHeaders } from "./web-headers.js";
 
 /** Options of the fast path. */
 export interface GrpcFastPathOptions {
@@ -15,17 +16,6 @@ export interface GrpcFastPathOptions {
   readonly contextValues: (req: FastifyRequest) => ContextValues;
   /** Turns an error raised outside the interceptors into a client-facing one. */
   readonly toError: (error: unknown, rpc: string) => ConnectError;
-}
-
-function webHeaders(raw: Http2ServerRequest["headers"]): Headers {
-  const pairs: Array<[string, string]> = [];
-  for (const key in raw) {
-    if (key.charCodeAt(0) === 58 /* ":" */) continue;
-    const value = raw[key];
-    if (typeof value === "string") pairs.push([key, value]);
-    else if (Array.isArray(value)) for (const v of value) pairs.push([key, v]);
-  }
-  return new Headers(pairs);
 }
 
 async function readBody(req: Http2ServerRequest, limit: number): Promise<Buffer> {

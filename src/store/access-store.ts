@@ -48,30 +48,11 @@ export function toAccessFacts(row: AccessFactRow | undefined): AccessFacts {
 }
 
 /**
- * Columns that compute one caller's access facts for the entity row aliased
- * `e`, as EXISTS subqueries on the primary keys: any query on an entity can
- * carry its own access check, so a read costs one round trip.
- */
-export function accessFactColumns(knex: Knex | Knex.Transaction, caller: Caller): Knex.Raw[] {
-  const orgs = caller.orgs;
-  return [
-    knex.raw("exists(select 1 from entity_publishers ap where ap.entity_id = e.id and ap.user_id = ?) as is_publisher", [caller.id]),
-    knex.raw("exists(select 1 from entity_publishers ah where ah.entity_id = e.id) as has_publishers"),
-    knex.raw("exists(select 1 from entity_shares ash where ash.entity_id = e.id and ash.user_id = ?) as is_shared", [caller.id]),
-    orgs.length === 0
-      ? knex.raw("0 as in_org_store")
-      : knex.raw(
-          `exists(select 1 from entity_org_stores ao where ao.entity_id = e.id and ao.org_id in (${orgs.map(() => "?").join(", ")})) as in_org_store`,
-          [...orgs],
-        ),
-    knex.raw("e.public_store as public_store"),
-  ];
-}
-
-/**
- * The same access facts as SQL text and parameters, for the prepared hot
- * reads: `e` is the entity row. Memoised by the number of organizations, so
- * each shape is one prepared statement.
+ * SQL columns computing one caller's access facts for the entity row
+ * aliased `e`, as EXISTS subqueries on primary keys, and their parameters:
+ * any statement on an entity carries its own access check, so a read costs
+ * one round trip. Memoised by the number of organizations, so each shape is
+ * one prepared statement.
  */
 const factsSqlByOrgs: string[] = [];
 export function accessFactsSql(caller: Caller): { sql: string; params: unknown[] } {
