@@ -51,6 +51,19 @@ export function protocolsSuite(backend: Backend) {
     assert.is(get.body.details[0].type, "google.rpc.ErrorInfo");
   });
 
+  s("Connect binary (application/proto) reaches the same service", async ({ svc }) => {
+    const e = newEntityId();
+    const v = (await push(svc, e)).confirm!.body.version;
+    const res = await fetch(`${svc.url}/entityversions.v1.EntityVersionsService/GetVersion`, {
+      method: "POST",
+      headers: { "content-type": "application/proto", "connect-protocol-version": "1", ...svc.rest.defaultHeaders },
+      body: toBinary(GetVersionRequestSchema, create(GetVersionRequestSchema, { entityId: e, versionId: v.id })),
+    });
+    assert.is(res.status, 200);
+    assert.is(res.headers.get("content-type"), "application/proto");
+    assert.is(fromBinary(GetVersionResponseSchema, new Uint8Array(await res.arrayBuffer())).version?.id, v.id);
+  });
+
   s("gRPC-Web (binary) reaches the same service", async ({ svc }) => {
     const e = newEntityId();
     const v = (await push(svc, e)).confirm!.body.version;
