@@ -110,12 +110,19 @@ export async function spawnService(
     env: { PATH: process.env["PATH"] ?? "", ...env, LOG_LEVEL: env["LOG_LEVEL"] === "debug" || env["LOG_LEVEL"] === "trace" ? env["LOG_LEVEL"] : "info" },
     stdio: ["ignore", "pipe", "pipe"],
   });
+  // A spawned service never outlives the test process, whatever happens to the test.
+  const killOnExit = () => child.kill("SIGKILL");
+  process.once("exit", killOnExit);
+  child.once("exit", () => process.off("exit", killOnExit));
   let output = "";
   child.stdout!.on("data", (chunk: Buffer) => (output += chunk.toString()));
   child.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString()));
   const url = await new Promise<string>((resolve, reject) => {
     let out = "";
-    const timer = setTimeout(() => reject(new Error(`service did not start: ${out.slice(-2000)}`)), 60_000);
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`service did not start: ${out.slice(-2000)}`));
+    }, 60_000);
     const onData = (chunk: Buffer) => {
       out += chunk.toString();
       const m = /entity-versions listening on (http:\/\/[^\s"]+)/.exec(out);
