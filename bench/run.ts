@@ -22,7 +22,7 @@ import { Pool } from "undici";
 import { startEmbeddedAzurite } from "../src/blob/embedded-azurite.js";
 import { mintToken } from "../src/auth/tokens.js";
 import { closedLoop, type LoadResult, median, runBatch } from "./load.js";
-import { cpuSeconds, measured, memory } from "./proc.js";
+import { measured, memory } from "./proc.js";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const { values: args } = parseArgs({
@@ -430,4 +430,3 @@ main().catch((error: unknown) => {
   process.stderr.write(`bench failed: ${error instanceof Error ? error.stack : String(error)}\n`);
   process.exit(1);
 });
-void cpuSeconds;

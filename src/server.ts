@@ -156,8 +156,8 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   registerGrpcUnaryFastPath(app, { services, call, readMaxBytes: deps.bodyLimitBytes, contextValues, toError });
 
   // Counted as the interceptor would have, had it seen the call.
-  const onRelabel = (handler: { service: { typeName: string }; method: { name: string } }) =>
-    deps.metrics.rpcRequests.inc({ rpc: `${handler.service.typeName}/${handler.method.name}`, protocol: "binary", code: "invalid_argument" });
+  const onRelabel = (handler: { service: { typeName: string }; method: { name: string } }, protocol: string) =>
+    deps.metrics.rpcRequests.inc({ rpc: `${handler.service.typeName}/${handler.method.name}`, protocol, code: "invalid_argument" });
   const connectOptions = {
     contextValues,
     readMaxBytes: deps.bodyLimitBytes,

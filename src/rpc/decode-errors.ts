@@ -4,6 +4,7 @@ import { errorFromJsonBytes, errorToJsonBytes } from "@connectrpc/connect/protoc
 import { findTrailerError, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { createTrailerSerialization, trailerFlag } from "@connectrpc/connect/protocol-grpc-web";
 import { apiError } from "../errors/api-error.js";
+import { rpcOutcomeKey } from "./observe-interceptor.js";
 
 // connect-es reports a request body that does not decode as protobuf as
 // INTERNAL ("parse binary: …", HTTP 500), before any interceptor runs. The
@@ -35,14 +36,14 @@ function prepend(first: Uint8Array | undefined, rest: AsyncIterator<Uint8Array>)
 
 const grpcWebTrailers = createTrailerSerialization();
 
-async function relabel(res: UniversalServerResponse, onRelabel: () => void): Promise<UniversalServerResponse> {
+async function relabel(res: UniversalServerResponse, onRelabel: (protocol: string) => void): Promise<UniversalServerResponse> {
   const contentType = res.header?.get("content-type") ?? "";
   // gRPC: the status travels in trailers, already set when the handler resolves.
   if (res.trailer !== undefined && contentType.startsWith("application/grpc") && !contentType.startsWith("application/grpc-web")) {
     const error = findTrailerError(res.trailer);
     if (decodeError(error)) {
       setTrailerStatus(res.trailer, malformed(error));
-      onRelabel();
+      onRelabel("grpc");
     }
     return res;
   }
@@ -56,7 +57,7 @@ async function relabel(res: UniversalServerResponse, onRelabel: () => void): Pro
       if (decodeError(error)) {
         const fixed = new Headers();
         setTrailerStatus(fixed, malformed(error));
-        onRelabel();
+        onRelabel("grpc-web");
         return { ...res, body: createAsyncIterable([encodeEnvelope(trailerFlag, grpcWebTrailers.serialize(fixed))]) };
       }
     }
@@ -75,7 +76,7 @@ async function relabel(res: UniversalServerResponse, onRelabel: () => void): Pro
       const body = errorToJsonBytes(malformed(error), {});
       const header = new Headers(res.header);
       header.set("content-length", String(body.byteLength));
-      onRelabel();
+      onRelabel("connect");
       return { ...res, status: 400, header, body: createAsyncIterable([body]) };
     }
     return { ...res, body: prepend(first, rest) };
@@ -86,13 +87,23 @@ async function relabel(res: UniversalServerResponse, onRelabel: () => void): Pro
 /**
  * Wraps every handler of the router so that an undecodable request body is
  * answered INVALID_ARGUMENT (MALFORMED_REQUEST) on gRPC, gRPC-Web and
- * Connect. `onRelabel` learns of each, for logs and metrics, since no
+ * Connect. Each is recorded in the request's log outcome, and `onRelabel`
+ * learns of it (with the protocol) for metrics, since no
  * interceptor saw the call.
  */
-export function relabelDecodeErrors(router: ConnectRouter, onRelabel: (handler: UniversalHandler) => void): void {
+export function relabelDecodeErrors(router: ConnectRouter, onRelabel: (handler: UniversalHandler, protocol: string) => void): void {
   const handlers = router.handlers as UniversalHandler[];
   handlers.forEach((handler, i) => {
-    const wrapped = Object.assign(async (req: Parameters<UniversalHandler>[0]) => relabel(await handler(req), () => onRelabel(handler)), handler);
+    const rpc = `${handler.service.typeName}/${handler.method.name}`;
+    const wrapped = Object.assign(
+      async (req: Parameters<UniversalHandler>[0]) =>
+        relabel(await handler(req), (protocol) => {
+          const outcome = req.contextValues?.get(rpcOutcomeKey);
+          if (outcome !== undefined) Object.assign(outcome, { protocol, rpc, code: "invalid_argument", reason: "MALFORMED_REQUEST" });
+          onRelabel(handler, protocol);
+        }),
+      handler,
+    );
     handlers[i] = wrapped as UniversalHandler;
   });
 }

@@ -136,10 +136,6 @@ interface EntityRow {
   last_seq: number | string;
 }
 
-const versionColumnsSql =
-  "v.id, v.entity_id, v.seq, v.version, v.source_hash, v.upload_id, v.storage_path, v.file_size_bytes, " +
-  "v.package_lock_path, v.service_dependencies, v.package_json, v.base_version_id, v.published_by, v.created_at, e.active_version_id";
-
 const versionColumns = [
   "v.id",
   "v.entity_id",
@@ -157,6 +153,9 @@ const versionColumns = [
   "v.created_at",
   "e.active_version_id",
 ];
+
+/** The same columns as SQL text, for the prepared reads. */
+const versionColumnsSql = versionColumns.join(", ");
 
 function toRecord(row: VersionRow): VersionRecord {
   return {

@@ -86,6 +86,13 @@ export function opsSuite(backend: Backend) {
     const stale = await push(svc, e);
     assert.is(stale.res.status, 409);
     await svc.grpc.call("GetVersion", { entity_id: e, version_id: "nope" });
+    // A body that does not decode, answered before any interceptor: counted under its protocol.
+    const garbled = await fetch(`${svc.url}/entityversions.v1.EntityVersionsService/GetVersion`, {
+      method: "POST",
+      headers: { "content-type": "application/proto", ...svc.rest.defaultHeaders },
+      body: new Uint8Array([0x0a, 0x7f, 0x01]),
+    });
+    assert.is(garbled.status, 400);
     const res = await fetch(`${svc.url}/metrics`);
     assert.is(res.status, 200);
     assert.match(res.headers.get("content-type") ?? "", "text/plain");
@@ -93,6 +100,7 @@ export function opsSuite(backend: Backend) {
     const value = (pattern: RegExp) => Number(pattern.exec(text)?.[1] ?? Number.NaN);
     assert.ok(value(/entity_versions_rpc_requests_total\{rpc="entityversions.v1.EntityVersionsService\/ConfirmUpload",protocol="rest",code="ok"\} (\d+)/) >= 1, "confirm counted");
     assert.ok(value(/entity_versions_rpc_requests_total\{rpc="entityversions.v1.EntityVersionsService\/GetVersion",protocol="grpc",code="not_found"\} (\d+)/) >= 1, "gRPC not_found counted");
+    assert.ok(value(/entity_versions_rpc_requests_total\{rpc="entityversions.v1.EntityVersionsService\/GetVersion",protocol="connect",code="invalid_argument"\} (\d+)/) >= 1, "undecodable body counted under connect");
     assert.ok(value(/entity_versions_stale_base_total\{rpc="entityversions.v1.EntityVersionsService\/GetUploadUrl"\} (\d+)/) >= 1, "STALE_BASE counted");
     assert.match(text, /entity_versions_rpc_duration_seconds_bucket\{le="0.005",rpc="entityversions.v1.EntityVersionsService\/GetUploadUrl",code="ok"\}/);
     assert.match(text, /entity_versions_blob_deletions_pending \d+/);
