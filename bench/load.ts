@@ -1,6 +1,11 @@
 // A closed-loop load generator: `concurrency` workers call as fast as they
 // can (or at a fixed total rate), after a warm-up, for a fixed time, timing
-// every call. Exact percentiles from the sorted latencies.
+// every call. Exact percentiles from the sorted latencies. The same loop run
+// by h2load, when it is installed, for the reads.
+import { execFile, execFileSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 
 /** What one load run measured. */
 export interface LoadResult {
@@ -22,6 +27,22 @@ export type Call = (worker: number, n: number) => Promise<true | string>;
 function percentile(sorted: Float64Array, p: number): number {
   if (sorted.length === 0) return Number.NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+/** A run's result from its latencies (sorted here) and its error count. */
+function summarize(latencies: Float64Array, errors: number, seconds: number, samples: string[]): LoadResult {
+  const sorted = latencies.sort();
+  return {
+    requests: sorted.length,
+    errors,
+    seconds,
+    rps: sorted.length / seconds,
+    p50: percentile(sorted, 50),
+    p95: percentile(sorted, 95),
+    p99: percentile(sorted, 99),
+    max: sorted[sorted.length - 1] ?? Number.NaN,
+    samples,
+  };
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -80,18 +101,7 @@ export async function closedLoop(options: { concurrency: number; warmupMs: numbe
   const seconds = (performance.now() - started) / 1000;
   stop = true;
   await Promise.all(workers);
-  const sorted = latencies.slice(0, count).sort();
-  return {
-    requests: count,
-    errors,
-    seconds,
-    rps: count / seconds,
-    p50: percentile(sorted, 50),
-    p95: percentile(sorted, 95),
-    p99: percentile(sorted, 99),
-    max: sorted.length === 0 ? Number.NaN : sorted[sorted.length - 1]!,
-    samples,
-  };
+  return summarize(latencies.slice(0, count), errors, seconds, samples);
 }
 
 /** Runs `calls` once each with at most `concurrency` in flight; for one-shot work like confirms. */
@@ -120,22 +130,93 @@ export async function runBatch(calls: Array<() => Promise<true | string>>, concu
     }),
   );
   const seconds = (performance.now() - started) / 1000;
-  const sorted = latencies.sort();
-  return {
-    requests: calls.length,
-    errors,
-    seconds,
-    rps: calls.length / seconds,
-    p50: percentile(sorted, 50),
-    p95: percentile(sorted, 95),
-    p99: percentile(sorted, 99),
-    max: sorted[sorted.length - 1] ?? Number.NaN,
-    samples,
-  };
+  return summarize(latencies, errors, seconds, samples);
 }
 
 /** The median of several runs' values. */
 export function median(values: number[]): number {
   const s = [...values].sort((a, b) => a - b);
   return s.length === 0 ? Number.NaN : s.length % 2 === 1 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+}
+
+/** What an h2load run loads: the URLs it cycles through, with one body for all (gRPC) or none (GET). */
+export interface H2loadOptions {
+  readonly urls: readonly string[];
+  /** HTTP/1.1 keep-alive connections, one request in flight on each; otherwise one HTTP/2 connection. */
+  readonly h1: boolean;
+  readonly headers: Readonly<Record<string, string>>;
+  /** A request body, sent with POST. */
+  readonly body?: Uint8Array;
+  /** The HTTP status every answer should have. */
+  readonly expectStatus: number;
+  readonly concurrency: number;
+  readonly warmupMs: number;
+  readonly durationMs: number;
+}
+
+/** Whether h2load (Debian's nghttp2-client) is installed. */
+export function h2loadAvailable(): boolean {
+  try {
+    execFileSync("h2load", ["--version"], { stdio: "ignore" });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The same closed loop run by h2load, a load generator written in C: a
+ * JavaScript generator (undici, and above all @grpc/grpc-js) takes a good
+ * part of the two cores the service and the database need, which made the
+ * generator, not the service, the bound of the gRPC figures. Latencies come
+ * from h2load's per-request log, so the percentiles are exact, as in
+ * closedLoop. h2load only sees HTTP statuses; a gRPC error travels in a
+ * trailer, so the caller counts those from the service's own metrics.
+ */
+export async function h2load(options: H2loadOptions): Promise<LoadResult> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-h2load-"));
+  try {
+    const urls = path.join(dir, "urls");
+    fs.writeFileSync(urls, `${options.urls.join("\n")}\n`);
+    const logFile = path.join(dir, "log");
+    const args = [
+      "-i", urls,
+      "-t", "1",
+      ...(options.h1 ? ["--h1", "-c", String(options.concurrency), "-m", "1"] : ["-c", "1", "-m", String(options.concurrency)]),
+      "-D", `${Math.round(options.durationMs)}ms`,
+      `--warm-up-time=${Math.round(options.warmupMs)}ms`,
+      `--log-file=${logFile}`,
+      ...Object.entries(options.headers).flatMap(([k, v]) => ["-H", `${k}: ${v}`]),
+    ];
+    if (options.body !== undefined) {
+      const bodyFile = path.join(dir, "body");
+      fs.writeFileSync(bodyFile, options.body);
+      args.push("-d", bodyFile);
+    }
+    const out = await new Promise<string>((resolve, reject) =>
+      execFile("h2load", args, { maxBuffer: 1 << 24 }, (error, stdout, stderr) => (error ? reject(new Error(`h2load failed: ${stderr || stdout}`)) : resolve(stdout))),
+    );
+    // Lines: start (µs since the epoch), HTTP status, duration (µs). Over
+    // HTTP/2 the few streams in flight when the warm-up ends are logged with
+    // status 0; they are left out (a failed request is in h2load's summary).
+    const lines = fs.readFileSync(logFile, "utf8").split("\n").filter((l) => l !== "" && l.split("\t")[1] !== "0");
+    const latencies = new Float64Array(lines.length);
+    const summary = /requests: .*/.exec(out)?.[0] ?? "";
+    const failed = /(\d+) errored, (\d+) timeout/.exec(summary);
+    let errors = failed === null ? 0 : Number(failed[1]) + Number(failed[2]);
+    const samples: string[] = errors > 0 ? [summary] : [];
+    lines.forEach((line, i) => {
+      const [, status, micros] = line.split("\t").map(Number) as [number, number, number];
+      latencies[i] = micros / 1000;
+      if (status !== options.expectStatus) {
+        errors++;
+        if (samples.length < 5) samples.push(`HTTP ${status}`);
+      }
+    });
+    // The log holds the measured period only, which lasts exactly -D.
+    const seconds = options.durationMs / 1000;
+    return summarize(latencies, errors, seconds, samples);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 }

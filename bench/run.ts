@@ -21,7 +21,9 @@ import knexFactory from "knex";
 import { Pool } from "undici";
 import { startEmbeddedAzurite } from "../src/blob/embedded-azurite.js";
 import { mintToken } from "../src/auth/tokens.js";
-import { closedLoop, type LoadResult, median, runBatch } from "./load.js";
+import { fromJson, type JsonObject, toBinary } from "@bufbuild/protobuf";
+import { EntityVersionsService } from "../gen/entityversions/v1/entity_versions_pb.js";
+import { closedLoop, h2load, h2loadAvailable, type LoadResult, median, runBatch } from "./load.js";
 import { measured, memory } from "./proc.js";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -34,6 +36,7 @@ const { values: args } = parseArgs({
     profile: { type: "string" },
     only: { type: "string" },
     entities: { type: "string" },
+    generator: { type: "string" },
   },
 });
 const smoke = args.smoke === true;
@@ -55,6 +58,17 @@ const out = args.out ?? (smoke ? undefined : path.join(root, "BENCHMARKS.md"));
 const mysqlUrl = process.env["BENCH_MYSQL_URL"] ?? "mysql://root:@127.0.0.1:3306";
 const secret = "bench-secret-0123456789abcdef0123456789";
 const log = (line: string) => process.stdout.write(`${line}\n`);
+// --generator h2load|js: what loads the reads. h2load (Debian's
+// nghttp2-client) when installed: written in C, it leaves the two cores to
+// the service and the database; the JavaScript clients otherwise, and
+// always for the writes (each needs a body of its own).
+const generator = args.generator ?? (h2loadAvailable() ? "h2load" : "js");
+if (generator !== "h2load" && generator !== "js") throw new Error("--generator is h2load or js");
+// The service runs with the Node flags of `npm run start:prod`, read from
+// package.json so the two cannot drift (BENCH_SERVICE_NODE_FLAGS overrides,
+// to compare flags).
+const startProd = (JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8")) as { scripts: Record<string, string> }).scripts["start:prod"] ?? "";
+const serviceNodeFlags = process.env["BENCH_SERVICE_NODE_FLAGS"] ?? /^node (.*?) ?dist\/src\/main\.js$/.exec(startProd)?.[1] ?? "";
 
 function waitForLine(child: ChildProcess, pattern: RegExp, what: string): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -77,6 +91,10 @@ function waitForLine(child: ChildProcess, pattern: RegExp, what: string): Promis
 }
 
 const children: ChildProcess[] = [];
+// --profile DIR: the service and the baseline each write a V8 CPU profile
+// there when they exit, to compare where their time goes.
+const profileFlags = (name: string) =>
+  args.profile === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${args.profile}`, `--cpu-prof-name=${name}.cpuprofile`];
 // The service and the baseline run compiled (npm run build), as in production.
 function start(script: string, env: Record<string, string>, nodeArgs: string[] = []): ChildProcess {
   const child = spawn(process.execPath, [...nodeArgs, path.join(root, "dist", script.replace(/\.ts$/, ".js"))], { cwd: root, env: { PATH: process.env["PATH"] ?? "", ...env }, stdio: ["ignore", "pipe", "pipe"] });
@@ -114,14 +132,12 @@ async function main() {
     LOG_LEVEL: "info",
     NODE_ENV: "production",
   };
-  // --profile DIR: the service writes a V8 CPU profile there when it exits.
   const service = start("src/main.ts", env, [
-    // As `npm run start:prod` runs it.
-    ...(process.env["BENCH_SERVICE_NODE_FLAGS"] ?? "--max-semi-space-size=4").split(" ").filter((f) => f !== ""),
-    ...(args.profile === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${args.profile}`]),
+    ...serviceNodeFlags.split(" ").filter((f) => f !== ""),
+    ...profileFlags("service"),
   ]);
   const serviceUrl = await waitForLine(service, /entity-versions listening on (http:\/\/[^\s"]+)/, "the service");
-  const baseline = start("bench/baseline-server.ts", { DATABASE_URL: databaseUrl, DATABASE_POOL_MAX: env.DATABASE_POOL_MAX });
+  const baseline = start("bench/baseline-server.ts", { DATABASE_URL: databaseUrl, DATABASE_POOL_MAX: env.DATABASE_POOL_MAX }, profileFlags("baseline"));
   const baselineUrl = await waitForLine(baseline, /baseline listening on (http:\/\/\S+)/, "the baseline");
   service.stdout!.resume();
   const pid = service.pid!;
@@ -187,6 +203,47 @@ async function main() {
     return res.statusCode === expect ? true : `${res.statusCode} ${text.slice(0, 100)}`;
   };
 
+  // The same reads through h2load: REST cycles through every entity's URL;
+  // gRPC sends one request (h2load takes one body), so it reads one entity.
+  const h2 = (h1: boolean, urls: string[], body?: Uint8Array) => () =>
+    h2load({
+      urls,
+      h1,
+      headers: { ...auth, ...(body === undefined ? {} : { "content-type": "application/grpc", te: "trailers" }) },
+      ...(body === undefined ? {} : { body }),
+      expectStatus: 200,
+      concurrency: cfg.concurrency,
+      warmupMs: cfg.warmupMs,
+      durationMs: cfg.durationMs,
+    });
+  const restLoad = (base: string, p: (n: number) => string, pool = rest) =>
+    generator === "h2load" ? h2(true, entities.map((_, n) => `${base}${p(n)}`)) : restCall("GET", p, undefined, pool);
+  // gRPC errors ride in trailers h2load does not read: count them from the
+  // service's metrics, before and after.
+  const grpcFailures = async (method: string) => {
+    const text = await (await rest.request({ method: "GET", path: "/metrics" })).body.text();
+    let n = 0;
+    for (const m of text.matchAll(/^entity_versions_rpc_requests_total\{([^}]*)\} (\d+)/gm)) {
+      if (m[1]!.includes(`/${method}"`) && m[1]!.includes('protocol="grpc"') && !m[1]!.includes('code="ok"')) n += Number(m[2]);
+    }
+    return n;
+  };
+  const grpcLoad = (method: string, req: (n: number) => object) => {
+    if (generator !== "h2load") return (_w: number, n: number) => grpcCall(method, req(n));
+    const desc = EntityVersionsService.methods.find((m) => m.name === method)!;
+    const message = toBinary(desc.input, fromJson(desc.input, req(0) as JsonObject));
+    const framed = new Uint8Array(5 + message.length);
+    new DataView(framed.buffer).setUint32(1, message.length);
+    framed.set(message, 5);
+    const load = h2(false, [`${serviceUrl}/${EntityVersionsService.typeName}/${method}`], framed);
+    return async (): Promise<LoadResult> => {
+      const before = await grpcFailures(method);
+      const result = await load();
+      const failed = (await grpcFailures(method)) - before;
+      return { ...result, errors: result.errors + failed, samples: failed > 0 ? [...result.samples, `${failed} gRPC errors`] : result.samples };
+    };
+  };
+
   interface Row {
     name: string;
     protocol: string;
@@ -197,11 +254,16 @@ async function main() {
   // --only REGEX: run just the operations whose "name protocol" matches (and the baseline).
   const only = args.only === undefined ? undefined : new RegExp(args.only);
   const wanted = (name: string, protocol = "REST") => only === undefined || name.startsWith("baseline") || only.test(`${name} ${protocol}`);
-  const runOp = async (name: string, protocol: string, call: (w: number, n: number) => Promise<true | string>, procPid = pid, rate?: number) => {
+  type Load = (w: number, n: number) => Promise<true | string>;
+  const runOp = async (name: string, protocol: string, call: Load | (() => Promise<LoadResult>), procPid = pid, rate?: number) => {
     const row: Row = { name, protocol, runs: [] };
     if (!wanted(name, protocol)) return row;
     for (let r = 0; r < cfg.runs; r++) {
-      const m = await measured(procPid, () => closedLoop({ concurrency: cfg.concurrency, warmupMs: cfg.warmupMs, durationMs: cfg.durationMs, call, ...(rate === undefined ? {} : { rate }) }));
+      const m = await measured(procPid, () =>
+        call.length === 0
+          ? (call as () => Promise<LoadResult>)()
+          : closedLoop({ concurrency: cfg.concurrency, warmupMs: cfg.warmupMs, durationMs: cfg.durationMs, call: call as Load, ...(rate === undefined ? {} : { rate }) }),
+      );
       row.runs.push({ load: m.result, cpuCores: m.cpuCores, rssMb: m.rssMb });
     }
     rows.push(row);
@@ -212,7 +274,7 @@ async function main() {
   };
 
   log("loading …");
-  const baselineRow = await runOp("baseline: the same SELECT, Fastify + mysql2", "REST", restCall("GET", (n) => `/baseline/${pick(n)}/active-version`, undefined, baseRest), baseline.pid!);
+  const baselineRow = await runOp("baseline: the same SELECT, Fastify + mysql2", "REST", restLoad(baselineUrl, (n) => `/baseline/${pick(n)}/active-version`, baseRest), baseline.pid!);
   const baselineRps = median(baselineRow.runs.map((x) => x.load.rps));
   const reads: Array<[string, (n: number) => string, string, (n: number) => object]> = [
     ["GetActiveVersion", (n) => `/api/entities/${pick(n)}/active-version`, "GetActiveVersion", (n) => ({ entity_id: pick(n) })],
@@ -221,9 +283,9 @@ async function main() {
     ["GetDownloadUrl", (n) => `/api/entities/${pick(n)}/versions/${tips.get(pick(n))}/download`, "GetDownloadUrl", (n) => ({ entity_id: pick(n), version_id: tips.get(pick(n)) })],
   ];
   for (const [name, restPath, method, grpcReq] of reads) {
-    const r = await runOp(name, "REST", restCall("GET", restPath));
+    const r = await runOp(name, "REST", restLoad(serviceUrl, restPath));
     r.ratio = median(r.runs.map((x) => x.load.rps)) / baselineRps;
-    const g = await runOp(name, "gRPC", (_w, n) => grpcCall(method, grpcReq(n)));
+    const g = await runOp(name, "gRPC", grpcLoad(method, grpcReq));
     g.ratio = median(g.runs.map((x) => x.load.rps)) / baselineRps;
   }
   const uploadBody = (n: number) => ({ version: nextVersion(), source_hash: sha(`upload-${n}-${Math.random()}`), base_version_id: tips.get(pick(n)) });
@@ -397,7 +459,10 @@ function report(rows: Array<{ name: string; protocol: string; ratio?: number; ru
     `- Machine: ${cpu[0]?.model ?? "?"}, ${cpu.length} cores, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB; ${os.type()} ${os.release()}`,
     `- Node ${process.version}; ${version("mariadbd", ["--version"]) ?? ""}`,
     `- fastify ${pkg("fastify")}, @connectrpc/connect ${pkg("@connectrpc/connect")}, @bufbuild/protobuf ${pkg("@bufbuild/protobuf")}, knex ${pkg("knex")}, mysql2 ${pkg("mysql2")}, @grpc/grpc-js ${pkg("@grpc/grpc-js")} (client), undici ${pkg("undici")} (client), azurite ${pkg("azurite")}`,
-    `- Data: ${cfg.entities} entities × ${cfg.versionsPerEntity} versions; reads pick entities round-robin; the service runs compiled (\`node ${process.env["BENCH_SERVICE_NODE_FLAGS"] ?? "--max-semi-space-size=4"} dist/src/main.js\`, as \`npm run start:prod\`) with NODE_ENV=production, LOG_LEVEL=info (one log line per request) and DATABASE_POOL_MAX=${process.env["DATABASE_POOL_MAX"] ?? "10"}; MariaDB, Azurite, the baseline and the load generator share the same machine.`,
+    generator === "h2load"
+      ? `- Load: the reads and the baseline by ${version("h2load", ["--version"])} (REST: ${cfg.concurrency} HTTP/1.1 keep-alive connections; gRPC: ${cfg.concurrency} streams on one HTTP/2 connection, as one grpc-js channel makes); the writes and the fixed-rate row by undici and @grpc/grpc-js, which send a body of their own per request`
+      : "- Load: every operation by undici (REST) and @grpc/grpc-js (gRPC); install h2load (`apt-get install nghttp2-client`) to take the reads' load generator off the service's cores",
+    `- Data: ${cfg.entities} entities × ${cfg.versionsPerEntity} versions; ${generator === "h2load" ? "REST reads cycle through the entities, gRPC reads read one (h2load sends one request body)" : "reads cycle through the entities"}; the service runs compiled (\`node ${serviceNodeFlags} dist/src/main.js\`, as \`npm run start:prod\`) with NODE_ENV=production, LOG_LEVEL=info (one log line per request) and DATABASE_POOL_MAX=${process.env["DATABASE_POOL_MAX"] ?? "10"}; MariaDB, Azurite, the baseline and the load generator share the same machine.`,
     "",
     "## Targets",
     "",

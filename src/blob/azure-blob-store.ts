@@ -24,6 +24,15 @@ function connectionStringPart(connectionString: string, name: string): string | 
   return undefined;
 }
 
+/**
+ * A blob's URL in a container, escaped as the SDK's getBlobClient(path).url
+ * escapes it, without building a client per URL (16 µs each, twice the cost
+ * of the SAS signature itself, on every upload-url and download-url).
+ */
+export function blobUrl(containerUrl: string, path: string): string {
+  return `${containerUrl}/${path.split("/").map(encodeURIComponent).join("/")}`;
+}
+
 const uploadPermissions = BlobSASPermissions.parse("cw");
 const downloadPermissions = BlobSASPermissions.parse("r");
 
@@ -57,7 +66,7 @@ export class AzureBlobStore implements BlobStore {
       { containerName: this.#container.containerName, blobName: path, permissions, expiresOn, protocol: this.#protocol },
       this.#credential,
     );
-    return `${this.#container.getBlobClient(path).url}?${sas.toString()}`;
+    return `${blobUrl(this.#container.url, path)}?${sas.toString()}`;
   }
 
   signUploadUrl(path: string, expiresOn: Date): string {
