@@ -59,3 +59,23 @@ console.log("\ninclusive time, selected frames:");
 for (const [l, n] of top(inclusive, (l) => /src\/|jose|knex|pino|prom-client|protobuf|connect|fastify|mysql2|undici|grpc|garbage|idle|program/i.test(l))) {
   console.log(`${((n / total) * 100).toFixed(1).padStart(5)}%  ${l}`);
 }
+
+// Self time by package: a native frame (a system call, a builtin) is charged
+// to the nearest caller from a package or from this project, so the socket
+// writes mysql2 makes count as mysql2's.
+const packageOf = (url: string): string | undefined => {
+  const dep = /node_modules\/((@[^/]+\/)?[^/]+)/.exec(url);
+  if (dep !== null) return dep[1];
+  const own = /\/(src|gen|bench)\/(?:([^/]+)\/)?/.exec(url);
+  return own === null ? undefined : `${own[1]}/${own[2] ?? ""}`;
+};
+const byPackage = new Map<string, number>();
+for (const id of profile.samples) {
+  const fn = byId.get(id)!.callFrame.functionName;
+  let who = /^\((garbage collector|idle|program)\)$/.test(fn) ? fn : undefined;
+  for (let cur: number | undefined = id; who === undefined && cur !== undefined; cur = parent.get(cur)) who = packageOf(byId.get(cur)!.callFrame.url);
+  who ??= "node (no package above)";
+  byPackage.set(who, (byPackage.get(who) ?? 0) + 1);
+}
+console.log("\nself time by package:");
+for (const [l, n] of top(byPackage, () => true)) console.log(`${((n / total) * 100).toFixed(1).padStart(5)}%  ${l}`);

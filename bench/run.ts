@@ -329,6 +329,7 @@ async function main() {
   // The database's own ceiling for confirm's transaction: the same seven
   // statements (begin, upsert and lock, read, claim, insert, move the tip,
   // commit) from a bare mysql2 pool, nothing else.
+  let confirmBound = Number.NaN;
   const txCeilingRow: Row = { name: "ceiling: confirm's 7-statement transaction, bare mysql2", protocol: "SQL", runs: [] };
   if (wanted("ConfirmUpload")) {
     const mysql = (await import("mysql2/promise")).default;
@@ -361,9 +362,15 @@ async function main() {
     }
     await raw.end();
     rows.push(txCeilingRow, azuriteRow);
-    confirmRow.ratio = median(confirmRow.runs.map((x) => x.load.rps)) / median(txCeilingRow.runs.map((x) => x.load.rps));
-    log(`${txCeilingRow.name}: ${median(txCeilingRow.runs.map((x) => x.load.rps)).toFixed(0)} tx/s`);
-    log(`${azuriteRow.name}: ${median(azuriteRow.runs.map((x) => x.load.rps)).toFixed(0)}/s`);
+    // Each ceiling was measured with the machine to itself; a confirm needs
+    // both, so on shared cores they bound it together, harmonically.
+    const tx = median(txCeilingRow.runs.map((x) => x.load.rps));
+    const head = median(azuriteRow.runs.map((x) => x.load.rps));
+    confirmBound = 1 / (1 / tx + 1 / head);
+    confirmRow.ratio = median(confirmRow.runs.map((x) => x.load.rps)) / confirmBound;
+    log(`${txCeilingRow.name}: ${tx.toFixed(0)} tx/s`);
+    log(`${azuriteRow.name}: ${head.toFixed(0)}/s`);
+    log(`both together, before any work of the service's: ${confirmBound.toFixed(0)}/s`);
   }
   log(`ConfirmUpload, distinct entities  REST      ${median(confirmRow.runs.map((x) => x.load.rps)).toFixed(0).padStart(7)} req/s  p99 ${median(confirmRow.runs.map((x) => x.load.p99)).toFixed(2)} ms  errors ${confirmRow.runs.reduce((a, x) => a + x.load.errors, 0)}`);
 
@@ -425,13 +432,13 @@ async function main() {
   const targets: Array<[string, boolean, string]> = [
     ["GetActiveVersion REST ≥ 0.8× baseline", (activeRest.ratio ?? 0) >= 0.8, `${(activeRest.ratio ?? 0).toFixed(2)}×`],
     ["GetActiveVersion gRPC ≥ 0.8× baseline", (activeGrpc.ratio ?? 0) >= 0.8, `${(activeGrpc.ratio ?? 0).toFixed(2)}×`],
-    ["ConfirmUpload, distinct entities ≥ 1,000/s", confirmRps >= 1000, `${confirmRps.toFixed(0)}/s`],
+    ["ConfirmUpload, distinct entities ≥ 1,000/s", confirmRps >= 1000, `${confirmRps.toFixed(0)}/s (its database and blob dependencies alone allow ${confirmBound.toFixed(0)}/s here)`],
     ["100 racers on one entity settled < 500 ms, exactly 1 created", hotOk && median(settles) < 500, `${median(settles).toFixed(0)} ms`],
     ["p99 < 25 ms at half the peak rate", halfP99 < 25, `${halfP99.toFixed(2)} ms at ${Math.floor(peak / 2)}/s`],
     ["peak RSS < 200 MB", peakRss < 200, `${peakRss.toFixed(0)} MB`],
   ];
   for (const [what, ok, value] of targets) log(`${ok ? "MET   " : "MISSED"} ${what}: ${value}`);
-  if (out !== undefined) fs.writeFileSync(out, report(rows, targets, settles, hotOk, peakRss, baselineRps));
+  if (out !== undefined) fs.writeFileSync(out, report(rows, targets, settles, hotOk, peakRss, baselineRps, confirmBound));
   if (out !== undefined) log(`wrote ${path.relative(process.cwd(), out)}`);
   if (errors > 0 || !hotOk) {
     log(`FAILED: ${errors} errors${hotOk ? "" : "; the hot entity did not settle to exactly 1 created"}`);
@@ -439,7 +446,7 @@ async function main() {
   }
 }
 
-function report(rows: Array<{ name: string; protocol: string; ratio?: number; runs: Array<{ load: LoadResult; cpuCores: number; rssMb: number }> }>, targets: Array<[string, boolean, string]>, settles: number[], hotOk: boolean, peakRss: number, baselineRps: number): string {
+function report(rows: Array<{ name: string; protocol: string; ratio?: number; runs: Array<{ load: LoadResult; cpuCores: number; rssMb: number }> }>, targets: Array<[string, boolean, string]>, settles: number[], hotOk: boolean, peakRss: number, baselineRps: number, confirmBound: number): string {
   const cpu = os.cpus();
   const version = (cmd: string, argv: string[]) => {
     try {
@@ -472,13 +479,13 @@ function report(rows: Array<{ name: string; protocol: string; ratio?: number; ru
     "",
     "## Per operation",
     "",
-    `Baseline: a minimal Fastify route running the same single-row SELECT with mysql2 on the same database: ${f(baselineRps)} req/s. "× baseline" is a read's throughput over it; for ConfirmUpload it is over the ceiling row below it (its transaction alone, from a bare mysql2 pool).`,
+    `Baseline: a minimal Fastify route running the same single-row SELECT with mysql2 on the same database: ${f(baselineRps)} req/s. "× baseline" is a read's throughput over it. For ConfirmUpload it is over what its two dependencies allow together on this machine: ${f(confirmBound)}/s, from the two ceiling rows below it (each measured with the machine to itself: 1 / (1/transactions + 1/HEADs)), before the service does any work of its own.`,
     "",
-    "| operation | protocol | req/s | × baseline | p50 ms | p95 ms | p99 ms | errors | service CPU (cores) | service RSS MB |",
-    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    "| operation | protocol | req/s | × baseline | p50 ms | p95 ms | p99 ms | errors | service CPU (cores) | CPU µs per request | service RSS MB |",
+    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ...rows.map((r) => {
       const m = (k: keyof LoadResult) => median(r.runs.map((x) => x.load[k] as number));
-      return `| ${r.name} | ${r.protocol} | ${f(m("rps"))} | ${r.ratio === undefined ? "" : `${r.ratio.toFixed(2)}×`} | ${f(m("p50"), 2)} | ${f(m("p95"), 2)} | ${f(m("p99"), 2)} | ${r.runs.reduce((a, x) => a + x.load.errors, 0)} | ${f(median(r.runs.map((x) => x.cpuCores)), 2)} | ${f(Math.max(...r.runs.map((x) => x.rssMb)))} |`;
+      return `| ${r.name} | ${r.protocol} | ${f(m("rps"))} | ${r.ratio === undefined ? "" : `${r.ratio.toFixed(2)}×`} | ${f(m("p50"), 2)} | ${f(m("p95"), 2)} | ${f(m("p99"), 2)} | ${r.runs.reduce((a, x) => a + x.load.errors, 0)} | ${f(median(r.runs.map((x) => x.cpuCores)), 2)} | ${f((median(r.runs.map((x) => x.cpuCores)) / m("rps")) * 1e6)} | ${f(Math.max(...r.runs.map((x) => x.rssMb)))} |`;
     }),
     "",
     `The hot entity: ${cfg.racers} concurrent confirms with one base settled in ${settles.map((s) => s.toFixed(0)).join(", ")} ms (median ${median(settles).toFixed(0)} ms); exactly 1 created and ${cfg.racers - 1} STALE_BASE every round: ${hotOk ? "yes" : "no"}.`,
