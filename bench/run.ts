@@ -203,19 +203,27 @@ async function main() {
     return res.statusCode === expect ? true : `${res.statusCode} ${text.slice(0, 100)}`;
   };
 
+  /** One call of the JavaScript closed loop. */
+  type Load = (w: number, n: number) => Promise<true | string>;
+  /** A whole load run made elsewhere (h2load). */
+  interface Runner {
+    run(): Promise<LoadResult>;
+  }
   // The same reads through h2load: REST cycles through every entity's URL;
   // gRPC sends one request (h2load takes one body), so it reads one entity.
-  const h2 = (h1: boolean, urls: string[], body?: Uint8Array) => () =>
-    h2load({
-      urls,
-      h1,
-      headers: { ...auth, ...(body === undefined ? {} : { "content-type": "application/grpc", te: "trailers" }) },
-      ...(body === undefined ? {} : { body }),
-      expectStatus: 200,
-      concurrency: cfg.concurrency,
-      warmupMs: cfg.warmupMs,
-      durationMs: cfg.durationMs,
-    });
+  const h2 = (h1: boolean, urls: string[], body?: Uint8Array): Runner => ({
+    run: () =>
+      h2load({
+        urls,
+        h1,
+        headers: { ...auth, ...(body === undefined ? {} : { "content-type": "application/grpc", te: "trailers" }) },
+        ...(body === undefined ? {} : { body }),
+        expectStatus: 200,
+        concurrency: cfg.concurrency,
+        warmupMs: cfg.warmupMs,
+        durationMs: cfg.durationMs,
+      }),
+  });
   const restLoad = (base: string, p: (n: number) => string, pool = rest) =>
     generator === "h2load" ? h2(true, entities.map((_, n) => `${base}${p(n)}`)) : restCall("GET", p, undefined, pool);
   // gRPC errors ride in trailers h2load does not read: count them from the
@@ -228,7 +236,7 @@ async function main() {
     }
     return n;
   };
-  const grpcLoad = (method: string, req: (n: number) => object) => {
+  const grpcLoad = (method: string, req: (n: number) => object): Load | Runner => {
     if (generator !== "h2load") return (_w: number, n: number) => grpcCall(method, req(n));
     const desc = EntityVersionsService.methods.find((m) => m.name === method)!;
     const message = toBinary(desc.input, fromJson(desc.input, req(0) as JsonObject));
@@ -236,11 +244,13 @@ async function main() {
     new DataView(framed.buffer).setUint32(1, message.length);
     framed.set(message, 5);
     const load = h2(false, [`${serviceUrl}/${EntityVersionsService.typeName}/${method}`], framed);
-    return async (): Promise<LoadResult> => {
-      const before = await grpcFailures(method);
-      const result = await load();
-      const failed = (await grpcFailures(method)) - before;
-      return { ...result, errors: result.errors + failed, samples: failed > 0 ? [...result.samples, `${failed} gRPC errors`] : result.samples };
+    return {
+      run: async () => {
+        const before = await grpcFailures(method);
+        const result = await load.run();
+        const failed = (await grpcFailures(method)) - before;
+        return { ...result, errors: result.errors + failed, samples: failed > 0 ? [...result.samples, `${failed} gRPC errors`] : result.samples };
+      },
     };
   };
 
@@ -254,15 +264,14 @@ async function main() {
   // --only REGEX: run just the operations whose "name protocol" matches (and the baseline).
   const only = args.only === undefined ? undefined : new RegExp(args.only);
   const wanted = (name: string, protocol = "REST") => only === undefined || name.startsWith("baseline") || only.test(`${name} ${protocol}`);
-  type Load = (w: number, n: number) => Promise<true | string>;
-  const runOp = async (name: string, protocol: string, call: Load | (() => Promise<LoadResult>), procPid = pid, rate?: number) => {
+  const runOp = async (name: string, protocol: string, call: Load | Runner, procPid = pid, rate?: number) => {
     const row: Row = { name, protocol, runs: [] };
     if (!wanted(name, protocol)) return row;
     for (let r = 0; r < cfg.runs; r++) {
       const m = await measured(procPid, () =>
-        call.length === 0
-          ? (call as () => Promise<LoadResult>)()
-          : closedLoop({ concurrency: cfg.concurrency, warmupMs: cfg.warmupMs, durationMs: cfg.durationMs, call: call as Load, ...(rate === undefined ? {} : { rate }) }),
+        typeof call !== "function"
+          ? call.run()
+          : closedLoop({ concurrency: cfg.concurrency, warmupMs: cfg.warmupMs, durationMs: cfg.durationMs, call, ...(rate === undefined ? {} : { rate }) }),
       );
       row.runs.push({ load: m.result, cpuCores: m.cpuCores, rssMb: m.rssMb });
     }
