@@ -37,14 +37,25 @@ export function createLogger(level: string, destination?: DestinationStream) {
     // Request logs carry no headers; these guard the shapes that could.
     redact: { paths: ["req.headers.authorization", "headers.authorization", "request.headers.authorization"], censor: "[redacted]" },
   };
-  if (destination !== undefined) return pino(options, destination);
-  const stdout = pino.destination({ dest: 1, sync: false });
+  return pino(options, destination ?? stdoutDestination());
+}
+
+let stdout: ReturnType<typeof pino.destination> | undefined;
+
+/**
+ * The one asynchronous stdout stream of the process, shared by every logger
+ * made in it (the tests make several), so their lines never interleave
+ * mid-line and one exit hook flushes them all.
+ */
+function stdoutDestination() {
+  if (stdout !== undefined) return stdout;
+  const stream = pino.destination({ dest: 1, sync: false });
   process.once("exit", () => {
     try {
-      stdout.flushSync();
+      stream.flushSync();
     } catch {
       // Nothing written yet, or stdout gone: nothing to save.
     }
   });
-  return pino(options, stdout);
+  return (stdout = stream);
 }

@@ -99,6 +99,12 @@ export async function startService(
   };
 }
 
+/** Spawned services still running; one exit listener kills them all (one each would trip Node's listener-leak warning). */
+const liveChildren = new Set<ChildProcess>();
+process.once("exit", () => {
+  for (const child of liveChildren) child.kill("SIGKILL");
+});
+
 /** Starts the service as a separate OS process (src/main.ts) with this environment. */
 export async function spawnService(
   env: Record<string, string>,
@@ -111,9 +117,8 @@ export async function spawnService(
     stdio: ["ignore", "pipe", "pipe"],
   });
   // A spawned service never outlives the test process, whatever happens to the test.
-  const killOnExit = () => child.kill("SIGKILL");
-  process.once("exit", killOnExit);
-  child.once("exit", () => process.off("exit", killOnExit));
+  liveChildren.add(child);
+  child.once("exit", () => liveChildren.delete(child));
   let output = "";
   child.stdout!.on("data", (chunk: Buffer) => (output += chunk.toString()));
   child.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString()));
