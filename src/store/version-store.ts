@@ -227,13 +227,13 @@ export class VersionStore {
    * ConfirmUpload decides again under the entity lock.
    */
   async checkPush(entityId: string, sourceHash: string, version: string, caller: Caller): Promise<PushCheck> {
-    const facts = accessFactsSql(caller);
+    const facts = accessFactsSql(caller, { hasPublishers: true });
     const [row] = await this.#prepared<AccessFactRow & { tip_version_id: string | null; duplicate_id: string | null; taken_id: string | null }>(
-      `select ${facts.sql}, e.tip_version_id, ` +
+      `select ${facts.columns}, e.tip_version_id, ` +
         "(select d.id from versions d where d.entity_id = e.id and d.source_hash = ? order by d.seq desc limit 1) as duplicate_id, " +
         "(select t.id from versions t where t.entity_id = e.id and t.version = ?) as taken_id " +
-        "from entities e where e.id = ?",
-      [...facts.params, sourceHash, version, entityId],
+        `from entities e ${facts.joins} where e.id = ?`,
+      [...facts.columnParams, sourceHash, version, ...facts.joinParams, entityId],
     );
     const byId = (id: string | null | undefined) => (id === null || id === undefined ? Promise.resolve(undefined) : this.#versionById(this.#knex, entityId, id));
     const [duplicate, versionTaken] = await Promise.all([byId(row?.duplicate_id), byId(row?.taken_id)]);
@@ -265,12 +265,12 @@ export class VersionStore {
       // Read under the lock (the snapshot starts here): access, tip and a
       // duplicate, in one statement. Of two racing first pushes the second
       // sees the first's claim.
-      const facts = accessFactsSql(input.caller);
+      const facts = accessFactsSql(input.caller, { hasPublishers: true });
       const [entity] = (await trx.raw(
-        `select e.tip_version_id, e.active_version_id, e.last_seq, ${facts.sql}, ` +
+        `select e.tip_version_id, e.active_version_id, e.last_seq, ${facts.columns}, ` +
           "(select d.id from versions d where d.entity_id = e.id and d.source_hash = ? order by d.seq desc limit 1) as duplicate_id " +
-          "from entities e where e.id = ?",
-        [...facts.params, input.sourceHash, input.entityId] as never,
+          `from entities e ${facts.joins} where e.id = ?`,
+        [...facts.columnParams, input.sourceHash, ...facts.joinParams, input.entityId] as never,
       ).then((r: unknown) => (Array.isArray(r) && Array.isArray(r[0]) ? r[0] : r))) as Array<EntityRow & AccessFactRow & { duplicate_id: string | null }>;
       const access = input.authorize(toAccessFacts(entity));
       if (access === "hidden" || access === "forbidden") return { commit: false, result: { kind: access } };
@@ -352,9 +352,9 @@ export class VersionStore {
   async getActive(entityId: string, caller: Caller): Promise<ActiveLookup> {
     const facts = accessFactsSql(caller);
     const [row] = await this.#prepared<VersionRow & AccessFactRow>(
-      `select ${versionColumnsSql}, ${facts.sql} from entities e ` +
+      `select ${versionColumnsSql}, ${facts.columns} from entities e ${facts.joins} ` +
         "left join versions v on v.id = e.active_version_id and v.entity_id = e.id where e.id = ?",
-      [...facts.params, entityId],
+      [...facts.columnParams, ...facts.joinParams, entityId],
     );
     const access = toAccessFacts(row);
     if (row === undefined) return { kind: "entity-missing", facts: access };
@@ -366,9 +366,9 @@ export class VersionStore {
   async getVersionWithFacts(entityId: string, versionId: string, caller: Caller): Promise<VersionLookupWithFacts> {
     const facts = accessFactsSql(caller);
     const [row] = await this.#prepared<VersionRow & AccessFactRow>(
-      `select ${versionColumnsSql}, ${facts.sql} from entities e ` +
+      `select ${versionColumnsSql}, ${facts.columns} from entities e ${facts.joins} ` +
         "left join versions v on v.entity_id = e.id and v.id = ? where e.id = ?",
-      [...facts.params, versionId, entityId],
+      [...facts.columnParams, ...facts.joinParams, versionId, entityId],
     );
     const access = toAccessFacts(row);
     if (row === undefined) return { kind: "entity-missing", facts: access };
@@ -380,13 +380,13 @@ export class VersionStore {
   async listVersionsWithFacts(entityId: string, beforeSeq: number | undefined, limit: number, caller: Caller): Promise<VersionPageWithFacts> {
     const facts = accessFactsSql(caller);
     const rows = await this.#prepared<VersionRow & AccessFactRow>(
-      `select ${versionColumnsSql}, ${facts.sql} from entities e ` +
+      `select ${versionColumnsSql}, ${facts.columns} from entities e ${facts.joins} ` +
         `left join versions v on v.entity_id = e.id${beforeSeq === undefined ? "" : " and v.seq < ?"} where e.id = ? ` +
         // The limit is written into the SQL, rounded up to a power of two so
         // that a handful of prepared statements serve every page size (the
         // server caps how many a session may hold).
         `order by v.seq desc limit ${2 ** Math.ceil(Math.log2(Math.trunc(limit) + 1))}`,
-      [...facts.params, ...(beforeSeq === undefined ? [] : [beforeSeq]), entityId],
+      [...facts.columnParams, ...facts.joinParams, ...(beforeSeq === undefined ? [] : [beforeSeq]), entityId],
     );
     const access = toAccessFacts(rows[0]);
     if (rows.length === 0) return { kind: "entity-missing", facts: access };

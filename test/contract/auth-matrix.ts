@@ -152,6 +152,9 @@ const readOnly = { read: "ok", write: "denied" } as const;
 const hidden = { read: "not-found", write: "not-found" } as const;
 const unauth = { read: "unauthenticated", write: "unauthenticated" } as const;
 
+/** Organizations none of the matrix's entities is in. */
+const manyOrgs = (n: number) => Array.from({ length: n }, (_, i) => `other-org-${i}`);
+
 const callers: CallerCase[] = [
   { name: "anonymous", headers: async () => ({}), entity: (w) => w.priv, expect: unauth, code: "AUTH_REQUIRED" },
   { name: "bad signature", headers: async () => bearer(await token({ sub: "owner", secret: "some-other-secret-0123456789abcdefgh" })), entity: (w) => w.priv, expect: unauth, code: "TOKEN_BAD_SIGNATURE" },
@@ -161,6 +164,10 @@ const callers: CallerCase[] = [
   { name: "publisher of the entity", headers: async () => bearer(await token({ sub: "owner", roles: ["publisher"] })), entity: (w) => w.priv, expect: ok },
   { name: "shared user", headers: async () => bearer(await token({ sub: "sharee", roles: [] })), entity: (w) => w.priv, expect: readOnly },
   { name: "org member, entity in the org's store", headers: async () => bearer(await token({ sub: "member", roles: ["publisher"], orgs: ["beta", "acme"] })), entity: (w) => w.priv, expect: readOnly },
+  // Up to eight organizations are joined one by one, beyond that read with one IN list: both shapes, at the edge.
+  { name: "org member of eight orgs, the entity's last", headers: async () => bearer(await token({ sub: "member8", roles: ["publisher"], orgs: [...manyOrgs(7), "acme"] })), entity: (w) => w.priv, expect: readOnly },
+  { name: "org member of twelve orgs, the entity's last", headers: async () => bearer(await token({ sub: "member12", roles: ["publisher"], orgs: [...manyOrgs(11), "acme"] })), entity: (w) => w.priv, expect: readOnly },
+  { name: "org member of twelve other orgs", headers: async () => bearer(await token({ sub: "outsider12", roles: ["publisher"], orgs: manyOrgs(12) })), entity: (w) => w.priv, expect: hidden },
   { name: "org member of another org", headers: async () => bearer(await token({ sub: "outsider", roles: ["publisher"], orgs: ["beta"] })), entity: (w) => w.priv, expect: hidden },
   { name: "any user, entity in the public store", headers: async () => bearer(await token({ sub: "passer-by", roles: [] })), entity: (w) => w.pub, expect: readOnly },
   { name: "admin", headers: async () => bearer(await token({ sub: "root", roles: ["admin"] })), entity: (w) => w.priv, expect: ok },

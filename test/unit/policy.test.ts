@@ -1,6 +1,7 @@
 import { test } from "uvu";
 import * as assert from "uvu/assert";
 import { type AccessFacts, decidePushAccess, decideRead, decideWrite, noAccess } from "../../src/auth/policy.js";
+import { toAccessFacts } from "../../src/store/access-store.js";
 
 const caller = (roles: string[] = []) => ({ id: "u", roles, orgs: [] });
 const facts = (f: Partial<AccessFacts>): AccessFacts => ({ ...noAccess, hasPublishers: true, ...f });
@@ -28,6 +29,15 @@ test("a push to an entity without publishers claims it, with the publisher role 
   assert.is(decidePushAccess(caller([]), noAccess), "hidden");
   assert.is(decidePushAccess(caller(["admin"]), noAccess), "allow");
   assert.is(decidePushAccess(caller(["publisher"]), facts({})), "hidden");
+});
+
+test("facts read without has_publishers (reads) can never let a push claim the entity", () => {
+  const row = { is_publisher: 0, has_publishers: null, is_shared: 0, in_org_store: 0, public_store: 1 };
+  assert.is(toAccessFacts(row).hasPublishers, true);
+  assert.is(decidePushAccess(caller(["publisher"]), toAccessFacts(row)), "forbidden");
+  assert.is(toAccessFacts({ ...row, has_publishers: 0 }).hasPublishers, false);
+  assert.is(decidePushAccess(caller(["publisher"]), toAccessFacts({ ...row, has_publishers: 0 })), "claim");
+  assert.is(toAccessFacts(undefined).hasPublishers, false);
 });
 
 test.run();
