@@ -23,6 +23,7 @@ import { type Authenticator, authInterceptor } from "./auth/caller.js";
 import { apiError } from "./errors/api-error.js";
 import { createOnePortServer, type RequestHandler } from "./net/one-port-server.js";
 import { HealthService } from "./ops/health-service.js";
+import { lazyChildLoggerFactory } from "./ops/lazy-child-logger.js";
 import type { Metrics } from "./ops/metrics.js";
 import type { Readiness } from "./ops/readiness.js";
 import { ReflectionService } from "./ops/reflection-service.js";
@@ -80,6 +81,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     bodyLimit: deps.bodyLimitBytes,
     // One log line per request comes from the onResponse hook below.
     logController: new LogController({ disableRequestLogging: true }),
+    childLoggerFactory: lazyChildLoggerFactory,
     // Requests that arrive while closing are served (their connection then
     // closes), rather than refused with a body outside the error catalog.
     return503OnClosing: false,
@@ -115,14 +117,19 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   // plain-text body through to a confusing "must be a JSON object".
   app.removeContentTypeParser("text/plain");
   app.decorateRequest("rpcOutcome", null as unknown as RpcOutcome);
-  app.addHook("onRequest", async (req, reply) => {
+  // Callback hooks: an async hook costs a promise per request.
+  app.addHook("onRequest", (req, reply, done) => {
     req.rpcOutcome = {};
     reply.header("x-request-id", req.id);
+    done();
   });
-  app.addHook("onResponse", async (req, reply) => {
+  app.addHook("onResponse", (req, reply, done) => {
     const o = req.rpcOutcome;
-    req.log.info(
+    // Through the root logger with the id as a field, as the request's
+    // child would bind it, so that the request's (lazy) child is not made.
+    deps.logger.info(
       {
+        reqId: req.id,
         method: req.method,
         path: req.url.split("?")[0],
         ...(o.rpc === undefined ? {} : { rpc: o.rpc, protocol: o.protocol, code: o.code }),
@@ -132,6 +139,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       },
       "request",
     );
+    done();
   });
 
   app.setErrorHandler((error: FastifyError, req, reply) => {
