@@ -65,5 +65,9 @@ class LazyChildLogger {
 
 /** Fastify's childLoggerFactory, giving each request a LazyChildLogger. */
 export function lazyChildLoggerFactory(logger: FastifyBaseLogger, bindings: object, options: object): FastifyBaseLogger {
+  // A route with a log level of its own gets its child at once: the lazy
+  // one decides what to skip by the parent's level.
+  const level = (options as { level?: string }).level;
+  if (level !== undefined && level !== logger.level) return logger.child(bindings, options);
   return new LazyChildLogger(logger as Pino, bindings as Record<string, unknown>, options) as unknown as FastifyBaseLogger;
 }

@@ -60,4 +60,13 @@ test("a child of the request's logger carries both bindings", async () => {
   assert.is(lines[0]?.["part"], "blob");
 });
 
+test("a route's own log level is kept", async () => {
+  const { logger, lines } = capture("info");
+  const log = lazyChildLoggerFactory(logger, { reqId: "r-4" }, { level: "debug" });
+  log.debug("shown at the route's level");
+  await new Promise((r) => setImmediate(r));
+  assert.is(lines[0]?.["msg"], "shown at the route's level");
+  assert.is(lines[0]?.["reqId"], "r-4");
+});
+
 test.run();
