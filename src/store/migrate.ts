@@ -28,6 +28,35 @@ function isLockContention(error: unknown): boolean {
   );
 }
 
+const lockTable = "knex_migrations_lock";
+
+/**
+ * Makes Knex's migration lock table hold exactly one row before Knex looks
+ * at it. Knex inserts that row itself when it finds the table empty, and two
+ * processes that both find it empty both insert one (its key is
+ * auto-increment); after that Knex's lock (an UPDATE that must change
+ * exactly one row) can never be taken, and every start waits out its
+ * deadline and fails. Here the row is inserted with a fixed key, so of two
+ * racing processes one inserts and the other's insert is ignored; and a
+ * table already left with several unlocked rows (nobody can hold the lock
+ * then) is cut back to its first.
+ */
+async function ensureOneLockRow(knex: Knex): Promise<void> {
+  if (!(await knex.schema.hasTable(lockTable))) {
+    // Knex's own definition of the table.
+    await knex.schema.createTable(lockTable, (t) => {
+      t.increments("index").primary();
+      t.integer("is_locked");
+    });
+  }
+  const rows = await knex<{ index: number; is_locked: number | null }>(lockTable).select("index", "is_locked").orderBy("index");
+  if (rows.length === 0) {
+    await knex(lockTable).insert({ index: 1, is_locked: 0 }).onConflict("index").ignore();
+  } else if (rows.length > 1 && rows.every((r) => Number(r.is_locked) === 0)) {
+    await knex(lockTable).where("index", ">", rows[0]!.index).del();
+  }
+}
+
 /**
  * Brings the schema up to date. Knex guards migrations with a lock row but
  * fails rather than waits when another process holds it, and two processes
@@ -39,6 +68,7 @@ export async function migrateLatest(knex: Knex, waitMs = 60_000): Promise<void> 
   const deadline = Date.now() + waitMs;
   for (;;) {
     try {
+      await ensureOneLockRow(knex);
       await knex.migrate.latest({ migrationSource: source });
       return;
     } catch (error) {

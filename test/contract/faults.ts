@@ -5,6 +5,7 @@ import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { AzureBlobStore } from "../../src/blob/azure-blob-store.js";
 import { startEmbeddedAzurite } from "../../src/blob/embedded-azurite.js";
+import { migrateLatest } from "../../src/store/migrate.js";
 import knexFactory from "knex";
 import { type Backend, createTestDatabase } from "../support/env.js";
 import { PrivateMariaDb } from "../support/private-mariadb.js";
@@ -231,6 +232,37 @@ export function faultsSuite(backend: Backend) {
         assert.is((await b.rest.get(`/api/entities/${e}/versions/${v.id}`)).status, 200);
       } finally {
         await Promise.all([a.close(), b.close()]);
+        await db.drop();
+      }
+    });
+
+    s("migrations racing on an empty database leave Knex's lock table with one row, and a table left with several is repaired", async () => {
+      const lockRows = async (k: ReturnType<typeof knexFactory>) => (await k("knex_migrations_lock").select("index", "is_locked")).length;
+      for (let round = 0; round < 4; round++) {
+        const db = await createTestDatabase("mysql");
+        const knexes = Array.from({ length: 4 }, () => knexFactory({ client: "mysql2", connection: db.url, pool: { min: 0, max: 2 } }));
+        try {
+          await Promise.all(knexes.map((k) => migrateLatest(k, 20_000)));
+          assert.is(await lockRows(knexes[0]!), 1, `round ${round}`);
+        } finally {
+          await Promise.all(knexes.map((k) => k.destroy()));
+          await db.drop();
+        }
+      }
+      // What two racing replicas left before: two unlocked rows, a lock nobody could take.
+      const db = await createTestDatabase("mysql");
+      const k = knexFactory({ client: "mysql2", connection: db.url, pool: { min: 0, max: 2 } });
+      try {
+        await k.schema.createTable("knex_migrations_lock", (t) => {
+          t.increments("index").primary();
+          t.integer("is_locked");
+        });
+        await k("knex_migrations_lock").insert([{ is_locked: 0 }, { is_locked: 0 }]);
+        await migrateLatest(k, 5_000);
+        assert.is(await lockRows(k), 1);
+        assert.ok(await k.schema.hasTable("versions"));
+      } finally {
+        await k.destroy();
         await db.drop();
       }
     });
