@@ -126,10 +126,12 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   app.addHook("onResponse", (req, reply, done) => {
     const o = req.rpcOutcome;
     // Through the root logger with the id as a field, as the request's
-    // child would bind it, so that the request's (lazy) child is not made.
-    deps.logger.info(
+    // child would bind it, so that the request's (lazy) child is not made;
+    // through the request's own logger on a route with a log level of its own.
+    const log = req.routeOptions.logLevel === undefined || req.routeOptions.logLevel === deps.logger.level ? deps.logger : req.log;
+    log.info(
       {
-        reqId: req.id,
+        ...(log === deps.logger ? { reqId: req.id } : {}),
         method: req.method,
         path: req.url.split("?")[0],
         ...(o.rpc === undefined ? {} : { rpc: o.rpc, protocol: o.protocol, code: o.code }),

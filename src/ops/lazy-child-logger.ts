@@ -48,6 +48,15 @@ class LazyChildLogger {
   }
   silent(): void {}
 
+  isLevelEnabled(level: string): boolean {
+    return (this.#child ?? this.#parent).isLevelEnabled(level);
+  }
+
+  bindings(): Record<string, unknown> {
+    this.#child ??= this.#parent.child(this.#bindings, this.#options) as Pino;
+    return (this.#child as unknown as { bindings(): Record<string, unknown> }).bindings();
+  }
+
   get level(): string {
     return (this.#child ?? this.#parent).level;
   }
@@ -69,5 +78,7 @@ export function lazyChildLoggerFactory(logger: FastifyBaseLogger, bindings: obje
   // one decides what to skip by the parent's level.
   const level = (options as { level?: string }).level;
   if (level !== undefined && level !== logger.level) return logger.child(bindings, options);
+  // Only pino's level test lets the child wait; any other logger gets its child now.
+  if (typeof (logger as Partial<Pino>).isLevelEnabled !== "function") return logger.child(bindings, options);
   return new LazyChildLogger(logger as Pino, bindings as Record<string, unknown>, options) as unknown as FastifyBaseLogger;
 }

@@ -64,6 +64,11 @@ export interface AccessFactsSql {
   readonly joinParams: readonly unknown[];
 }
 
+function padToPowerOfTwo(values: readonly string[]): readonly string[] {
+  const size = 2 ** Math.ceil(Math.log2(values.length));
+  return size === values.length ? values : [...values, ...Array<string>(size - values.length).fill(values[values.length - 1]!)];
+}
+
 const factsSqlCache = new Map<string, { columns: string; joins: string; orgsInColumns: boolean }>();
 
 /**
@@ -79,7 +84,10 @@ const factsSqlCache = new Map<string, { columns: string; joins: string; orgsInCo
  * one prepared statement.
  */
 export function accessFactsSql(caller: Caller, options: { readonly hasPublishers?: boolean } = {}): AccessFactsSql {
-  const n = caller.orgs.length;
+  // Beyond the joined ones, the IN list is padded (repeating the last org)
+  // to a power of two, so that few statement shapes serve every org count.
+  const orgs = caller.orgs.length <= maxOrgJoins ? caller.orgs : padToPowerOfTwo(caller.orgs);
+  const n = orgs.length;
   const withPublishers = options.hasPublishers === true;
   const key = `${n}:${withPublishers ? 1 : 0}`;
   let shape = factsSqlCache.get(key);
@@ -108,9 +116,9 @@ export function accessFactsSql(caller: Caller, options: { readonly hasPublishers
   }
   return {
     columns: shape.columns,
-    columnParams: shape.orgsInColumns ? caller.orgs : [],
+    columnParams: shape.orgsInColumns ? orgs : [],
     joins: shape.joins,
-    joinParams: shape.orgsInColumns ? [caller.id, caller.id] : [caller.id, caller.id, ...caller.orgs],
+    joinParams: shape.orgsInColumns ? [caller.id, caller.id] : [caller.id, caller.id, ...orgs],
   };
 }
 

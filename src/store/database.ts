@@ -35,6 +35,13 @@ function mysqlConnection(url: string): Knex.MySql2ConnectionConfig {
     charset: "utf8mb4",
     supportBigNumbers: true,
     connectTimeout: 5_000,
+    // Prepared statements each connection keeps (least recently used are
+    // closed). The server caps them across all sessions
+    // (max_prepared_stmt_count, 16,382 by default), and every replica's
+    // every pooled connection counts; mysql2's own default of 16,000 per
+    // connection would let a few replicas reach that cap. The reads use a
+    // few dozen shapes.
+    maxPreparedStatements: 128,
   };
 }
 

@@ -47,6 +47,10 @@ test("no child is made until something at or above the level is written", () => 
   log.trace("below the level");
   assert.is(children(), 0);
   assert.is(log.level, "info");
+  const levels = log as unknown as { isLevelEnabled(level: string): boolean };
+  assert.is(levels.isLevelEnabled("debug"), false);
+  assert.is(levels.isLevelEnabled("warn"), true);
+  assert.is(children(), 0);
   log.warn("now");
   log.warn("again");
   assert.is(children(), 1);
