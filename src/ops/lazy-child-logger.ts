@@ -21,11 +21,15 @@ class LazyChildLogger {
     this.#options = options;
   }
 
+  /** The real child, made on first use. */
+  #materialized(): Pino {
+    return (this.#child ??= this.#parent.child(this.#bindings, this.#options) as Pino);
+  }
+
   #write(level: "fatal" | "error" | "warn" | "info" | "debug" | "trace", args: unknown[]): void {
     // Below the level nothing is written, so no child is needed for it.
     if (!(this.#child ?? this.#parent).isLevelEnabled(level)) return;
-    this.#child ??= this.#parent.child(this.#bindings, this.#options) as Pino;
-    (this.#child[level] as (...a: unknown[]) => void)(...args);
+    (this.#materialized()[level] as (...a: unknown[]) => void)(...args);
   }
 
   fatal(...args: unknown[]): void {
@@ -53,8 +57,7 @@ class LazyChildLogger {
   }
 
   bindings(): Record<string, unknown> {
-    this.#child ??= this.#parent.child(this.#bindings, this.#options) as Pino;
-    return (this.#child as unknown as { bindings(): Record<string, unknown> }).bindings();
+    return (this.#materialized() as unknown as { bindings(): Record<string, unknown> }).bindings();
   }
 
   get level(): string {
@@ -62,13 +65,11 @@ class LazyChildLogger {
   }
 
   set level(level: string) {
-    this.#child ??= this.#parent.child(this.#bindings, this.#options) as Pino;
-    this.#child.level = level;
+    this.#materialized().level = level;
   }
 
   child(bindings: Record<string, unknown>, options?: object): FastifyBaseLogger {
-    this.#child ??= this.#parent.child(this.#bindings, this.#options) as Pino;
-    return this.#child.child(bindings, options);
+    return this.#materialized().child(bindings, options);
   }
 }
 
