@@ -124,6 +124,8 @@ async function main() {
     PORT: "0",
     DATABASE_URL: databaseUrl,
     DATABASE_POOL_MAX: process.env["DATABASE_POOL_MAX"] ?? "10",
+    // Unset: the service's own default.
+    ...(process.env["DATABASE_READ_BATCH_MAX"] === undefined ? {} : { DATABASE_READ_BATCH_MAX: process.env["DATABASE_READ_BATCH_MAX"] }),
     AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString,
     AZURE_STORAGE_CONTAINER: "bench",
     AUTH_JWT_SECRET: secret,

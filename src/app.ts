@@ -126,7 +126,7 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     const server = await buildServer({
       access: new EntityAccessServiceImpl({ access, clock }),
       versions: new EntityVersionsServiceImpl({
-        store: new VersionStore(db),
+        store: new VersionStore(db, { onReadBatch: (reads) => metrics.dbReadBatch.observe(reads) }),
         access,
         blobs,
         deleter,

@@ -9,6 +9,8 @@ export type DatabaseConfig =
       readonly lockWaitTimeoutSeconds: number;
       readonly statementTimeoutMs: number;
       readonly acquireTimeoutMs: number;
+      /** Most concurrent single-entity reads sent as one statement; 1 sends each alone. */
+      readonly readBatchMax: number;
     }
   | { readonly kind: "sqlite"; readonly file: string };
 
@@ -158,6 +160,7 @@ function database(env: Env, dataDir: string): DatabaseConfig {
     lockWaitTimeoutSeconds: integer(env, "DATABASE_LOCK_WAIT_TIMEOUT_SECONDS", 5, 1, 3600),
     statementTimeoutMs: integer(env, "DATABASE_STATEMENT_TIMEOUT_MS", 10_000, 100, 3_600_000),
     acquireTimeoutMs: integer(env, "DATABASE_ACQUIRE_TIMEOUT_MS", 5_000, 100, 600_000),
+    readBatchMax: integer(env, "DATABASE_READ_BATCH_MAX", 16, 1, 64),
   };
 }
 

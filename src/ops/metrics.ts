@@ -57,6 +57,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly dbReadBatch = new Histogram({
+    name: "entity_versions_db_read_batch_size",
+    help: "Single-entity reads sent to the database together in one statement (DATABASE_READ_BATCH_MAX caps it).",
+    buckets: [1, 2, 4, 8, 16, 32, 64],
+    registers: [this.registry],
+  });
+
   readonly #rpcChildren = new Map<string, { count: { inc(): void }; duration: { observe(v: number): void } }>();
 
   /**

@@ -19,6 +19,8 @@ export interface DatabaseLogger {
 export interface Database {
   readonly knex: Knex;
   readonly dialect: Dialect;
+  /** Most concurrent single-entity reads sent as one statement (1 on SQLite, which has no round trip to save). */
+  readonly readBatchMax: number;
 }
 
 function mysqlConnection(url: string): Knex.MySql2ConnectionConfig {
@@ -87,7 +89,7 @@ export function openDatabase(config: DatabaseConfig, logger?: DatabaseLogger): D
       },
       acquireConnectionTimeout: config.acquireTimeoutMs,
     });
-    return { knex, dialect: "mysql" };
+    return { knex, dialect: "mysql", readBatchMax: config.readBatchMax };
   }
   fs.mkdirSync(path.dirname(path.resolve(config.file)), { recursive: true });
   const knex = knexFactory({
@@ -105,5 +107,5 @@ export function openDatabase(config: DatabaseConfig, logger?: DatabaseLogger): D
       },
     },
   });
-  return { knex, dialect: "sqlite" };
+  return { knex, dialect: "sqlite", readBatchMax: 1 };
 }

@@ -5,6 +5,7 @@ import { decidePush } from "../domain/push-rules.js";
 import { type AccessFactRow, accessFactsSql, toAccessFacts } from "./access-store.js";
 import type { Database } from "./database.js";
 import { preparedRunner, type RunPrepared } from "./prepared.js";
+import { readBatcher, type RunBatched } from "./read-batcher.js";
 import { inTransaction } from "./transaction.js";
 
 /** A JSON object, as package_json is stored. */
@@ -193,10 +194,13 @@ function isUniqueViolation(error: unknown): boolean {
 export class VersionStore {
   readonly #knex: Knex;
   readonly #prepared: RunPrepared;
+  /** The single-entity reads of installs and deploys, batched where round trips cost (MySQL). */
+  readonly #batched: RunBatched;
 
-  constructor(db: Database) {
+  constructor(db: Database, options: { readonly onReadBatch?: (reads: number) => void } = {}) {
     this.#knex = db.knex;
     this.#prepared = preparedRunner(db);
+    this.#batched = db.readBatchMax > 1 ? readBatcher(this.#prepared, { maxBatch: db.readBatchMax, onBatch: options.onReadBatch }) : this.#prepared;
   }
 
   #versions(q: Knex | Knex.Transaction) {
@@ -351,7 +355,7 @@ export class VersionStore {
   /** The active version and the caller's access to the entity: one prepared query. */
   async getActive(entityId: string, caller: Caller): Promise<ActiveLookup> {
     const facts = accessFactsSql(caller);
-    const [row] = await this.#prepared<VersionRow & AccessFactRow>(
+    const [row] = await this.#batched<VersionRow & AccessFactRow>(
       `select ${versionColumnsSql}, ${facts.columns} from entities e ${facts.joins} ` +
         "left join versions v on v.id = e.active_version_id and v.entity_id = e.id where e.id = ?",
       [...facts.columnParams, ...facts.joinParams, entityId],
@@ -365,7 +369,7 @@ export class VersionStore {
   /** A version by id and the caller's access to its entity: one prepared query. */
   async getVersionWithFacts(entityId: string, versionId: string, caller: Caller): Promise<VersionLookupWithFacts> {
     const facts = accessFactsSql(caller);
-    const [row] = await this.#prepared<VersionRow & AccessFactRow>(
+    const [row] = await this.#batched<VersionRow & AccessFactRow>(
       `select ${versionColumnsSql}, ${facts.columns} from entities e ${facts.joins} ` +
         "left join versions v on v.entity_id = e.id and v.id = ? where e.id = ?",
       [...facts.columnParams, ...facts.joinParams, versionId, entityId],

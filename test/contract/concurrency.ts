@@ -2,6 +2,7 @@ import * as assert from "uvu/assert";
 import type { Backend } from "../support/env.js";
 import { newEntityId, push, spawnService, uploadOnly, type TestService } from "../support/service.js";
 import { serviceSuite } from "../support/suite.js";
+import { bearer, token } from "../support/tokens.js";
 
 type Prepared = Awaited<ReturnType<typeof uploadOnly>>;
 
@@ -50,6 +51,62 @@ export function concurrencySuite(backend: Backend) {
     assert.equal(other.map((r) => r.body), []);
     assert.is(created.length, 1);
     assert.is(stale.length, 19);
+  });
+
+  s("concurrent reads by many callers, batched into shared statements on MySQL, each answered as if alone", async ({ svc }) => {
+    const as = async (sub: string, roles: string[], orgs: string[] = []) => svc.restAs(bearer(await token({ sub, roles, orgs })));
+    const owner = await as("owner", ["publisher"]);
+    const admin = await as("root", ["admin"]);
+    const priv = newEntityId("priv");
+    const pub = newEntityId("pub");
+    const v1 = (await push({ rest: owner }, priv, { setAsActive: true, lockfile: "{}" })).confirm!.body.version;
+    const v2 = (await push({ rest: owner }, priv, { base: v1.id })).confirm!.body.version;
+    const p1 = (await push({ rest: await as("owner2", ["publisher"]) }, pub)).confirm!.body.version;
+    assert.is((await admin.post(`/api/entities/${priv}/shares`, { user_id: "sharee" })).status, 200);
+    assert.is((await admin.put(`/api/entities/${priv}/stores/orgs/acme`, undefined)).status, 200);
+    assert.is((await admin.put(`/api/entities/${pub}/stores/public`, undefined)).status, 200);
+    const others = (n: number) => Array.from({ length: n }, (_, i) => `other-${i}`);
+    const callers = [
+      owner,
+      admin,
+      await as("sharee", []),
+      await as("stranger", ["publisher"]),
+      await as("member", [], ["beta", "acme"]),
+      await as("member12", [], [...others(11), "acme"]),
+      await as("outsider12", [], others(12)),
+    ];
+    const paths = [priv, pub, newEntityId("missing")].flatMap((e) => [
+      `/api/entities/${e}/active-version`,
+      `/api/entities/${e}/versions/${v1.id}`,
+      `/api/entities/${e}/versions/${v2.id}`,
+      `/api/entities/${e}/versions/${p1.id}/download`,
+      `/api/entities/${e}/versions/no-such-version`,
+    ]);
+    // What matters of an answer: download URLs carry a fresh expiry each time.
+    const gist = (r: { status: number; body: Record<string, unknown> }) => JSON.stringify({ status: r.status, body: { ...r.body, download_url: undefined, lockfile_download_url: undefined, expires_at: undefined } });
+    const calls = callers.flatMap((client) => paths.map((path) => () => client.get(path)));
+    const alone: string[] = [];
+    for (const call of calls) alone.push(gist(await call()));
+    // Every outcome is in the mix: found, and each kind of not found (an
+    // entity the caller may not read is not found to it).
+    for (const code of ["ENTITY_NOT_FOUND", "VERSION_NOT_FOUND", "NO_ACTIVE_VERSION"]) {
+      assert.ok(alone.some((a) => a.includes(`"code":"${code}"`)), `no ${code} among the reads`);
+    }
+    assert.ok(alone.some((a) => a.startsWith('{"status":200')));
+    const batchedSoFar = async () => {
+      const text = await (await fetch(`${svc.url}/metrics`)).text();
+      const count = Number(/^entity_versions_db_read_batch_size_count (\d+)/m.exec(text)?.[1] ?? 0);
+      const alone = Number(/^entity_versions_db_read_batch_size_bucket\{le="1"\} (\d+)/m.exec(text)?.[1] ?? 0);
+      return count - alone;
+    };
+    const before = await batchedSoFar();
+    for (let round = 0; round < 3; round++) {
+      // A different order each round, so each read meets different neighbours.
+      const order = calls.map((_, i) => i).sort(() => Math.random() - 0.5);
+      const together = await Promise.all(order.map((i) => calls[i]!()));
+      order.forEach((i, k) => assert.is(gist(together[k]!), alone[i], `${round}: read ${i} answered differently alongside others`));
+    }
+    if (backend === "mysql") assert.ok((await batchedSoFar()) > before, "no read was batched with another: the test did not test batching");
   });
 
   if (backend === "mysql") {

@@ -1,0 +1,123 @@
+import type { RunPrepared } from "./prepared.js";
+
+/** Runs one read whose rows are wanted on their own; resolves with that read's rows only. */
+export type RunBatched = <T>(sql: string, params: readonly unknown[]) => Promise<T[]>;
+
+interface Pending {
+  readonly params: readonly unknown[];
+  resolve(rows: unknown[]): void;
+  reject(error: unknown): void;
+}
+
+/** How a read batcher batches. */
+export interface ReadBatcherOptions {
+  /** Most reads in one statement. */
+  readonly maxBatch: number;
+  /** Told each statement's number of reads (for the batch-size metric). */
+  readonly onBatch?: (reads: number) => void;
+}
+
+/** The column that says which read of a batch a row answers; never a column of the tables. */
+const partColumn = "batch_part";
+
+/** Batches are padded to a power of two, so that a few statements per read serve every batch size. */
+function paddedSize(n: number): number {
+  return 2 ** Math.ceil(Math.log2(n));
+}
+
+/**
+ * Coalesces concurrent reads of the same SQL into one statement: the reads
+ * queued while the event loop handles a round of I/O are sent together, on
+ * the next turn (`setImmediate`), as `select 0 as batch_part, … union all
+ * select 1 as batch_part, …`, and each read gets back only its own rows.
+ *
+ * Why: on a loaded service most of a read's cost is the round trip (the
+ * socket write and read on both ends, the pool, the statement's setup in
+ * the server), not the lookup; a batch pays it once. A read is never held
+ * back for others: at low load the batch is the one read, sent at the end
+ * of the same turn. Every part keeps its own `where e.id = ?`, so each is
+ * an entity-scoped lookup (a sharded store would batch per shard), and one
+ * statement is one consistent snapshot, so a read still sees every commit
+ * that finished before it began.
+ *
+ * The SQL must be one `select …` with no ORDER BY or LIMIT of its own.
+ * Batches hold at most `maxBatch` reads and are padded to a power of two
+ * by repeating the last read's parameters (the extra parts' rows are
+ * dropped), so each read shape is a handful of prepared statements. A
+ * failed batch is retried read by read, so that one read's failure is
+ * only its own.
+ */
+export function readBatcher(run: RunPrepared, options: ReadBatcherOptions): RunBatched {
+  const { maxBatch, onBatch } = options;
+  const queues = new Map<string, Pending[]>();
+  const statements = new Map<string, string>();
+  let scheduled = false;
+
+  function statement(sql: string, size: number): string {
+    const key = `${size}\u0000${sql}`;
+    let text = statements.get(key);
+    if (text === undefined) {
+      if (!/^select /i.test(sql)) throw new Error(`readBatcher: not a select: ${sql}`);
+      const body = sql.slice("select ".length);
+      text = Array.from({ length: size }, (_, i) => `select ${i} as ${partColumn}, ${body}`).join(" union all ");
+      statements.set(key, text);
+    }
+    return text;
+  }
+
+  async function runAlone(sql: string, p: Pending): Promise<void> {
+    try {
+      p.resolve(await run(sql, p.params));
+    } catch (error: unknown) {
+      p.reject(error);
+    }
+  }
+
+  async function runBatch(sql: string, batch: readonly Pending[]): Promise<void> {
+    onBatch?.(batch.length);
+    if (batch.length === 1) return runAlone(sql, batch[0]!);
+    const size = paddedSize(batch.length);
+    const params: unknown[] = [];
+    for (let i = 0; i < size; i += 1) params.push(...batch[Math.min(i, batch.length - 1)]!.params);
+    let rows: Array<Record<string, unknown>>;
+    try {
+      rows = await run<Record<string, unknown>>(statement(sql, size), params);
+    } catch {
+      await Promise.all(batch.map((p) => runAlone(sql, p)));
+      return;
+    }
+    const byPart: unknown[][] = batch.map(() => []);
+    for (const row of rows) {
+      const part = Number(row[partColumn]);
+      // The part column stays on the row: deleting a property would turn
+      // the driver's row object into a slow dictionary.
+      if (part < batch.length) byPart[part]!.push(row);
+    }
+    batch.forEach((p, i) => p.resolve(byPart[i]!));
+  }
+
+  function flush(): void {
+    scheduled = false;
+    for (const [sql, queue] of queues) {
+      // Even parts (9 reads at most 8 a batch: 5 and 4, not 8 and 1), so
+      // that the statements run side by side on the pool take as long.
+      const per = Math.ceil(queue.length / Math.ceil(queue.length / maxBatch));
+      for (let i = 0; i < queue.length; i += per) void runBatch(sql, queue.slice(i, i + per));
+    }
+    queues.clear();
+  }
+
+  return <T>(sql: string, params: readonly unknown[]) =>
+    new Promise<T[]>((resolve, reject) => {
+      let queue = queues.get(sql);
+      if (queue === undefined) {
+        queue = [];
+        queues.set(sql, queue);
+      }
+      queue.push({ params, resolve: resolve as (rows: unknown[]) => void, reject });
+      if (!scheduled) {
+        scheduled = true;
+        setImmediate(flush);
+      }
+    });
+}
