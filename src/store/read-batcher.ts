@@ -1,3 +1,4 @@
+import { classifyDbError } from "./db-errors.js";
 import type { RunPrepared } from "./prepared.js";
 
 /** Runs one read whose rows are wanted on their own; resolves with that read's rows only. */
@@ -44,8 +45,9 @@ function paddedSize(n: number): number {
  * Batches hold at most `maxBatch` reads and are padded to a power of two
  * by repeating the last read's parameters (the extra parts' rows are
  * dropped), so each read shape is a handful of prepared statements. A
- * failed batch is retried read by read, so that one read's failure is
- * only its own.
+ * batch that fails is retried read by read, so that one read's failure is
+ * only its own, unless the database is unreachable, which every read of
+ * the batch is told at once.
  */
 export function readBatcher(run: RunPrepared, options: ReadBatcherOptions): RunBatched {
   const { maxBatch, onBatch } = options;
@@ -82,7 +84,13 @@ export function readBatcher(run: RunPrepared, options: ReadBatcherOptions): RunB
     let rows: Array<Record<string, unknown>>;
     try {
       rows = await run<Record<string, unknown>>(statement(sql, size), params);
-    } catch {
+    } catch (error: unknown) {
+      // An unreachable database fails every read alike; retrying each alone
+      // would only make them wait twice for the same answer.
+      if (classifyDbError(error) === "unavailable") {
+        for (const p of batch) p.reject(error);
+        return;
+      }
       await Promise.all(batch.map((p) => runAlone(sql, p)));
       return;
     }

@@ -23,6 +23,7 @@ function fakeDatabase() {
       const match = /^select (\d+) as batch_part, /.exec(part);
       const id = params[i * perPart];
       if (id === "fail") throw new Error("statement failed");
+      if (id === "down") throw Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" });
       const base: Row = match === null ? {} : { batch_part: Number(match[1]) };
       if (id === "none") return;
       rows.push({ ...base, id, n: 1 });
@@ -102,6 +103,17 @@ test("a failed batch is retried read by read: only the failing read fails", asyn
     db.statements.map((s) => s.params),
     [["a", "fail", "b", "b"], ["a"], ["fail"], ["b"]],
   );
+});
+
+test("an unreachable database fails the whole batch at once, with no retries", async () => {
+  const db = fakeDatabase();
+  const read = readBatcher(db.run, { maxBatch: 8 });
+  const results = await Promise.allSettled(["a", "down"].map((id) => read<Row>(sql, [id])));
+  assert.equal(
+    results.map((r) => r.status === "rejected" && (r.reason as { code?: string }).code),
+    ["ECONNREFUSED", "ECONNREFUSED"],
+  );
+  assert.is(db.statements.length, 1);
 });
 
 test.run();
