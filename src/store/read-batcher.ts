@@ -29,8 +29,9 @@ function paddedSize(n: number): number {
 /**
  * Coalesces concurrent reads of the same SQL into one statement: the reads
  * queued while the event loop handles a round of I/O are sent together, on
- * the next turn (`setImmediate`), as `select 0 as batch_part, … union all
- * select 1 as batch_part, …`, and each read gets back only its own rows.
+ * the next turn (`setImmediate`), as `(select 0 as batch_part, …) union
+ * all (select 1 as batch_part, …)`, and each read gets back only its own
+ * rows.
  *
  * Why: on a loaded service most of a read's cost is the round trip (the
  * socket write and read on both ends, the pool, the statement's setup in
@@ -41,8 +42,8 @@ function paddedSize(n: number): number {
  * statement is one consistent snapshot, so a read still sees every commit
  * that finished before it began.
  *
- * The SQL must be one `select …` with no ORDER BY or LIMIT of its own.
- * Batches hold at most `maxBatch` reads and are padded to a power of two
+ * The SQL must be one `select …`. A union does not keep its parts' row
+ * order, so a read whose rows are ordered sorts them again. Batches hold at most `maxBatch` reads and are padded to a power of two
  * by repeating the last read's parameters (the extra parts' rows are
  * dropped), so each read shape is a handful of prepared statements. A
  * batch that fails is retried read by read, so that one read's failure is
@@ -61,7 +62,9 @@ export function readBatcher(run: RunPrepared, options: ReadBatcherOptions): RunB
     if (text === undefined) {
       if (!/^select /i.test(sql)) throw new Error(`readBatcher: not a select: ${sql}`);
       const body = sql.slice("select ".length);
-      text = Array.from({ length: size }, (_, i) => `select ${i} as ${partColumn}, ${body}`).join(" union all ");
+      // Each part in parentheses, so that a part may have its own ORDER BY
+      // and LIMIT (MySQL and MariaDB syntax; SQLite is never batched).
+      text = Array.from({ length: size }, (_, i) => `(select ${i} as ${partColumn}, ${body})`).join(" union all ");
       statements.set(key, text);
     }
     return text;

@@ -4,7 +4,7 @@ import type { AccessFacts, Decision } from "../auth/policy.js";
 import { decidePush } from "../domain/push-rules.js";
 import { type AccessFactRow, accessFactsSql, toAccessFacts } from "./access-store.js";
 import type { Database } from "./database.js";
-import { preparedRunner, type RunPrepared } from "./prepared.js";
+import { preparedRunner } from "./prepared.js";
 import { readBatcher, type RunBatched } from "./read-batcher.js";
 import { inTransaction } from "./transaction.js";
 
@@ -193,14 +193,13 @@ function isUniqueViolation(error: unknown): boolean {
  */
 export class VersionStore {
   readonly #knex: Knex;
-  readonly #prepared: RunPrepared;
-  /** The single-entity reads of installs and deploys, batched where round trips cost (MySQL). */
+  /** The single-entity reads (the three gets, lists and the push pre-check), batched where round trips cost (MySQL). */
   readonly #batched: RunBatched;
 
   constructor(db: Database, options: { readonly onReadBatch?: (reads: number) => void } = {}) {
     this.#knex = db.knex;
-    this.#prepared = preparedRunner(db);
-    this.#batched = db.readBatchMax > 1 ? readBatcher(this.#prepared, { maxBatch: db.readBatchMax, onBatch: options.onReadBatch }) : this.#prepared;
+    const prepared = preparedRunner(db);
+    this.#batched = db.readBatchMax > 1 ? readBatcher(prepared, { maxBatch: db.readBatchMax, onBatch: options.onReadBatch }) : prepared;
   }
 
   #versions(q: Knex | Knex.Transaction) {
@@ -232,7 +231,7 @@ export class VersionStore {
    */
   async checkPush(entityId: string, sourceHash: string, version: string, caller: Caller): Promise<PushCheck> {
     const facts = accessFactsSql(caller, { hasPublishers: true });
-    const [row] = await this.#prepared<AccessFactRow & { tip_version_id: string | null; duplicate_id: string | null; taken_id: string | null }>(
+    const [row] = await this.#batched<AccessFactRow & { tip_version_id: string | null; duplicate_id: string | null; taken_id: string | null }>(
       `select ${facts.columns}, e.tip_version_id, ` +
         "(select d.id from versions d where d.entity_id = e.id and d.source_hash = ? order by d.seq desc limit 1) as duplicate_id, " +
         "(select t.id from versions t where t.entity_id = e.id and t.version = ?) as taken_id " +
@@ -383,7 +382,7 @@ export class VersionStore {
   /** A page of versions, newest first, and the caller's access: one prepared query. */
   async listVersionsWithFacts(entityId: string, beforeSeq: number | undefined, limit: number, caller: Caller): Promise<VersionPageWithFacts> {
     const facts = accessFactsSql(caller);
-    const rows = await this.#prepared<VersionRow & AccessFactRow>(
+    const rows = await this.#batched<VersionRow & AccessFactRow>(
       `select ${versionColumnsSql}, ${facts.columns} from entities e ${facts.joins} ` +
         `left join versions v on v.entity_id = e.id${beforeSeq === undefined ? "" : " and v.seq < ?"} where e.id = ? ` +
         // The limit is written into the SQL, rounded up to a power of two so
@@ -394,7 +393,8 @@ export class VersionStore {
     );
     const access = toAccessFacts(rows[0]);
     if (rows.length === 0) return { kind: "entity-missing", facts: access };
-    const versions = rows.filter((r) => r.id !== null);
+    // Sorted here: a batched read's rows come back in no set order.
+    const versions = rows.filter((r) => r.id !== null).sort((a, b) => Number(b.seq) - Number(a.seq));
     return { kind: "page", versions: versions.slice(0, limit).map(toRecord), hasMore: versions.length > limit, facts: access };
   }
 

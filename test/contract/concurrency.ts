@@ -81,18 +81,27 @@ export function concurrencySuite(backend: Backend) {
       `/api/entities/${e}/versions/${v2.id}`,
       `/api/entities/${e}/versions/${p1.id}/download`,
       `/api/entities/${e}/versions/no-such-version`,
+      `/api/entities/${e}/versions?page_size=1`,
+      `/api/entities/${e}/versions?page_size=5`,
     ]);
+    // The push pre-check is batched too: a duplicate source hash answers
+    // with the existing version and writes nothing, so it repeats exactly.
+    const duplicates = [priv, pub].map((e) => [`/api/entities/${e}/versions/upload-url`, { version: "2031.01.01-000000", source_hash: e === priv ? v1.source_hash : p1.source_hash }] as const);
     // What matters of an answer: download URLs carry a fresh expiry each time.
     const gist = (r: { status: number; body: Record<string, unknown> }) => JSON.stringify({ status: r.status, body: { ...r.body, download_url: undefined, lockfile_download_url: undefined, expires_at: undefined } });
-    const calls = callers.flatMap((client) => paths.map((path) => () => client.get(path)));
+    const calls = callers.flatMap((client) => [
+      ...paths.map((path) => () => client.get(path)),
+      ...duplicates.map(([path, body]) => () => client.post(path, body)),
+    ]);
     const alone: string[] = [];
     for (const call of calls) alone.push(gist(await call()));
-    // Every outcome is in the mix: found, and each kind of not found (an
-    // entity the caller may not read is not found to it).
-    for (const code of ["ENTITY_NOT_FOUND", "VERSION_NOT_FOUND", "NO_ACTIVE_VERSION"]) {
+    // Every outcome is in the mix: found, each kind of not found (an entity
+    // the caller may not read is not found to it), and refused pushes.
+    for (const code of ["ENTITY_NOT_FOUND", "VERSION_NOT_FOUND", "NO_ACTIVE_VERSION", "PERMISSION_DENIED"]) {
       assert.ok(alone.some((a) => a.includes(`"code":"${code}"`)), `no ${code} among the reads`);
     }
     assert.ok(alone.some((a) => a.startsWith('{"status":200')));
+    assert.ok(alone.some((a) => a.includes('"existing_version"')), "no push answered with its duplicate");
     const batchedSoFar = async () => {
       const text = await (await fetch(`${svc.url}/metrics`)).text();
       const count = Number(/^entity_versions_db_read_batch_size_count (\d+)/m.exec(text)?.[1] ?? 0);

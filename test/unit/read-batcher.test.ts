@@ -6,7 +6,7 @@ type Row = Record<string, unknown>;
 
 /**
  * A stand-in for the database that understands exactly the statements the
- * batcher writes: `select N as batch_part, <body>` parts joined by
+ * batcher writes: `(select N as batch_part, <body>)` parts joined by
  * `union all`, each taking the body's parameters in turn. The body here is
  * `select ? as id`, and an id "none" selects no row, "two" two rows, and
  * "fail" fails the statement.
@@ -20,7 +20,7 @@ function fakeDatabase() {
     const perPart = params.length / parts.length;
     const rows: Row[] = [];
     parts.forEach((part, i) => {
-      const match = /^select (\d+) as batch_part, /.exec(part);
+      const match = /^\(select (\d+) as batch_part, (.*)\)$/.exec(part);
       const id = params[i * perPart];
       if (id === "fail") throw new Error("statement failed");
       if (id === "down") throw Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" });
