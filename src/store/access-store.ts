@@ -84,9 +84,11 @@ const factsSqlCache = new Map<string, { columns: string; joins: string; orgsInCo
  * one prepared statement.
  */
 export function accessFactsSql(caller: Caller, options: { readonly hasPublishers?: boolean } = {}): AccessFactsSql {
-  // Beyond the joined ones, the IN list is padded (repeating the last org)
-  // to a power of two, so that few statement shapes serve every org count.
-  const orgs = caller.orgs.length <= maxOrgJoins ? caller.orgs : padToPowerOfTwo(caller.orgs);
+  // The org list is padded (repeating the last org, which changes no
+  // answer) to a power of two, so that few statement shapes serve every
+  // org count: each shape is a prepared statement per batch size, and a
+  // connection keeps 128.
+  const orgs = caller.orgs.length === 0 ? caller.orgs : padToPowerOfTwo(caller.orgs);
   const n = orgs.length;
   const withPublishers = options.hasPublishers === true;
   const key = `${n}:${withPublishers ? 1 : 0}`;

@@ -41,8 +41,9 @@ function mysqlConnection(url: string): Knex.MySql2ConnectionConfig {
     // closed). The server caps them across all sessions
     // (max_prepared_stmt_count, 16,382 by default), and every replica's
     // every pooled connection counts; mysql2's own default of 16,000 per
-    // connection would let a few replicas reach that cap. The reads use a
-    // few dozen shapes.
+    // connection would let a few replicas reach that cap. The batched reads
+    // use about 80 for callers with up to two orgs (README, Performance);
+    // past 128 the least used are prepared again when next needed.
     maxPreparedStatements: 128,
   };
 }

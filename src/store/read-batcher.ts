@@ -21,6 +21,15 @@ export interface ReadBatcherOptions {
 /** The column that says which read of a batch a row answers; never a column of the tables. */
 const partColumn = "batch_part";
 
+/** MariaDB's max_statement_time and MySQL's max_execution_time. */
+const timeoutCodes = new Set(["ER_STATEMENT_TIMEOUT", "ER_QUERY_TIMEOUT"]);
+const timeoutErrnos = new Set([1969, 3024]);
+
+function failsEveryRead(error: unknown): boolean {
+  const e = error as { code?: string; errno?: number } | undefined;
+  return classifyDbError(error) === "unavailable" || timeoutCodes.has(e?.code ?? "") || timeoutErrnos.has(e?.errno ?? 0);
+}
+
 /** Batches are padded to a power of two, so that a few statements per read serve every batch size. */
 function paddedSize(n: number): number {
   return 2 ** Math.ceil(Math.log2(n));
@@ -43,12 +52,13 @@ function paddedSize(n: number): number {
  * that finished before it began.
  *
  * The SQL must be one `select …`. A union does not keep its parts' row
- * order, so a read whose rows are ordered sorts them again. Batches hold at most `maxBatch` reads and are padded to a power of two
- * by repeating the last read's parameters (the extra parts' rows are
- * dropped), so each read shape is a handful of prepared statements. A
- * batch that fails is retried read by read, so that one read's failure is
- * only its own, unless the database is unreachable, which every read of
- * the batch is told at once.
+ * order, so a read whose rows are ordered sorts them again. Batches hold
+ * at most `maxBatch` reads and are padded to a power of two with parts
+ * whose parameters are all NULL (they match nothing), so each read shape
+ * is a handful of prepared statements. A batch that fails is retried read
+ * by read, so that one read's failure is only its own, unless the
+ * database is unreachable or the statement ran out of time, which every
+ * read of the batch is told at once.
  */
 export function readBatcher(run: RunPrepared, options: ReadBatcherOptions): RunBatched {
   const { maxBatch, onBatch } = options;
@@ -83,14 +93,19 @@ export function readBatcher(run: RunPrepared, options: ReadBatcherOptions): RunB
     if (batch.length === 1) return runAlone(sql, batch[0]!);
     const size = paddedSize(batch.length);
     const params: unknown[] = [];
-    for (let i = 0; i < size; i += 1) params.push(...batch[Math.min(i, batch.length - 1)]!.params);
+    for (const p of batch) params.push(...p.params);
+    // The padding parts' parameters are all NULL: `e.id = NULL` matches
+    // nothing, so they cost the server next to nothing and return no rows.
+    const perPart = batch[0]!.params.length;
+    for (let i = batch.length * perPart; i < size * perPart; i += 1) params.push(null);
     let rows: Array<Record<string, unknown>>;
     try {
       rows = await run<Record<string, unknown>>(statement(sql, size), params);
     } catch (error: unknown) {
-      // An unreachable database fails every read alike; retrying each alone
-      // would only make them wait twice for the same answer.
-      if (classifyDbError(error) === "unavailable") {
+      // An unreachable database or a statement that ran out of time fails
+      // every read alike; retrying each alone would make them wait twice
+      // for the same answer and load a struggling server further.
+      if (failsEveryRead(error)) {
         for (const p of batch) p.reject(error);
         return;
       }
@@ -113,7 +128,13 @@ export function readBatcher(run: RunPrepared, options: ReadBatcherOptions): RunB
       // Even parts (9 reads at most 8 a batch: 5 and 4, not 8 and 1), so
       // that the statements run side by side on the pool take as long.
       const per = Math.ceil(queue.length / Math.ceil(queue.length / maxBatch));
-      for (let i = 0; i < queue.length; i += per) void runBatch(sql, queue.slice(i, i + per));
+      for (let i = 0; i < queue.length; i += per) {
+        const batch = queue.slice(i, i + per);
+        // Whatever goes wrong, every read of the batch is answered.
+        runBatch(sql, batch).catch((error: unknown) => {
+          for (const p of batch) p.reject(error);
+        });
+      }
     }
     queues.clear();
   }

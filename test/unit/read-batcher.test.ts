@@ -11,7 +11,7 @@ type Row = Record<string, unknown>;
  * `select ? as id`, and an id "none" selects no row, "two" two rows, and
  * "fail" fails the statement.
  */
-function fakeDatabase() {
+function fakeDatabase(options: { partAsString?: boolean } = {}) {
   const statements: Array<{ sql: string; params: readonly unknown[] }> = [];
   const run = async <T>(sql: string, params: readonly unknown[]): Promise<T[]> => {
     statements.push({ sql, params });
@@ -24,10 +24,15 @@ function fakeDatabase() {
       const id = params[i * perPart];
       if (id === "fail") throw new Error("statement failed");
       if (id === "down") throw Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" });
-      const base: Row = match === null ? {} : { batch_part: Number(match[1]) };
+      if (id === "slow") throw Object.assign(new Error("Query execution was interrupted (max_statement_time exceeded)"), { code: "ER_STATEMENT_TIMEOUT", errno: 1969 });
+      const base: Row = match === null ? {} : { batch_part: options.partAsString === true ? match[1] : Number(match[1]) };
       if (id === "none") return;
-      rows.push({ ...base, id, n: 1 });
-      if (id === "two") rows.push({ ...base, id, n: 2 });
+      // A part's second parameter, when it has one, comes back as "tag".
+      const tag = perPart > 1 ? { tag: params[i * perPart + 1] } : {};
+      // Unlike a database, this one answers even the NULL padding parts,
+      // so that the batcher is seen to drop their rows.
+      rows.push({ ...base, id, n: 1, ...tag });
+      if (id === "two") rows.push({ ...base, id, n: 2, ...tag });
     });
     // The database may return a union's rows in any order.
     return rows.reverse() as T[];
@@ -46,7 +51,7 @@ test("reads queued in one turn go as one statement, padded to a power of two; ea
   assert.equal(results.map(ids), [["a"], [], ["two", "two#2"]]);
   assert.is(db.statements.length, 1);
   assert.is(db.statements[0]!.sql.split(" union all ").length, 4);
-  assert.equal(db.statements[0]!.params, ["a", "none", "two", "two"]);
+  assert.equal(db.statements[0]!.params, ["a", "none", "two", null]);
   assert.equal(sizes, [3]);
 });
 
@@ -101,7 +106,7 @@ test("a failed batch is retried read by read: only the failing read fails", asyn
   );
   assert.equal(
     db.statements.map((s) => s.params),
-    [["a", "fail", "b", "b"], ["a"], ["fail"], ["b"]],
+    [["a", "fail", "b", null], ["a"], ["fail"], ["b"]],
   );
 });
 
@@ -114,6 +119,51 @@ test("an unreachable database fails the whole batch at once, with no retries", a
     ["ECONNREFUSED", "ECONNREFUSED"],
   );
   assert.is(db.statements.length, 1);
+});
+
+test("each part gets its own read's parameters, in order, and NULLs pad every parameter of the extra parts", async () => {
+  const db = fakeDatabase();
+  const read = readBatcher(db.run, { maxBatch: 8 });
+  const two = "select ? as id, ? as tag";
+  const results = await Promise.all([["a", "x"], ["b", "y"], ["c", "z"]].map((p) => read<Row>(two, p)));
+  assert.equal(
+    results.map((rows) => rows.map((r) => `${String(r["id"])}:${String(r["tag"])}`)),
+    [["a:x"], ["b:y"], ["c:z"]],
+  );
+  assert.equal(db.statements[0]!.params, ["a", "x", "b", "y", "c", "z", null, null]);
+});
+
+test("the part column may come back as a string", async () => {
+  const db = fakeDatabase({ partAsString: true });
+  const read = readBatcher(db.run, { maxBatch: 8 });
+  const results = await Promise.all(["a", "b", "c"].map((id) => read<Row>(sql, [id])));
+  assert.equal(results.map(ids), [["a"], ["b"], ["c"]]);
+});
+
+test("a statement that ran out of time fails the whole batch at once, with no retries", async () => {
+  const db = fakeDatabase();
+  const read = readBatcher(db.run, { maxBatch: 8 });
+  const results = await Promise.allSettled(["a", "slow"].map((id) => read<Row>(sql, [id])));
+  assert.equal(
+    results.map((r) => r.status),
+    ["rejected", "rejected"],
+  );
+  assert.is(db.statements.length, 1);
+});
+
+test("whatever throws inside a batch, every read of it is answered", async () => {
+  const db = fakeDatabase();
+  const read = readBatcher(db.run, {
+    maxBatch: 8,
+    onBatch: () => {
+      throw new Error("metrics broke");
+    },
+  });
+  const results = await Promise.allSettled(["a", "b"].map((id) => read<Row>(sql, [id])));
+  assert.equal(
+    results.map((r) => r.status === "rejected" && (r.reason as Error).message),
+    ["metrics broke", "metrics broke"],
+  );
 });
 
 test.run();
