@@ -98,9 +98,12 @@ export function readBatcher(run: RunPrepared, options: ReadBatcherOptions): RunB
     // nothing, so they cost the server next to nothing and return no rows.
     const perPart = batch[0]!.params.length;
     for (let i = batch.length * perPart; i < size * perPart; i += 1) params.push(null);
+    // Outside the try: SQL that cannot be batched is a bug to surface, not
+    // a failure to retry read by read.
+    const text = statement(sql, size);
     let rows: Array<Record<string, unknown>>;
     try {
-      rows = await run<Record<string, unknown>>(statement(sql, size), params);
+      rows = await run<Record<string, unknown>>(text, params);
     } catch (error: unknown) {
       // An unreachable database or a statement that ran out of time fails
       // every read alike; retrying each alone would make them wait twice

@@ -166,4 +166,15 @@ test("whatever throws inside a batch, every read of it is answered", async () =>
   );
 });
 
+test("SQL that is not one select is refused, not run read by read", async () => {
+  const db = fakeDatabase();
+  const read = readBatcher(db.run, { maxBatch: 8 });
+  const results = await Promise.allSettled(["a", "b"].map((id) => read<Row>("update t set x = ?", [id])));
+  assert.equal(
+    results.map((r) => r.status === "rejected" && /not a select/.test((r.reason as Error).message)),
+    [true, true],
+  );
+  assert.is(db.statements.length, 0);
+});
+
 test.run();
