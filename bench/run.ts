@@ -262,14 +262,23 @@ async function main() {
     protocol: string;
     runs: Array<{ load: LoadResult; cpuCores: number; rssMb: number }>;
     ratio?: number;
+    /** Reads per batched statement over the row's runs (the service's batch-size histogram). */
+    readsPerStatement?: number;
   }
   const rows: Row[] = [];
   // --only REGEX: run just the operations whose "name protocol" matches (and the baseline).
   const only = args.only === undefined ? undefined : new RegExp(args.only);
   const wanted = (name: string, protocol = "REST") => only === undefined || name.startsWith("baseline") || only.test(`${name} ${protocol}`);
+  // The service's read batches so far: reads and the statements they went in.
+  const batchStats = async () => {
+    const text = await (await fetch(`${serviceUrl}/metrics`)).text();
+    const read = (name: string) => Number(new RegExp(`^entity_versions_db_read_batch_size_${name} (\\S+)$`, "m").exec(text)?.[1] ?? 0);
+    return { reads: read("sum"), statements: read("count") };
+  };
   const runOp = async (name: string, protocol: string, call: Load | Runner, procPid = pid, rate?: number) => {
     const row: Row = { name, protocol, runs: [] };
     if (!wanted(name, protocol)) return row;
+    const batches0 = procPid === pid ? await batchStats() : undefined;
     for (let r = 0; r < cfg.runs; r++) {
       const m = await measured(procPid, () =>
         typeof call !== "function"
@@ -277,6 +286,11 @@ async function main() {
           : closedLoop({ concurrency: cfg.concurrency, warmupMs: cfg.warmupMs, durationMs: cfg.durationMs, call, ...(rate === undefined ? {} : { rate }) }),
       );
       row.runs.push({ load: m.result, cpuCores: m.cpuCores, rssMb: m.rssMb });
+    }
+    if (batches0 !== undefined) {
+      const batches1 = await batchStats();
+      const statements = batches1.statements - batches0.statements;
+      if (statements > 0) row.readsPerStatement = (batches1.reads - batches0.reads) / statements;
     }
     rows.push(row);
     if (row.runs.length === 0) return row;
@@ -480,7 +494,7 @@ async function main() {
   }
 }
 
-function report(rows: Array<{ name: string; protocol: string; ratio?: number; runs: Array<{ load: LoadResult; cpuCores: number; rssMb: number }> }>, targets: Array<[string, boolean, string]>, settles: number[], hotOk: boolean, peakRss: number, baselineRps: number, confirmBound: number, halfNote: string): string {
+function report(rows: Array<{ name: string; protocol: string; ratio?: number; readsPerStatement?: number; runs: Array<{ load: LoadResult; cpuCores: number; rssMb: number }> }>, targets: Array<[string, boolean, string]>, settles: number[], hotOk: boolean, peakRss: number, baselineRps: number, confirmBound: number, halfNote: string): string {
   const cpu = os.cpus();
   const version = (cmd: string, argv: string[]) => {
     try {
@@ -515,11 +529,11 @@ function report(rows: Array<{ name: string; protocol: string; ratio?: number; ru
     "",
     `Baseline: a minimal Fastify route running the same single-row SELECT with mysql2 on the same database: ${f(baselineRps)} req/s. "× baseline" is a read's throughput over it. For ConfirmUpload it is over what its two dependencies allow together on this machine: ${f(confirmBound)}/s, from the two ceiling rows below it (each measured with the machine to itself: 1 / (1/transactions + 1/HEADs)), before the service does any work of its own.`,
     "",
-    "| operation | protocol | req/s | × baseline | p50 ms | p95 ms | p99 ms | errors | service CPU (cores) | CPU µs per request | service RSS MB |",
-    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    "| operation | protocol | req/s | × baseline | p50 ms | p95 ms | p99 ms | errors | service CPU (cores) | CPU µs per request | reads per statement | service RSS MB |",
+    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ...rows.map((r) => {
       const m = (k: keyof LoadResult) => median(r.runs.map((x) => x.load[k] as number));
-      return `| ${r.name} | ${r.protocol} | ${f(m("rps"))} | ${r.ratio === undefined ? "" : `${r.ratio.toFixed(2)}×`} | ${f(m("p50"), 2)} | ${f(m("p95"), 2)} | ${f(m("p99"), 2)} | ${r.runs.reduce((a, x) => a + x.load.errors, 0)} | ${f(median(r.runs.map((x) => x.cpuCores)), 2)} | ${f((median(r.runs.map((x) => x.cpuCores)) / m("rps")) * 1e6)} | ${f(Math.max(...r.runs.map((x) => x.rssMb)))} |`;
+      return `| ${r.name} | ${r.protocol} | ${f(m("rps"))} | ${r.ratio === undefined ? "" : `${r.ratio.toFixed(2)}×`} | ${f(m("p50"), 2)} | ${f(m("p95"), 2)} | ${f(m("p99"), 2)} | ${r.runs.reduce((a, x) => a + x.load.errors, 0)} | ${f(median(r.runs.map((x) => x.cpuCores)), 2)} | ${f((median(r.runs.map((x) => x.cpuCores)) / m("rps")) * 1e6)} | ${r.readsPerStatement === undefined ? "" : r.readsPerStatement.toFixed(1)} | ${f(Math.max(...r.runs.map((x) => x.rssMb)))} |`;
     }),
     "",
     `The hot entity: ${cfg.racers} concurrent confirms with one base settled in ${settles.map((s) => s.toFixed(0)).join(", ")} ms (median ${median(settles).toFixed(0)} ms); exactly 1 created and ${cfg.racers - 1} STALE_BASE every round: ${hotOk ? "yes" : "no"}.`,
