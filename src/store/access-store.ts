@@ -3,6 +3,7 @@ import type { Caller } from "../auth/caller.js";
 import type { AccessFacts } from "../auth/policy.js";
 import type { Database } from "./database.js";
 import { preparedRunner, type RunPrepared } from "./prepared.js";
+import { nextPowerOfTwo } from "./statement-shapes.js";
 import { inTransaction } from "./transaction.js";
 
 /** Who may use an entity, as stored. */
@@ -65,7 +66,7 @@ export interface AccessFactsSql {
 }
 
 function padToPowerOfTwo(values: readonly string[]): readonly string[] {
-  const size = 2 ** Math.ceil(Math.log2(values.length));
+  const size = nextPowerOfTwo(values.length);
   return size === values.length ? values : [...values, ...Array<string>(size - values.length).fill(values[values.length - 1]!)];
 }
 

@@ -1,5 +1,6 @@
 import { classifyDbError } from "./db-errors.js";
 import type { RunPrepared } from "./prepared.js";
+import { nextPowerOfTwo } from "./statement-shapes.js";
 
 /** Runs one read whose rows are wanted on their own; resolves with that read's rows only. */
 export type RunBatched = <T>(sql: string, params: readonly unknown[]) => Promise<T[]>;
@@ -28,11 +29,6 @@ const timeoutErrnos = new Set([1969, 3024]);
 function failsEveryRead(error: unknown): boolean {
   const e = error as { code?: string; errno?: number } | undefined;
   return classifyDbError(error) === "unavailable" || timeoutCodes.has(e?.code ?? "") || timeoutErrnos.has(e?.errno ?? 0);
-}
-
-/** Batches are padded to a power of two, so that a few statements per read serve every batch size. */
-function paddedSize(n: number): number {
-  return 2 ** Math.ceil(Math.log2(n));
 }
 
 /**
@@ -91,7 +87,7 @@ export function readBatcher(run: RunPrepared, options: ReadBatcherOptions): RunB
   async function runBatch(sql: string, batch: readonly Pending[]): Promise<void> {
     onBatch?.(batch.length);
     if (batch.length === 1) return runAlone(sql, batch[0]!);
-    const size = paddedSize(batch.length);
+    const size = nextPowerOfTwo(batch.length);
     const params: unknown[] = [];
     for (const p of batch) params.push(...p.params);
     // The padding parts' parameters are all NULL: `e.id = NULL` matches

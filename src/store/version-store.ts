@@ -6,6 +6,7 @@ import { type AccessFactRow, accessFactsSql, toAccessFacts } from "./access-stor
 import type { Database } from "./database.js";
 import { preparedRunner } from "./prepared.js";
 import { readBatcher, type RunBatched } from "./read-batcher.js";
+import { nextPowerOfTwo } from "./statement-shapes.js";
 import { inTransaction } from "./transaction.js";
 
 /** A JSON object, as package_json is stored. */
@@ -388,7 +389,7 @@ export class VersionStore {
         // The limit is written into the SQL, rounded up to a power of two so
         // that a handful of prepared statements serve every page size (the
         // server caps how many a session may hold).
-        `order by v.seq desc limit ${2 ** Math.ceil(Math.log2(Math.trunc(limit) + 1))}`,
+        `order by v.seq desc limit ${nextPowerOfTwo(Math.trunc(limit) + 1)}`,
       [...facts.columnParams, ...facts.joinParams, ...(beforeSeq === undefined ? [] : [beforeSeq]), entityId],
     );
     const access = toAccessFacts(rows[0]);
