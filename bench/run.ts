@@ -127,6 +127,7 @@ async function main() {
     DATABASE_POOL_MAX: process.env["DATABASE_POOL_MAX"] ?? "10",
     // Unset: the service's own default.
     ...(process.env["DATABASE_READ_BATCH_MAX"] === undefined ? {} : { DATABASE_READ_BATCH_MAX: process.env["DATABASE_READ_BATCH_MAX"] }),
+    ...(process.env["DATABASE_CONFIRM_GROUP_MAX"] === undefined ? {} : { DATABASE_CONFIRM_GROUP_MAX: process.env["DATABASE_CONFIRM_GROUP_MAX"] }),
     AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString,
     AZURE_STORAGE_CONTAINER: "bench",
     AUTH_JWT_SECRET: secret,
@@ -262,8 +263,8 @@ async function main() {
     protocol: string;
     runs: Array<{ load: LoadResult; cpuCores: number; rssMb: number }>;
     ratio?: number;
-    /** Reads per batched statement over the row's runs (the service's batch-size histogram). */
-    readsPerStatement?: number;
+    /** Reads per batched statement (a read row) or confirms per transaction (the confirm row), from the service's metrics. */
+    together?: number;
   }
   const rows: Row[] = [];
   // --only REGEX: run just the operations whose "name protocol" matches (and the baseline).
@@ -274,6 +275,12 @@ async function main() {
     const text = await (await fetch(`${serviceUrl}/metrics`)).text();
     const read = (name: string) => Number(new RegExp(`^entity_versions_db_read_batch_size_${name} (\\S+)$`, "m").exec(text)?.[1] ?? 0);
     return { reads: read("sum"), statements: read("count") };
+  };
+  // The service's confirm groups so far: groups, and confirms they recorded.
+  const groupStats = async () => {
+    const text = await (await fetch(`${serviceUrl}/metrics`)).text();
+    const read = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, "m").exec(text)?.[1] ?? 0);
+    return { groups: read("entity_versions_db_confirm_group_size_count"), grouped: read("entity_versions_db_confirms_grouped_total") };
   };
   const runOp = async (name: string, protocol: string, call: Load | Runner, procPid = pid, rate?: number) => {
     const row: Row = { name, protocol, runs: [] };
@@ -290,7 +297,7 @@ async function main() {
     if (batches0 !== undefined) {
       const batches1 = await batchStats();
       const statements = batches1.statements - batches0.statements;
-      if (statements > 0) row.readsPerStatement = (batches1.reads - batches0.reads) / statements;
+      if (statements > 0) row.together = (batches1.reads - batches0.reads) / statements;
     }
     rows.push(row);
     if (row.runs.length === 0) return row;
@@ -321,6 +328,8 @@ async function main() {
   // ConfirmUpload on distinct new entities, uploads done beforehand.
   const confirmRow: Row = { name: "ConfirmUpload, distinct entities", protocol: "REST", runs: [] };
   const azuriteRow: Row = { name: "ceiling: Azurite blob HEAD (the blob check confirm makes)", protocol: "HTTP", runs: [] };
+  const groups0 = wanted("ConfirmUpload") ? await groupStats() : undefined;
+  let confirmsMade = 0;
   for (let r = 0; r < (wanted("ConfirmUpload") ? cfg.runs : 0); r++) {
     const fresh = Array.from({ length: cfg.confirms }, (_, i) => `fresh-${r}-${i}-${randomBytes(3).toString("hex")}`);
     const bodies: object[] = [];
@@ -330,6 +339,7 @@ async function main() {
       return c.status === 201 ? true : `${c.status} ${JSON.stringify(c.body).slice(0, 100)}`;
     });
     const m = await measured(pid, () => runBatch(calls, cfg.concurrency));
+    confirmsMade += calls.length;
     confirmRow.runs.push({ load: m.result, cpuCores: m.cpuCores, rssMb: m.rssMb });
     // The emulator's own bound at this blob count: HEADs on the blobs just confirmed.
     const heads = (bodies as Array<{ e: string; body: { storage_path: string } }>).map(({ body }) => async (): Promise<true | string> => {
@@ -349,6 +359,12 @@ async function main() {
       }),
       16,
     );
+  }
+  if (groups0 !== undefined) {
+    // Transactions: the groups, and every confirm recorded outside one.
+    const groups1 = await groupStats();
+    const grouped = groups1.grouped - groups0.grouped;
+    confirmRow.together = confirmsMade / (groups1.groups - groups0.groups + confirmsMade - grouped);
   }
   rows.push(confirmRow);
 
@@ -398,7 +414,7 @@ async function main() {
     log(`${azuriteRow.name}: ${head.toFixed(0)}/s`);
     log(`both together, before any work of the service's: ${confirmBound.toFixed(0)}/s`);
   }
-  log(`ConfirmUpload, distinct entities  REST      ${median(confirmRow.runs.map((x) => x.load.rps)).toFixed(0).padStart(7)} req/s  p99 ${median(confirmRow.runs.map((x) => x.load.p99)).toFixed(2)} ms  errors ${confirmRow.runs.reduce((a, x) => a + x.load.errors, 0)}`);
+  log(`ConfirmUpload, distinct entities  REST      ${median(confirmRow.runs.map((x) => x.load.rps)).toFixed(0).padStart(7)} req/s  p99 ${median(confirmRow.runs.map((x) => x.load.p99)).toFixed(2)} ms  errors ${confirmRow.runs.reduce((a, x) => a + x.load.errors, 0)}  confirms per transaction ${confirmRow.together?.toFixed(1) ?? "–"}`);
 
   // The hot entity: 100 concurrent confirms with one base.
   const hot = `hot-${randomBytes(3).toString("hex")}`;
@@ -494,7 +510,7 @@ async function main() {
   }
 }
 
-function report(rows: Array<{ name: string; protocol: string; ratio?: number; readsPerStatement?: number; runs: Array<{ load: LoadResult; cpuCores: number; rssMb: number }> }>, targets: Array<[string, boolean, string]>, settles: number[], hotOk: boolean, peakRss: number, baselineRps: number, confirmBound: number, halfNote: string): string {
+function report(rows: Array<{ name: string; protocol: string; ratio?: number; together?: number; runs: Array<{ load: LoadResult; cpuCores: number; rssMb: number }> }>, targets: Array<[string, boolean, string]>, settles: number[], hotOk: boolean, peakRss: number, baselineRps: number, confirmBound: number, halfNote: string): string {
   const cpu = os.cpus();
   const version = (cmd: string, argv: string[]) => {
     try {
@@ -517,7 +533,7 @@ function report(rows: Array<{ name: string; protocol: string; ratio?: number; re
     generator === "h2load"
       ? `- Load: the reads and the baseline by ${version("h2load", ["--version"])} (REST: ${cfg.concurrency} HTTP/1.1 keep-alive connections; gRPC: ${cfg.concurrency} streams on one HTTP/2 connection, as one grpc-js channel makes); the writes and the fixed-rate row by undici and @grpc/grpc-js, which send a body of their own per request`
       : "- Load: every operation by undici (REST) and @grpc/grpc-js (gRPC); install h2load (`apt-get install nghttp2-client`) to take the reads' load generator off the service's cores",
-    `- Data: ${cfg.entities} entities × ${cfg.versionsPerEntity} versions; ${generator === "h2load" ? "REST reads cycle through the entities, gRPC reads read one (h2load sends one request body)" : "reads cycle through the entities"}; the service runs compiled (\`node ${serviceNodeFlags} dist/src/main.js\`, as \`npm run start:prod\`) with NODE_ENV=production, LOG_LEVEL=info (one log line per request), DATABASE_POOL_MAX=${process.env["DATABASE_POOL_MAX"] ?? "10"} and DATABASE_READ_BATCH_MAX=${process.env["DATABASE_READ_BATCH_MAX"] ?? "16 (the default)"}; MariaDB, Azurite, the baseline and the load generator share the same machine.`,
+    `- Data: ${cfg.entities} entities × ${cfg.versionsPerEntity} versions; ${generator === "h2load" ? "REST reads cycle through the entities, gRPC reads read one (h2load sends one request body)" : "reads cycle through the entities"}; the service runs compiled (\`node ${serviceNodeFlags} dist/src/main.js\`, as \`npm run start:prod\`) with NODE_ENV=production, LOG_LEVEL=info (one log line per request), DATABASE_POOL_MAX=${process.env["DATABASE_POOL_MAX"] ?? "10"}, DATABASE_READ_BATCH_MAX=${process.env["DATABASE_READ_BATCH_MAX"] ?? "16 (the default)"} and DATABASE_CONFIRM_GROUP_MAX=${process.env["DATABASE_CONFIRM_GROUP_MAX"] ?? "16 (the default)"}; MariaDB, Azurite, the baseline and the load generator share the same machine.`,
     "",
     "## Targets",
     "",
@@ -529,15 +545,16 @@ function report(rows: Array<{ name: string; protocol: string; ratio?: number; re
     "",
     `Baseline: a minimal Fastify route running the same single-row SELECT with mysql2 on the same database: ${f(baselineRps)} req/s. "× baseline" is a read's throughput over it. For ConfirmUpload it is over what its two dependencies allow together on this machine: ${f(confirmBound)}/s, from the two ceiling rows below it (each measured with the machine to itself: 1 / (1/transactions + 1/HEADs)), before the service does any work of its own.`,
     "",
-    "| operation | protocol | req/s | × baseline | p50 ms | p95 ms | p99 ms | errors | service CPU (cores) | CPU µs per request | reads per statement | service RSS MB |",
+    "| operation | protocol | req/s | × baseline | p50 ms | p95 ms | p99 ms | errors | service CPU (cores) | CPU µs per request | together | service RSS MB |",
     "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ...rows.map((r) => {
       const m = (k: keyof LoadResult) => median(r.runs.map((x) => x.load[k] as number));
-      return `| ${r.name} | ${r.protocol} | ${f(m("rps"))} | ${r.ratio === undefined ? "" : `${r.ratio.toFixed(2)}×`} | ${f(m("p50"), 2)} | ${f(m("p95"), 2)} | ${f(m("p99"), 2)} | ${r.runs.reduce((a, x) => a + x.load.errors, 0)} | ${f(median(r.runs.map((x) => x.cpuCores)), 2)} | ${f((median(r.runs.map((x) => x.cpuCores)) / m("rps")) * 1e6)} | ${r.readsPerStatement === undefined ? "" : r.readsPerStatement.toFixed(1)} | ${f(Math.max(...r.runs.map((x) => x.rssMb)))} |`;
+      return `| ${r.name} | ${r.protocol} | ${f(m("rps"))} | ${r.ratio === undefined ? "" : `${r.ratio.toFixed(2)}×`} | ${f(m("p50"), 2)} | ${f(m("p95"), 2)} | ${f(m("p99"), 2)} | ${r.runs.reduce((a, x) => a + x.load.errors, 0)} | ${f(median(r.runs.map((x) => x.cpuCores)), 2)} | ${f((median(r.runs.map((x) => x.cpuCores)) / m("rps")) * 1e6)} | ${r.together === undefined ? "" : r.together.toFixed(1)} | ${f(Math.max(...r.runs.map((x) => x.rssMb)))} |`;
     }),
     "",
     `The hot entity: ${cfg.racers} concurrent confirms with one base settled in ${settles.map((s) => s.toFixed(0)).join(", ")} ms (median ${median(settles).toFixed(0)} ms); exactly 1 created and ${cfg.racers - 1} STALE_BASE every round: ${hotOk ? "yes" : "no"}.`,
     halfNote,
+    '"together": for a read, the reads per batched statement; for ConfirmUpload, the confirms per transaction (from the service\'s own batch and group metrics).',
     `The service's peak RSS over the whole run: ${peakRss.toFixed(0)} MB. The baseline row reports the baseline process's CPU and memory; every other row the service's; ceiling rows measure the database and the emulator alone.`,
     "",
   ];

@@ -126,7 +126,13 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     const server = await buildServer({
       access: new EntityAccessServiceImpl({ access, clock }),
       versions: new EntityVersionsServiceImpl({
-        store: new VersionStore(db, { onReadBatch: (reads) => metrics.dbReadBatch.observe(reads) }),
+        store: new VersionStore(db, {
+          onReadBatch: (reads) => metrics.dbReadBatch.observe(reads),
+          onConfirmGroup: (size, recorded) => {
+            metrics.dbConfirmGroup.observe(size);
+            metrics.dbConfirmsGrouped.inc(recorded);
+          },
+        }),
         access,
         blobs,
         deleter,

@@ -11,6 +11,8 @@ export type DatabaseConfig =
       readonly acquireTimeoutMs: number;
       /** Most concurrent single-entity reads sent as one statement; 1 sends each alone. */
       readonly readBatchMax: number;
+      /** Most concurrent confirms on different entities recorded in one transaction; 1 records each alone. */
+      readonly confirmGroupMax: number;
     }
   | { readonly kind: "sqlite"; readonly file: string };
 
@@ -161,6 +163,7 @@ function database(env: Env, dataDir: string): DatabaseConfig {
     statementTimeoutMs: integer(env, "DATABASE_STATEMENT_TIMEOUT_MS", 10_000, 100, 3_600_000),
     acquireTimeoutMs: integer(env, "DATABASE_ACQUIRE_TIMEOUT_MS", 5_000, 100, 600_000),
     readBatchMax: integer(env, "DATABASE_READ_BATCH_MAX", 16, 1, 64),
+    confirmGroupMax: integer(env, "DATABASE_CONFIRM_GROUP_MAX", 16, 1, 64),
   };
 }
 

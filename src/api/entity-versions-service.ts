@@ -115,7 +115,8 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
    * The rules both push endpoints share, in order: access (spec 5, with the
    * first push's claim), deduplication, push protection, then the version
    * string; all from one query. Returns the existing version for a
-   * duplicate, undefined when the push may go on, and throws otherwise.
+   * duplicate (none when the push may go on) and whether the entity
+   * exists, and throws when the push is refused.
    */
   async #decide(
     caller: Caller,
@@ -124,14 +125,14 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     version: string,
     baseVersionId: string,
     force: boolean,
-  ): Promise<VersionRecord | undefined> {
+  ): Promise<{ existing: VersionRecord | undefined; entityExists: boolean }> {
     const check = await this.#d.store.checkPush(entityId, sourceHash, version, caller);
     enforce(decidePushAccess(caller, check.facts), entityId, caller);
     const decision = decidePush({ duplicate: check.duplicate, tipVersionId: check.tipVersionId }, { baseVersionId, force });
-    if (decision.kind === "existing") return decision.version;
+    if (decision.kind === "existing") return { existing: decision.version, entityExists: check.entityExists };
     if (decision.kind === "stale") throw staleBase(baseVersionId, await check.tip());
     if (check.versionTaken !== undefined) throw versionTaken(check.versionTaken);
-    return undefined;
+    return { existing: undefined, entityExists: check.entityExists };
   }
 
   async getUploadUrl(req: GetUploadUrlRequest, ctx: HandlerContext): Promise<Init<typeof GetUploadUrlResponseSchema>> {
@@ -139,7 +140,7 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     const version = valid.versionString(req.version);
     const sourceHash = valid.sourceHash(req.sourceHash);
     const baseVersionId = valid.baseVersionId(req.baseVersionId);
-    const existing = await this.#decide(requireCaller(ctx), entityId, sourceHash, version, baseVersionId, req.force);
+    const { existing } = await this.#decide(requireCaller(ctx), entityId, sourceHash, version, baseVersionId, req.force);
     if (existing !== undefined) return { existingVersion: toVersionMessage(existing) };
 
     const uploadId = this.#newId();
@@ -180,7 +181,7 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     // learns STALE_BASE before any upload problem. The transaction decides
     // again under the entity lock; these reads only answer early.
     const early = await this.#decide(caller, entityId, sourceHash, version, baseVersionId, req.force);
-    if (early !== undefined) return { version: toVersionMessage(early), created: false };
+    if (early.existing !== undefined) return { version: toVersionMessage(early.existing), created: false };
 
     const [pkg, lockfile] = await Promise.all([
       this.#d.blobs.stat(req.storagePath),
@@ -209,6 +210,7 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
       setAsActive: req.setAsActive,
       force: req.force,
       now: this.#d.clock.now(),
+      entityExisted: early.entityExists,
     });
     switch (outcome.kind) {
       case "hidden":

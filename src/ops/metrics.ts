@@ -64,6 +64,19 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly dbConfirmGroup = new Histogram({
+    name: "entity_versions_db_confirm_group_size",
+    help: "Confirms on different entities sent to the database in one transaction (DATABASE_CONFIRM_GROUP_MAX caps it).",
+    buckets: [2, 4, 8, 16, 32, 64],
+    registers: [this.registry],
+  });
+
+  readonly dbConfirmsGrouped = new Counter({
+    name: "entity_versions_db_confirms_grouped_total",
+    help: "Confirms a group's transaction recorded; the rest of each group was decided one transaction per confirm.",
+    registers: [this.registry],
+  });
+
   readonly #rpcChildren = new Map<string, { count: { inc(): void }; duration: { observe(v: number): void } }>();
 
   /**

@@ -21,6 +21,8 @@ export interface Database {
   readonly dialect: Dialect;
   /** Most concurrent single-entity reads sent as one statement (1 on SQLite, which has no round trip to save). */
   readonly readBatchMax: number;
+  /** Most concurrent confirms recorded in one transaction (1 on SQLite, whose one connection serialises transactions anyway). */
+  readonly confirmGroupMax: number;
 }
 
 function mysqlConnection(url: string): Knex.MySql2ConnectionConfig {
@@ -90,7 +92,7 @@ export function openDatabase(config: DatabaseConfig, logger?: DatabaseLogger): D
       },
       acquireConnectionTimeout: config.acquireTimeoutMs,
     });
-    return { knex, dialect: "mysql", readBatchMax: config.readBatchMax };
+    return { knex, dialect: "mysql", readBatchMax: config.readBatchMax, confirmGroupMax: config.confirmGroupMax };
   }
   fs.mkdirSync(path.dirname(path.resolve(config.file)), { recursive: true });
   const knex = knexFactory({
@@ -108,5 +110,5 @@ export function openDatabase(config: DatabaseConfig, logger?: DatabaseLogger): D
       },
     },
   });
-  return { knex, dialect: "sqlite", readBatchMax: 1 };
+  return { knex, dialect: "sqlite", readBatchMax: 1, confirmGroupMax: 1 };
 }

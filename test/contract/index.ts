@@ -2,6 +2,7 @@ import type { Backend } from "../support/env.js";
 import { authKeysSuite, authSuite } from "./auth.js";
 import { authMatrixSuite } from "./auth-matrix.js";
 import { concurrencySuite } from "./concurrency.js";
+import { confirmGroupsSuite } from "./confirm-groups.js";
 import { deleteSuite } from "./delete.js";
 import { faultsSuite } from "./faults.js";
 import { fuzzSuite } from "./fuzz.js";
@@ -15,5 +16,5 @@ import { sweeperSuite } from "./sweeper.js";
 
 /** Registers every contract suite for one backend. */
 export function defineContract(backend: Backend): void {
-  for (const define of [pushSuite, readsSuite, deleteSuite, grpcSuite, protocolsSuite, concurrencySuite, faultsSuite, authSuite, authMatrixSuite, authKeysSuite, opsSuite, logsSuite, fuzzSuite, sweeperSuite, shutdownSuite]) define(backend).run();
+  for (const define of [pushSuite, readsSuite, deleteSuite, grpcSuite, protocolsSuite, concurrencySuite, confirmGroupsSuite, faultsSuite, authSuite, authMatrixSuite, authKeysSuite, opsSuite, logsSuite, fuzzSuite, sweeperSuite, shutdownSuite]) define(backend).run();
 }

@@ -21,6 +21,7 @@ test("MySQL and Azure come from DATABASE_URL and AZURE_STORAGE_CONNECTION_STRING
   });
   assert.is(c.database.kind, "mysql");
   assert.ok(c.database.kind === "mysql" && c.database.readBatchMax === 16);
+  assert.ok(c.database.kind === "mysql" && c.database.confirmGroupMax === 16);
   assert.is(c.blob.kind, "azure");
 });
 
@@ -42,6 +43,7 @@ test("a bad value stops the start with a message naming the variable", () => {
     [{ DATABASE_URL: "mysql://u:p@db:3306/x", DATABASE_LOCK_WAIT_TIMEOUT_SECONDS: "0" }, "DATABASE_LOCK_WAIT_TIMEOUT_SECONDS"],
     [{ DATABASE_URL: "mysql://u:p@db:3306/x", DATABASE_POOL_MAX: "lots" }, "DATABASE_POOL_MAX"],
     [{ DATABASE_URL: "mysql://u:p@db:3306/x", DATABASE_READ_BATCH_MAX: "0" }, "DATABASE_READ_BATCH_MAX"],
+    [{ DATABASE_URL: "mysql://u:p@db:3306/x", DATABASE_CONFIRM_GROUP_MAX: "65" }, "DATABASE_CONFIRM_GROUP_MAX"],
     [{ ORPHAN_GRACE_SECONDS: "0" }, "ORPHAN_GRACE_SECONDS"],
     [{ MAX_REQUEST_BYTES: "10" }, "MAX_REQUEST_BYTES"],
     [{ SHUTDOWN_TIMEOUT_MS: "1h" }, "SHUTDOWN_TIMEOUT_MS"],

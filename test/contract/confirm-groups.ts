@@ -1,0 +1,206 @@
+import { randomUUID } from "node:crypto";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import type { Caller } from "../../src/auth/caller.js";
+import { decidePushAccess, type Decision } from "../../src/auth/policy.js";
+import { type Database, openDatabase } from "../../src/store/database.js";
+import { migrateLatest } from "../../src/store/migrate.js";
+import { type ConfirmOutcome, type NewVersion, type VersionRecord, VersionStore } from "../../src/store/version-store.js";
+import { type Backend, createTestDatabase, type TestDatabase } from "../support/env.js";
+import { newEntityId, newSourceHash, nextVersionString } from "../support/service.js";
+
+interface Context {
+  testDb: TestDatabase;
+  db: Database;
+  store: VersionStore;
+  /** Each group the store sent: its size and how many it recorded. */
+  groups: Array<[number, number]>;
+}
+
+const publisher: Caller = { id: "pub-1", roles: ["publisher"], orgs: [] };
+
+/**
+ * Concurrent confirms straight on the store, where a group can meet every
+ * case a pre-check cannot rule out (a base gone stale, a taken version
+ * string, an upload already used, an entity another transaction holds).
+ * On MySQL they are grouped; on SQLite each goes alone. Every answer and
+ * every row left behind must be what the confirm would have got alone.
+ */
+export function confirmGroupsSuite(backend: Backend) {
+  const s = suite<Context>(`${backend}: concurrency: confirms recorded together, each answered as if alone`, {} as Context);
+
+  s.before(async (ctx) => {
+    ctx.testDb = await createTestDatabase(backend);
+    const url = ctx.testDb.url;
+    ctx.db = openDatabase(
+      url.startsWith("sqlite:")
+        ? { kind: "sqlite", file: url.slice("sqlite:".length) }
+        : {
+            kind: "mysql",
+            url,
+            poolMax: 10,
+            // Long, so that a group waiting on a held lock would be seen
+            // waiting, not rescued by the lock-wait timeout.
+            lockWaitTimeoutSeconds: 30,
+            statementTimeoutMs: 30_000,
+            acquireTimeoutMs: 5_000,
+            readBatchMax: 16,
+            confirmGroupMax: 16,
+          },
+    );
+    await migrateLatest(ctx.db.knex);
+    ctx.groups = [];
+    ctx.store = new VersionStore(ctx.db, { onConfirmGroup: (size, recorded) => ctx.groups.push([size, recorded]) });
+  });
+
+  s.after(async (ctx) => {
+    await ctx.db?.knex.destroy();
+    await ctx.testDb?.drop();
+  });
+
+  /** A confirm's input, with an issued upload of its own unless one is given. */
+  async function input(ctx: Context, entityId: string, o: Partial<NewVersion> & { decision?: Decision } = {}): Promise<NewVersion> {
+    const uploadId = o.uploadId ?? randomUUID();
+    if (o.uploadId === undefined) await ctx.store.recordUpload(entityId, uploadId, new Date());
+    const { decision, ...rest } = o;
+    return {
+      id: randomUUID(),
+      entityId,
+      version: nextVersionString(),
+      sourceHash: newSourceHash(),
+      uploadId,
+      storagePath: `${entityId}/${uploadId}/package.tgz`,
+      fileSizeBytes: 10,
+      packageLockPath: undefined,
+      serviceDependencies: ["svc-a"],
+      packageJson: { name: "x" },
+      baseVersionId: "",
+      caller: publisher,
+      authorize: (facts) => decision ?? decidePushAccess(publisher, facts),
+      setAsActive: false,
+      force: false,
+      now: new Date(Math.floor(Date.now() / 1000) * 1000),
+      ...rest,
+    };
+  }
+
+  /** An entity with one version, confirmed alone. */
+  async function seeded(ctx: Context): Promise<{ entityId: string; v1: NewVersion }> {
+    const entityId = newEntityId("grp");
+    const v1 = await input(ctx, entityId, { setAsActive: true });
+    const outcome = await ctx.store.confirm(v1);
+    assert.is(outcome.kind, "created");
+    return { entityId, v1 };
+  }
+
+  const created = (o: ConfirmOutcome): VersionRecord => {
+    if (o.kind !== "created") throw new assert.Assertion({ message: `expected created, got ${JSON.stringify(o)}`, operator: "created", expects: "created", actual: o.kind });
+    return o.version;
+  };
+
+  s("plain creations are recorded together; stale, refused, taken and duplicate ones are answered as alone, and leave nothing", async (ctx) => {
+    const old = await seeded(ctx);
+    const stale = await seeded(ctx);
+    const taken = await seeded(ctx);
+    const dup = await seeded(ctx);
+    const dupForced = await seeded(ctx);
+    const fresh = newEntityId("grp-new");
+    const refused = newEntityId("grp-refused");
+    const inputs = {
+      fresh: await input(ctx, fresh, { entityExisted: false }),
+      old: await input(ctx, old.entityId, { entityExisted: true, baseVersionId: old.v1.id, setAsActive: true }),
+      stale: await input(ctx, stale.entityId, { entityExisted: true, baseVersionId: "not-the-tip" }),
+      refused: await input(ctx, refused, { entityExisted: false, decision: "forbidden" }),
+      taken: await input(ctx, taken.entityId, { entityExisted: true, baseVersionId: taken.v1.id, version: taken.v1.version }),
+      dup: await input(ctx, dup.entityId, { entityExisted: true, baseVersionId: dup.v1.id, sourceHash: dup.v1.sourceHash }),
+      dupForced: await input(ctx, dupForced.entityId, { entityExisted: true, baseVersionId: dupForced.v1.id, sourceHash: dupForced.v1.sourceHash, force: true }),
+    };
+    ctx.groups.length = 0;
+    const names = Object.keys(inputs) as Array<keyof typeof inputs>;
+    const outcomes = Object.fromEntries((await Promise.all(names.map((n) => ctx.store.confirm(inputs[n])))).map((o, i) => [names[i]!, o])) as Record<keyof typeof inputs, ConfirmOutcome>;
+
+    if (backend === "mysql") assert.equal(ctx.groups, [[7, 3]], "one group of seven, which recorded the three plain creations");
+    else assert.equal(ctx.groups, [], "SQLite records each alone");
+
+    // The creations, as read back.
+    for (const n of ["fresh", "old", "dupForced"] as const) {
+      const version = created(outcomes[n]);
+      const read = await ctx.store.getVersionWithFacts(inputs[n].entityId, version.id, publisher);
+      assert.equal(read.kind === "found" ? read.version : read.kind, version, `${n} reads back as answered`);
+    }
+    assert.is(created(outcomes.fresh).seq, 1);
+    assert.is(created(outcomes.old).seq, 2);
+    assert.is(created(outcomes.old).isActive, true);
+    assert.is(created(outcomes.dupForced).isActive, false);
+    const entity = (id: string) => ctx.db.knex("entities").where("id", id).first();
+    assert.equal(await entity(fresh).then((e) => [e.tip_version_id, Number(e.last_seq), e.active_version_id]), [inputs.fresh.id, 1, null]);
+    assert.equal(await entity(old.entityId).then((e) => [e.tip_version_id, Number(e.last_seq), e.active_version_id]), [inputs.old.id, 2, inputs.old.id]);
+    assert.equal(await entity(dupForced.entityId).then((e) => [e.tip_version_id, e.active_version_id]), [inputs.dupForced.id, dupForced.v1.id]);
+    assert.equal(await ctx.db.knex("entity_publishers").where("entity_id", fresh).pluck("user_id"), [publisher.id], "the first push claimed the entity");
+
+    // The rest, answered as alone, with nothing written.
+    const staleTip = await ctx.store.getVersionWithFacts(stale.entityId, stale.v1.id, publisher);
+    assert.equal(outcomes.stale, { kind: "stale", tip: staleTip.kind === "found" ? staleTip.version : undefined });
+    assert.equal(outcomes.refused, { kind: "forbidden" });
+    assert.is(await entity(refused), undefined, "a refused first push leaves no entity row");
+    assert.is(outcomes.taken.kind, "version-taken");
+    assert.is(outcomes.taken.kind === "version-taken" ? outcomes.taken.existing.id : undefined, taken.v1.id);
+    assert.is(outcomes.dup.kind, "existing");
+    assert.is(outcomes.dup.kind === "existing" ? outcomes.dup.version.id : undefined, dup.v1.id);
+    const states = await ctx.db.knex("uploads").whereIn("id", names.map((n) => inputs[n].uploadId)).select("id", "state");
+    const stateOf = (n: keyof typeof inputs) => states.find((r: { id: string }) => r.id === inputs[n].uploadId)?.state;
+    assert.equal(names.map((n) => [n, stateOf(n)]), names.map((n) => [n, ["fresh", "old", "dupForced"].includes(n) ? "confirmed" : "issued"]));
+    for (const [n, e] of [["stale", stale], ["taken", taken], ["dup", dup]] as const) {
+      assert.equal(await entity(e.entityId).then((r) => [r.tip_version_id, Number(r.last_seq)]), [e.v1.id, 1], `${n} left its entity as it was`);
+    }
+  });
+
+  s("an upload already used fails the group's claim: the group rolls back and each confirm is decided alone", async (ctx) => {
+    const used = await seeded(ctx);
+    const inputs = [
+      await input(ctx, newEntityId("grp-a"), { entityExisted: false }),
+      await input(ctx, used.entityId, { entityExisted: true, baseVersionId: used.v1.id, uploadId: used.v1.uploadId }),
+      await input(ctx, newEntityId("grp-b"), { entityExisted: false }),
+    ];
+    ctx.groups.length = 0;
+    const outcomes = await Promise.all(inputs.map((i) => ctx.store.confirm(i)));
+    if (backend === "mysql") assert.equal(ctx.groups, [[3, 0]]);
+    assert.is(created(outcomes[0]!).seq, 1);
+    assert.equal(outcomes[1], { kind: "upload-used", versionId: used.v1.id });
+    assert.is(created(outcomes[2]!).seq, 1);
+    assert.is(Number((await ctx.db.knex("entities").where("id", used.entityId).first()).last_seq), 1);
+  });
+
+  if (backend === "mysql") {
+    s("an entity another transaction holds never makes the group wait: its confirm goes alone, after the lock", async (ctx) => {
+      const held = await seeded(ctx);
+      const other = await seeded(ctx);
+      const inputs = [
+        await input(ctx, held.entityId, { entityExisted: true, baseVersionId: held.v1.id }),
+        await input(ctx, other.entityId, { entityExisted: true, baseVersionId: other.v1.id }),
+        await input(ctx, newEntityId("grp-c"), { entityExisted: false }),
+      ];
+      const holder = await ctx.db.knex.transaction();
+      try {
+        await holder("entities").where("id", held.entityId).forUpdate().first();
+        ctx.groups.length = 0;
+        const [heldOutcome, ...rest] = inputs.map((i) => ctx.store.confirm(i));
+        let heldAnswered = false;
+        void heldOutcome!.finally(() => (heldAnswered = true));
+        // Far below the 30 s lock wait: a group that waited for the lock
+        // would not answer in time.
+        const others = await Promise.race([Promise.all(rest), new Promise<undefined>((r) => setTimeout(() => r(undefined), 4_000))]);
+        assert.ok(others !== undefined, "the other confirms were answered while the lock was held");
+        for (const o of others) created(o);
+        assert.is(heldAnswered, false, "the held entity's confirm waits for its lock");
+        assert.equal(ctx.groups, [[3, 2]]);
+        await holder.commit();
+        assert.is(created(await heldOutcome!).seq, 2);
+      } finally {
+        if (!holder.isCompleted()) await holder.rollback();
+      }
+    });
+  }
+
+  return s;
+}

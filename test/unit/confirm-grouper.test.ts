@@ -1,0 +1,130 @@
+import { test } from "uvu";
+import * as assert from "uvu/assert";
+import { confirmGrouper } from "../../src/store/confirm-grouper.js";
+
+interface Input {
+  readonly entityId: string;
+  /** What `together` answers for it: recorded, left for alone, or the whole group fails. */
+  readonly inGroup?: "recorded" | "left" | "fail" | "down";
+  readonly groupable?: boolean;
+  /** alone() fails for it. */
+  readonly aloneFails?: boolean;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * A stand-in store: `together` records what it is given after `groupMs`,
+ * `alone` after 1 ms; every call is logged, and each answer says which
+ * path recorded it.
+ */
+function fakeStore(options: { groupMs?: number; maxGroup?: number; maxWaitMs?: number } = {}) {
+  const log: string[] = [];
+  const groups: string[][] = [];
+  const sizes: Array<[number, number]> = [];
+  const confirm = confirmGrouper<Input, string>({
+    alone: async (input) => {
+      log.push(`alone ${input.entityId}`);
+      await sleep(1);
+      if (input.aloneFails === true) throw new Error(`alone failed: ${input.entityId}`);
+      return `alone:${input.entityId}`;
+    },
+    together: async (inputs) => {
+      groups.push(inputs.map((i) => i.entityId));
+      log.push(`together ${inputs.map((i) => i.entityId).join(",")}`);
+      await sleep(options.groupMs ?? 1);
+      if (inputs.some((i) => i.inGroup === "fail")) throw new Error("group failed");
+      if (inputs.some((i) => i.inGroup === "down")) throw Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" });
+      return inputs.map((i) => (i.inGroup === "left" ? undefined : `group:${i.entityId}`));
+    },
+    groupable: (input) => input.groupable !== false,
+    maxGroup: options.maxGroup ?? 16,
+    maxWaitMs: options.maxWaitMs ?? 1000,
+    onGroup: (size, recorded) => sizes.push([size, recorded]),
+  });
+  return { confirm, log, groups, sizes };
+}
+
+const settle = (p: Promise<string>) => p.then((v) => v, (e: unknown) => `error:${(e as Error).message}`);
+
+test("a lone confirm goes alone, on the same turn", async () => {
+  const s = fakeStore();
+  assert.is(await s.confirm({ entityId: "a" }), "alone:a");
+  assert.equal(s.log, ["alone a"]);
+  assert.equal(s.sizes, []);
+});
+
+test("confirms on different entities arriving together go as one group; each gets its own answer", async () => {
+  const s = fakeStore();
+  const answers = await Promise.all(["a", "b", "c"].map((entityId) => s.confirm({ entityId })));
+  assert.equal(answers, ["group:a", "group:b", "group:c"]);
+  assert.equal(s.groups, [["a", "b", "c"]]);
+  assert.equal(s.sizes, [[3, 3]]);
+});
+
+test("a second confirm on an entity of the group goes alone, and so does one that may not be grouped", async () => {
+  const s = fakeStore();
+  const answers = await Promise.all([s.confirm({ entityId: "a" }), s.confirm({ entityId: "b" }), s.confirm({ entityId: "a" }), s.confirm({ entityId: "c", groupable: false })]);
+  assert.equal(answers, ["group:a", "group:b", "alone:a", "alone:c"]);
+  assert.equal(s.groups, [["a", "b"]]);
+});
+
+test("what the group leaves is decided alone, after the group ended", async () => {
+  const s = fakeStore();
+  const answers = await Promise.all([s.confirm({ entityId: "a" }), s.confirm({ entityId: "b", inGroup: "left" })]);
+  assert.equal(answers, ["group:a", "alone:b"]);
+  assert.equal(s.log, ["together a,b", "alone b"]);
+  assert.equal(s.sizes, [[2, 1]]);
+});
+
+test("a group that fails is decided confirm by confirm; one that fails alone is only its own failure", async () => {
+  const s = fakeStore();
+  const answers = await Promise.all([
+    settle(s.confirm({ entityId: "a", inGroup: "fail" })),
+    settle(s.confirm({ entityId: "b" })),
+    settle(s.confirm({ entityId: "c", aloneFails: true })),
+  ]);
+  assert.equal(answers, ["alone:a", "alone:b", "error:alone failed: c"]);
+  assert.equal(s.sizes, [[3, 0]]);
+});
+
+test("an unreachable database fails the whole group at once, without retrying each alone", async () => {
+  const s = fakeStore();
+  const answers = await Promise.all([settle(s.confirm({ entityId: "a", inGroup: "down" })), settle(s.confirm({ entityId: "b" }))]);
+  assert.equal(answers, ["error:connect ECONNREFUSED", "error:connect ECONNREFUSED"]);
+  assert.equal(s.log, ["together a,b"]);
+});
+
+test("groups hold at most maxGroup confirms, split evenly", async () => {
+  const s = fakeStore({ maxGroup: 4 });
+  const answers = await Promise.all(Array.from({ length: 9 }, (_, i) => s.confirm({ entityId: `e${i}` })));
+  assert.equal(answers, Array.from({ length: 9 }, (_, i) => `group:e${i}`));
+  assert.equal(s.groups.map((g) => g.length), [3, 3, 3]);
+});
+
+test("confirms arriving while a group is in flight wait for it to end, then go together", async () => {
+  const s = fakeStore({ groupMs: 30 });
+  const first = Promise.all([s.confirm({ entityId: "a" }), s.confirm({ entityId: "b" })]);
+  await sleep(5);
+  const later = [s.confirm({ entityId: "c" })];
+  await sleep(5);
+  later.push(s.confirm({ entityId: "d" }));
+  assert.equal(await first, ["group:a", "group:b"]);
+  assert.equal(await Promise.all(later), ["group:c", "group:d"]);
+  assert.equal(s.groups, [["a", "b"], ["c", "d"]]);
+});
+
+test("a confirm waits at most maxWaitMs for the transactions in flight, then goes anyway", async () => {
+  const s = fakeStore({ groupMs: 300, maxWaitMs: 10 });
+  let firstEnded = false;
+  const first = Promise.all([s.confirm({ entityId: "a" }), s.confirm({ entityId: "b" })]).then((answers) => {
+    firstEnded = true;
+    return answers;
+  });
+  await sleep(5);
+  assert.is(await s.confirm({ entityId: "c" }), "alone:c");
+  assert.is(firstEnded, false, "the late confirm was answered while the group was still in flight");
+  assert.equal(await first, ["group:a", "group:b"]);
+});
+
+test.run();
