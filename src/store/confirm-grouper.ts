@@ -1,4 +1,4 @@
-import { failsAlike } from "./db-errors.js";
+import { classifyDbError } from "./db-errors.js";
 
 /** How a confirm grouper sends confirms to the database. */
 export interface ConfirmGrouperOptions<I extends { readonly entityId: string }, O> {
@@ -28,41 +28,45 @@ interface Pending<I, O> {
 }
 
 /**
- * Sends the confirms that arrive while the event loop handles one round of
- * I/O to the database together, on the next turn (`setImmediate`), as one
- * transaction for up to `maxGroup` of them, each on a different entity.
+ * Sends confirms on different entities that arrive together to the
+ * database in one transaction, up to `maxGroup` of them.
  *
  * Why: a confirm's transaction is seven statements, and on a loaded
  * service the round trips, not the work, are most of its cost (the socket
  * write and read on both ends, the pool, the statement's setup in the
- * server). A group pays each statement once for all its confirms. A
- * confirm is never held back for others: at low load the group is the one
- * confirm, which goes alone, on the same turn.
+ * server). A group pays each statement once for all its confirms.
+ *
+ * When: with no transaction of this grouper in flight (low load), a
+ * confirm goes on the next turn of the event loop (`setImmediate`), with
+ * whatever arrived in the same round of I/O, usually alone. While one is
+ * in flight, arriving confirms wait for it to end and then go together;
+ * that is what makes the groups big under load. They wait at most
+ * `maxWaitMs`, in case the transaction in flight is stuck on a lock.
  *
  * A group never changes an answer: it only records plain creations, and
- * every confirm it leaves (a refusal, a duplicate, a stale base, an
- * entity another transaction holds) is then decided alone, by the same
- * code as an ungrouped confirm, after the group's transaction ended. When
- * the group fails as a whole every confirm of it is decided alone, unless
- * the database is unreachable or the statement ran out of time, which
- * every confirm of the group is told at once. Two confirms on one entity
- * never share a group: the second goes alone, and queues behind the first
- * on the entity's lock as it would anyway.
+ * every confirm it leaves (a refusal, a duplicate, a stale base, an entity
+ * another transaction holds) is then decided alone, by the same code as an
+ * ungrouped confirm, after the group's transaction ended. When the group
+ * fails as a whole every confirm of it is decided alone, unless the
+ * database is unreachable, which every confirm of the group is told at
+ * once. A confirm on an entity that already has one on its way here (in
+ * this flush, or in flight) is held until that one is answered, then
+ * decided alone: two confirms on one entity never share a group, and a
+ * group never waits on a confirm of its own process for an entity's lock.
  */
 export function confirmGrouper<I extends { readonly entityId: string }, O>(options: ConfirmGrouperOptions<I, O>): (input: I) => Promise<O> {
   const { alone, together, groupable, maxGroup, maxWaitMs, onGroup } = options;
   let pending: Array<Pending<I, O>> = [];
-  /** Transactions this grouper started and that have not ended. */
+  /** Transactions this grouper started from a flush and that have not ended. */
   let inFlight = 0;
   let immediate: NodeJS.Immediate | undefined;
   let timer: NodeJS.Timeout | undefined;
+  /** Entities with a confirm on its way; confirms on them that came later, held until it is answered. */
+  const busy = new Map<string, { running: number; held: Array<Pending<I, O>> }>();
 
   function schedule(): void {
-    if (inFlight === 0) {
-      immediate ??= setImmediate(flush);
-    } else {
-      timer ??= setTimeout(flush, maxWaitMs);
-    }
+    if (inFlight === 0) immediate ??= setImmediate(flush);
+    else timer ??= setTimeout(flush, maxWaitMs);
   }
 
   function ended(): void {
@@ -70,8 +74,53 @@ export function confirmGrouper<I extends { readonly entityId: string }, O>(optio
     if (inFlight === 0 && pending.length > 0) schedule();
   }
 
-  function runAlone(p: Pending<I, O>): void {
-    alone(p.input).then(p.resolve, p.reject);
+  /** Marks the entity busy until this confirm is answered, and wraps its answer to say so. */
+  function track(p: Pending<I, O>): Pending<I, O> {
+    const id = p.input.entityId;
+    const entry = busy.get(id);
+    if (entry === undefined) busy.set(id, { running: 1, held: [] });
+    else entry.running++;
+    let settled = false;
+    const answered = () => {
+      // A promise settles once; so does the entity's count.
+      if (settled) return;
+      settled = true;
+      const e = busy.get(id)!;
+      e.running--;
+      if (e.running > 0) return;
+      if (e.held.length === 0) {
+        busy.delete(id);
+        return;
+      }
+      // Released together, alone each: they queue on the entity's lock,
+      // as confirms on one entity do.
+      const held = e.held;
+      e.held = [];
+      for (const h of held) runAlone(track(h));
+    };
+    return {
+      input: p.input,
+      resolve: (o) => {
+        answered();
+        p.resolve(o);
+      },
+      reject: (e) => {
+        answered();
+        p.reject(e);
+      },
+    };
+  }
+
+  function runAlone(p: Pending<I, O>): Promise<void> {
+    return alone(p.input).then(p.resolve, p.reject);
+  }
+
+  function report(size: number, recorded: number): void {
+    try {
+      onGroup?.(size, recorded);
+    } catch {
+      // Metrics must never change an answer.
+    }
   }
 
   async function runGroup(group: ReadonlyArray<Pending<I, O>>): Promise<void> {
@@ -79,18 +128,22 @@ export function confirmGrouper<I extends { readonly entityId: string }, O>(optio
     try {
       outcomes = await together(group.map((p) => p.input));
     } catch (error: unknown) {
-      onGroup?.(group.length, 0);
-      if (failsAlike(error)) {
+      report(group.length, 0);
+      // An unreachable database fails every confirm alike; retrying each
+      // alone would make them wait twice for the same answer. Anything else
+      // (a lock wait, a deadlock, a timeout, a duplicate key) may be one
+      // confirm's trouble, so each is decided alone.
+      if (classifyDbError(error) === "unavailable") {
         for (const p of group) p.reject(error);
         return;
       }
-      group.forEach(runAlone);
+      for (const p of group) void runAlone(p);
       return;
     }
-    onGroup?.(group.length, outcomes.filter((o) => o !== undefined).length);
+    report(group.length, outcomes.filter((o) => o !== undefined).length);
     group.forEach((p, i) => {
       const outcome = outcomes[i];
-      if (outcome === undefined) runAlone(p);
+      if (outcome === undefined) void runAlone(p);
       else p.resolve(outcome);
     });
   }
@@ -102,13 +155,11 @@ export function confirmGrouper<I extends { readonly entityId: string }, O>(optio
     const queued = pending;
     pending = [];
     const grouped: Array<Pending<I, O>> = [];
-    const entities = new Set<string>();
     for (const p of queued) {
-      if (!groupable(p.input) || entities.has(p.input.entityId)) runAlone(p);
-      else {
-        entities.add(p.input.entityId);
-        grouped.push(p);
-      }
+      const entry = busy.get(p.input.entityId);
+      if (entry !== undefined) entry.held.push(p);
+      else if (!groupable(p.input)) void runAlone(track(p));
+      else grouped.push(track(p));
     }
     if (grouped.length === 0) return;
     // Even groups (9 confirms at most 8 a group: 5 and 4, not 8 and 1).
@@ -116,17 +167,13 @@ export function confirmGrouper<I extends { readonly entityId: string }, O>(optio
     for (let i = 0; i < grouped.length; i += per) {
       const group = grouped.slice(i, i + per);
       inFlight++;
-      if (group.length === 1) {
-        const p = group[0]!;
-        alone(p.input).then(p.resolve, p.reject).finally(ended);
-      } else {
-        runGroup(group)
-          // Whatever goes wrong, every confirm of the group is answered.
-          .catch((error: unknown) => {
-            for (const p of group) p.reject(error);
-          })
-          .finally(ended);
-      }
+      const run = group.length === 1 ? runAlone(group[0]!) : runGroup(group);
+      run
+        // Whatever goes wrong, every confirm of the group is answered.
+        .catch((error: unknown) => {
+          for (const p of group) p.reject(error);
+        })
+        .finally(ended);
     }
   }
 

@@ -229,6 +229,11 @@ function createdVersion(input: NewVersion, seq: number): VersionRecord {
   };
 }
 
+/** Rows changed by a raw UPDATE or DELETE on MySQL (mysql2 answers [ResultSetHeader, undefined]). */
+function rawAffected(result: unknown): number {
+  return Number((Array.isArray(result) ? (result[0] as { affectedRows?: number }) : undefined)?.affectedRows ?? Number.NaN);
+}
+
 /** Rows of a raw query: mysql2 answers [rows, fields], better-sqlite3 the rows. */
 function rawRows<T>(result: unknown): T[] {
   return (Array.isArray(result) && Array.isArray(result[0]) ? result[0] : result) as T[];
@@ -442,23 +447,28 @@ export class VersionStore {
   async #confirmTogether(inputs: readonly NewVersion[]): Promise<Array<ConfirmOutcome | undefined>> {
     const outcomes: Array<ConfirmOutcome | undefined> = inputs.map(() => undefined);
     const placeholders = (n: number) => Array<string>(n).fill("?").join(", ");
+    // Every statement takes its rows in entity id order, so that two groups
+    // (on two replicas, say) lock in the same order and cannot deadlock.
+    const sorted = inputs.map((input, index) => ({ input, index })).sort((a, b) => (a.input.entityId < b.input.entityId ? -1 : 1));
     await inTransaction<void>(
       this.#knex,
       async (trx) => {
-        const firstPushes = inputs.filter((i) => i.entityExisted !== true);
-        const existing = inputs.filter((i) => i.entityExisted === true);
+        const firstPushes = sorted.filter((c) => c.input.entityExisted !== true).map((c) => c.input);
+        const existing = sorted.filter((c) => c.input.entityExisted === true).map((c) => c.input.entityId);
         const locked = new Set<string>();
         if (firstPushes.length > 0) {
           await trx("entities").insert(firstPushes.map((i) => ({ id: i.entityId, last_seq: 0, created_at: i.now })));
           for (const i of firstPushes) locked.add(i.entityId);
         }
         if (existing.length > 0) {
+          // FORCE INDEX: on a small table the optimizer may prefer a scan,
+          // which would lock every row it reads, other entities' too.
           const rows = rawRows<{ id: string }>(
-            await trx.raw(`select id from entities where id in (${placeholders(existing.length)}) for update skip locked`, existing.map((i) => i.entityId)),
+            await trx.raw(`select id from entities force index (primary) where id in (${placeholders(existing.length)}) for update skip locked`, existing),
           );
           for (const r of rows) locked.add(r.id);
         }
-        const candidates = inputs.map((input, index) => ({ input, index })).filter((c) => locked.has(c.input.entityId));
+        const candidates = sorted.filter((c) => locked.has(c.input.entityId));
         if (candidates.length === 0) return { commit: false, result: undefined };
 
         // The first plain read of the transaction, so its snapshot starts
@@ -491,22 +501,28 @@ export class VersionStore {
           if (plain) creating.push({ input, index, seq: Number(row.last_seq) + 1, claim: access === "claim" });
         }
         if (creating.length === 0) return { commit: false, result: undefined };
+        // A union's rows come in no set order.
+        creating.sort((a, b) => (a.input.entityId < b.input.entityId ? -1 : 1));
         const kept = new Set(creating.map((c) => c.index));
         const refusedFirstPushes = candidates.filter((c) => !kept.has(c.index) && c.input.entityExisted !== true).map((c) => c.input.entityId);
         if (refusedFirstPushes.length > 0) {
-          await trx("entities").whereIn("id", refusedFirstPushes).andWhere("last_seq", 0).delete();
+          await trx.raw(
+            `delete e from entities e force index (primary) where e.id in (${placeholders(refusedFirstPushes.length)}) and e.last_seq = 0`,
+            refusedFirstPushes,
+          );
         }
 
-        const claimed = await trx("uploads")
-          .whereIn(
-            "id",
-            creating.map((c) => c.input.uploadId),
-          )
-          .andWhere("state", "issued")
-          .andWhere((q) => {
-            for (const c of creating) q.orWhere({ id: c.input.uploadId, entity_id: c.input.entityId });
-          })
-          .update({ state: "confirmed" });
+        // Claims every upload, each only if it is this entity's and still
+        // "issued" (the sweeper marks abandoned ones "deleting"); if any is
+        // not, the group rolls back and each is decided alone.
+        const claimed = rawAffected(
+          await trx.raw(
+            `update uploads force index (primary) set state = 'confirmed' where id in (${placeholders(creating.length)}) and state = 'issued' and (` +
+              creating.map(() => "(id = ? and entity_id = ?)").join(" or ") +
+              ")",
+            [...creating.map((c) => c.input.uploadId), ...creating.flatMap((c) => [c.input.uploadId, c.input.entityId])],
+          ),
+        );
         if (claimed !== creating.length) return { commit: false, result: undefined };
 
         await trx("versions").insert(creating.map((c) => versionRow(c.input, c.seq)));
@@ -522,7 +538,7 @@ export class VersionStore {
         }
         const when = (n: number) => " when ? then ?".repeat(n);
         await trx.raw(
-          `update entities set tip_version_id = case id${when(creating.length)} end, last_seq = case id${when(creating.length)} end` +
+          `update entities force index (primary) set tip_version_id = case id${when(creating.length)} end, last_seq = case id${when(creating.length)} end` +
             (actives.length === 0 ? "" : `, active_version_id = case id${when(actives.length / 2)} else active_version_id end`) +
             ` where id in (${placeholders(creating.length)})`,
           [...tips, ...seqs, ...actives, ...creating.map((c) => c.input.entityId)] as never,

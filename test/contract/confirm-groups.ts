@@ -171,6 +171,39 @@ export function confirmGroupsSuite(backend: Backend) {
     assert.is(Number((await ctx.db.knex("entities").where("id", used.entityId).first()).last_seq), 1);
   });
 
+  s("an upload swept by the sweeper or of another entity is never claimed by a group: each is decided alone", async (ctx) => {
+    for (const bad of ["swept", "another entity's"] as const) {
+      const entityId = newEntityId("grp-bad");
+      const uploadId = randomUUID();
+      await ctx.store.recordUpload(bad === "swept" ? entityId : newEntityId("grp-owner"), uploadId, new Date());
+      if (bad === "swept") await ctx.db.knex("uploads").where("id", uploadId).update({ state: "deleting" });
+      const good = await input(ctx, newEntityId("grp-good"), { entityExisted: false });
+      const inputs = [good, await input(ctx, entityId, { entityExisted: false, uploadId })];
+      ctx.groups.length = 0;
+      const outcomes = await Promise.all(inputs.map((i) => ctx.store.confirm(i)));
+      if (backend === "mysql") assert.equal(ctx.groups, [[2, 0]], `${bad}: the group rolled back`);
+      assert.is(created(outcomes[0]!).seq, 1);
+      assert.equal(outcomes[1], { kind: "upload-missing" }, bad);
+      assert.is(await ctx.db.knex("entities").where("id", entityId).first(), undefined, `${bad}: no entity row left`);
+      assert.is(await ctx.db.knex("versions").where("upload_id", uploadId).first(), undefined, `${bad}: no version points at it`);
+    }
+  });
+
+  s("two first pushes of one new entity in one turn: the second waits for the first's group, then is stale", async (ctx) => {
+    const w = newEntityId("grp-w");
+    const inputs = [
+      await input(ctx, w, { entityExisted: false }),
+      await input(ctx, newEntityId("grp-z"), { entityExisted: false }),
+      await input(ctx, w, { entityExisted: false }),
+    ];
+    ctx.groups.length = 0;
+    const outcomes = await Promise.all(inputs.map((i) => ctx.store.confirm(i)));
+    if (backend === "mysql") assert.equal(ctx.groups, [[2, 2]], "one group of the first push of each entity, which recorded both");
+    assert.is(created(outcomes[0]!).seq, 1);
+    assert.is(created(outcomes[1]!).seq, 1);
+    assert.is(outcomes[2]!.kind === "stale" ? outcomes[2].tip?.id : outcomes[2]!.kind, inputs[0]!.id);
+  });
+
   if (backend === "mysql") {
     s("an entity another transaction holds never makes the group wait: its confirm goes alone, after the lock", async (ctx) => {
       const held = await seeded(ctx);

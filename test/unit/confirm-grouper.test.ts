@@ -5,7 +5,7 @@ import { confirmGrouper } from "../../src/store/confirm-grouper.js";
 interface Input {
   readonly entityId: string;
   /** What `together` answers for it: recorded, left for alone, or the whole group fails. */
-  readonly inGroup?: "recorded" | "left" | "fail" | "down";
+  readonly inGroup?: "recorded" | "left" | "fail" | "down" | "timeout";
   readonly groupable?: boolean;
   /** alone() fails for it. */
   readonly aloneFails?: boolean;
@@ -33,7 +33,9 @@ function fakeStore(options: { groupMs?: number; maxGroup?: number; maxWaitMs?: n
       groups.push(inputs.map((i) => i.entityId));
       log.push(`together ${inputs.map((i) => i.entityId).join(",")}`);
       await sleep(options.groupMs ?? 1);
+      log.push(`ended ${inputs.map((i) => i.entityId).join(",")}`);
       if (inputs.some((i) => i.inGroup === "fail")) throw new Error("group failed");
+      if (inputs.some((i) => i.inGroup === "timeout")) throw Object.assign(new Error("max_statement_time exceeded"), { code: "ER_STATEMENT_TIMEOUT", errno: 1969 });
       if (inputs.some((i) => i.inGroup === "down")) throw Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" });
       return inputs.map((i) => (i.inGroup === "left" ? undefined : `group:${i.entityId}`));
     },
@@ -62,18 +64,37 @@ test("confirms on different entities arriving together go as one group; each get
   assert.equal(s.sizes, [[3, 3]]);
 });
 
-test("a second confirm on an entity of the group goes alone, and so does one that may not be grouped", async () => {
+test("a second confirm on an entity of the group waits for the group, then goes alone; one that may not be grouped goes alone at once", async () => {
   const s = fakeStore();
   const answers = await Promise.all([s.confirm({ entityId: "a" }), s.confirm({ entityId: "b" }), s.confirm({ entityId: "a" }), s.confirm({ entityId: "c", groupable: false })]);
   assert.equal(answers, ["group:a", "group:b", "alone:a", "alone:c"]);
   assert.equal(s.groups, [["a", "b"]]);
+  assert.equal(s.log, ["alone c", "together a,b", "ended a,b", "alone a"]);
+});
+
+test("a confirm on an entity whose group is in flight is held until that group answered, even when others go on", async () => {
+  const s = fakeStore({ groupMs: 60, maxWaitMs: 5 });
+  const first = Promise.all([s.confirm({ entityId: "a" }), s.confirm({ entityId: "b" })]);
+  await sleep(10);
+  const later = Promise.all([s.confirm({ entityId: "a" }), s.confirm({ entityId: "c" })]);
+  assert.equal(await first, ["group:a", "group:b"]);
+  assert.equal(await later, ["alone:a", "alone:c"]);
+  // c went after the 5 ms limit, while the group was in flight; a only after it ended.
+  assert.equal(s.log, ["together a,b", "alone c", "ended a,b", "alone a"]);
+});
+
+test("many confirms on one entity: the first goes, the rest are released together when it is answered", async () => {
+  const s = fakeStore();
+  const answers = await Promise.all(Array.from({ length: 5 }, () => s.confirm({ entityId: "hot" })));
+  assert.equal(answers, Array(5).fill("alone:hot"));
+  assert.equal(s.groups, []);
 });
 
 test("what the group leaves is decided alone, after the group ended", async () => {
   const s = fakeStore();
   const answers = await Promise.all([s.confirm({ entityId: "a" }), s.confirm({ entityId: "b", inGroup: "left" })]);
   assert.equal(answers, ["group:a", "alone:b"]);
-  assert.equal(s.log, ["together a,b", "alone b"]);
+  assert.equal(s.log, ["together a,b", "ended a,b", "alone b"]);
   assert.equal(s.sizes, [[2, 1]]);
 });
 
@@ -88,11 +109,28 @@ test("a group that fails is decided confirm by confirm; one that fails alone is 
   assert.equal(s.sizes, [[3, 0]]);
 });
 
+test("a group that ran out of time is decided confirm by confirm: the lock it waited on may be one confirm's", async () => {
+  const s = fakeStore();
+  const answers = await Promise.all([settle(s.confirm({ entityId: "a", inGroup: "timeout" })), settle(s.confirm({ entityId: "b" }))]);
+  assert.equal(answers, ["alone:a", "alone:b"]);
+});
+
+test("after groups that failed or left confirms, the next lone confirm goes at once (nothing is left counted in flight)", async () => {
+  const s = fakeStore({ maxWaitMs: 60_000 });
+  await Promise.all([settle(s.confirm({ entityId: "a", inGroup: "fail" })), settle(s.confirm({ entityId: "b" }))]);
+  await Promise.all([s.confirm({ entityId: "c", inGroup: "left" }), s.confirm({ entityId: "d" })]);
+  await Promise.all([settle(s.confirm({ entityId: "e", inGroup: "down" })), settle(s.confirm({ entityId: "f" }))]);
+  await settle(s.confirm({ entityId: "g", aloneFails: true }));
+  // With a transaction wrongly counted in flight this would wait out the 60 s limit.
+  const next = await Promise.race([s.confirm({ entityId: "h" }), sleep(2_000).then(() => "still waiting")]);
+  assert.is(next, "alone:h");
+});
+
 test("an unreachable database fails the whole group at once, without retrying each alone", async () => {
   const s = fakeStore();
   const answers = await Promise.all([settle(s.confirm({ entityId: "a", inGroup: "down" })), settle(s.confirm({ entityId: "b" }))]);
   assert.equal(answers, ["error:connect ECONNREFUSED", "error:connect ECONNREFUSED"]);
-  assert.equal(s.log, ["together a,b"]);
+  assert.equal(s.log, ["together a,b", "ended a,b"]);
 });
 
 test("groups hold at most maxGroup confirms, split evenly", async () => {
