@@ -5,6 +5,12 @@ export interface ConfirmGrouperOptions<I extends { readonly entityId: string }, 
   /** Records one confirm in a transaction of its own: the path every confirm can take. */
   readonly alone: (input: I) => Promise<O>;
   /**
+   * Decides a confirm that was held while another on its entity was on its
+   * way (most often that one moved the tip, and this one is stale now);
+   * `alone` when not given.
+   */
+  readonly released?: (input: I) => Promise<O>;
+  /**
    * Records several confirms, each on a different entity, in one
    * transaction; answers undefined for each one it left for `alone`
    * (anything but a plain creation), and throws when the group as a
@@ -56,6 +62,7 @@ interface Pending<I, O> {
  */
 export function confirmGrouper<I extends { readonly entityId: string }, O>(options: ConfirmGrouperOptions<I, O>): (input: I) => Promise<O> {
   const { alone, together, groupable, maxGroup, maxWaitMs, onGroup } = options;
+  const released = options.released ?? alone;
   let pending: Array<Pending<I, O>> = [];
   /** Transactions this grouper started from a flush and that have not ended. */
   let inFlight = 0;
@@ -92,11 +99,14 @@ export function confirmGrouper<I extends { readonly entityId: string }, O>(optio
         busy.delete(id);
         return;
       }
-      // Released together, alone each: they queue on the entity's lock,
-      // as confirms on one entity do.
+      // Released together, each on its own: those that still create queue
+      // on the entity's lock, as confirms on one entity do.
       const held = e.held;
       e.held = [];
-      for (const h of held) runAlone(track(h));
+      for (const h of held) {
+        const t = track(h);
+        released(t.input).then(t.resolve, t.reject);
+      }
     };
     return {
       input: p.input,

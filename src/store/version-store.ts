@@ -283,6 +283,7 @@ export class VersionStore {
       db.confirmGroupMax > 1
         ? confirmGrouper<NewVersion, ConfirmOutcome>({
             alone: (input) => this.#confirmAlone(input),
+            released: (input) => this.#confirmAfterRecheck(input),
             together: (inputs) => this.#confirmTogether(inputs),
             groupable: (input) => input.entityExisted !== undefined,
             maxGroup: db.confirmGroupMax,
@@ -328,7 +329,14 @@ export class VersionStore {
         `from entities e ${facts.joins} where e.id = ?`,
       [...facts.columnParams, sourceHash, version, ...facts.joinParams, entityId],
     );
-    const byId = (id: string | null | undefined) => (id === null || id === undefined ? Promise.resolve(undefined) : this.#versionById(this.#knex, entityId, id));
+    const byId = async (id: string | null | undefined) => {
+      if (id === null || id === undefined) return undefined;
+      const [found] = await this.#batched<VersionRow>(
+        `select ${versionColumnsSql} from entities e join versions v on v.entity_id = e.id and v.id = ? where e.id = ?`,
+        [id, entityId],
+      );
+      return found === undefined ? undefined : toRecord(found);
+    };
     const [duplicate, versionTaken] = await Promise.all([byId(row?.duplicate_id), byId(row?.taken_id)]);
     const tipVersionId = row?.tip_version_id ?? undefined;
     return { facts: toAccessFacts(row), entityExists: row !== undefined, tipVersionId, duplicate, versionTaken, tip: () => byId(tipVersionId) };
@@ -418,6 +426,26 @@ export class VersionStore {
         });
       return { commit: true, result: { kind: "created", version: createdVersion(input, seq) } };
     });
+  }
+
+  /**
+   * Decides a confirm again from a plain (batched) read before taking the
+   * entity's lock: a refusal, a duplicate, a stale base or a taken version
+   * string is answered from that read, as the service's pre-check answers
+   * them, and only a confirm that may still create goes on to
+   * #confirmAlone. Used for confirms that waited for another on their
+   * entity: of many racing on one base, all but one are stale once it
+   * landed, and need not each queue for the lock to learn it.
+   */
+  async #confirmAfterRecheck(input: NewVersion): Promise<ConfirmOutcome> {
+    const check = await this.checkPush(input.entityId, input.sourceHash, input.version, input.caller);
+    const access = input.authorize(check.facts);
+    if (access === "hidden" || access === "forbidden") return { kind: access };
+    const decision = decidePush({ duplicate: check.duplicate, tipVersionId: check.tipVersionId }, input);
+    if (decision.kind === "existing") return { kind: "existing", version: decision.version };
+    if (decision.kind === "stale") return { kind: "stale", tip: await check.tip() };
+    if (check.versionTaken !== undefined) return { kind: "version-taken", existing: check.versionTaken };
+    return this.#confirmAlone(input);
   }
 
   /**

@@ -204,6 +204,19 @@ export function confirmGroupsSuite(backend: Backend) {
     assert.is(outcomes[2]!.kind === "stale" ? outcomes[2].tip?.id : outcomes[2]!.kind, inputs[0]!.id);
   });
 
+  s("a confirm held behind another on its entity: stale when that one moved the tip, created when it builds on it", async (ctx) => {
+    const e = await seeded(ctx);
+    const first = await input(ctx, e.entityId, { entityExisted: true, baseVersionId: e.v1.id });
+    const racer = await input(ctx, e.entityId, { entityExisted: true, baseVersionId: e.v1.id });
+    const next = await input(ctx, e.entityId, { entityExisted: true, baseVersionId: first.id });
+    const dupOfFirst = await input(ctx, e.entityId, { entityExisted: true, baseVersionId: e.v1.id, sourceHash: first.sourceHash });
+    const outcomes = await Promise.all([first, racer, next, dupOfFirst].map((i) => ctx.store.confirm(i)));
+    assert.is(created(outcomes[0]!).seq, 2);
+    assert.is(outcomes[1]!.kind === "stale" ? outcomes[1].tip?.id : outcomes[1]!.kind, first.id, "the racer is stale, shown the first as the tip");
+    assert.is(outcomes[2]!.kind === "created" ? outcomes[2].version.seq : outcomes[2]!.kind, 3, "the one built on the first is created after it");
+    assert.is(outcomes[3]!.kind === "existing" ? outcomes[3].version.id : outcomes[3]!.kind, first.id, "the duplicate of the first answers it, before any base check");
+  });
+
   if (backend === "mysql") {
     s("an entity another transaction holds never makes the group wait: its confirm goes alone, after the lock", async (ctx) => {
       const held = await seeded(ctx);

@@ -29,6 +29,11 @@ function fakeStore(options: { groupMs?: number; maxGroup?: number; maxWaitMs?: n
       if (input.aloneFails === true) throw new Error(`alone failed: ${input.entityId}`);
       return `alone:${input.entityId}`;
     },
+    released: async (input) => {
+      log.push(`released ${input.entityId}`);
+      await sleep(1);
+      return `released:${input.entityId}`;
+    },
     together: async (inputs) => {
       groups.push(inputs.map((i) => i.entityId));
       log.push(`together ${inputs.map((i) => i.entityId).join(",")}`);
@@ -67,9 +72,9 @@ test("confirms on different entities arriving together go as one group; each get
 test("a second confirm on an entity of the group waits for the group, then goes alone; one that may not be grouped goes alone at once", async () => {
   const s = fakeStore();
   const answers = await Promise.all([s.confirm({ entityId: "a" }), s.confirm({ entityId: "b" }), s.confirm({ entityId: "a" }), s.confirm({ entityId: "c", groupable: false })]);
-  assert.equal(answers, ["group:a", "group:b", "alone:a", "alone:c"]);
+  assert.equal(answers, ["group:a", "group:b", "released:a", "alone:c"]);
   assert.equal(s.groups, [["a", "b"]]);
-  assert.equal(s.log, ["alone c", "together a,b", "ended a,b", "alone a"]);
+  assert.equal(s.log, ["alone c", "together a,b", "ended a,b", "released a"]);
 });
 
 test("a confirm on an entity whose group is in flight is held until that group answered, even when others go on", async () => {
@@ -78,15 +83,16 @@ test("a confirm on an entity whose group is in flight is held until that group a
   await sleep(10);
   const later = Promise.all([s.confirm({ entityId: "a" }), s.confirm({ entityId: "c" })]);
   assert.equal(await first, ["group:a", "group:b"]);
-  assert.equal(await later, ["alone:a", "alone:c"]);
+  assert.equal(await later, ["released:a", "alone:c"]);
   // c went after the 5 ms limit, while the group was in flight; a only after it ended.
-  assert.equal(s.log, ["together a,b", "alone c", "ended a,b", "alone a"]);
+  assert.equal(s.log, ["together a,b", "alone c", "ended a,b", "released a"]);
 });
 
 test("many confirms on one entity: the first goes, the rest are released together when it is answered", async () => {
   const s = fakeStore();
   const answers = await Promise.all(Array.from({ length: 5 }, () => s.confirm({ entityId: "hot" })));
-  assert.equal(answers, Array(5).fill("alone:hot"));
+  assert.equal(answers, ["alone:hot", ...Array(4).fill("released:hot")]);
+  assert.equal(s.log, ["alone hot", ...Array(4).fill("released hot")]);
   assert.equal(s.groups, []);
 });
 
