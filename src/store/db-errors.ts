@@ -39,19 +39,3 @@ export function classifyDbError(error: unknown): DbErrorKind {
   }
   return "other";
 }
-
-/** MariaDB's max_statement_time and MySQL's max_execution_time. */
-const timeoutCodes = new Set(["ER_STATEMENT_TIMEOUT", "ER_QUERY_TIMEOUT"]);
-const timeoutErrnos = new Set([1969, 3024]);
-
-/**
- * Whether an error would fail any statement alike: the database is
- * unreachable or the statement ran out of time. Work sent together (a
- * batch of reads, a group of confirms) that fails so is not retried piece
- * by piece, which would make each wait twice for the same answer and load
- * a struggling server further.
- */
-export function failsAlike(error: unknown): boolean {
-  const e = error as { code?: string; errno?: number } | undefined;
-  return classifyDbError(error) === "unavailable" || timeoutCodes.has(e?.code ?? "") || timeoutErrnos.has(e?.errno ?? 0);
-}

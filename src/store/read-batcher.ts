@@ -1,4 +1,4 @@
-import { failsAlike } from "./db-errors.js";
+import { classifyDbError } from "./db-errors.js";
 import type { RunPrepared } from "./prepared.js";
 import { nextPowerOfTwo } from "./statement-shapes.js";
 
@@ -21,6 +21,15 @@ export interface ReadBatcherOptions {
 
 /** The column that says which read of a batch a row answers; never a column of the tables. */
 const partColumn = "batch_part";
+
+/** MariaDB's max_statement_time and MySQL's max_execution_time. */
+const timeoutCodes = new Set(["ER_STATEMENT_TIMEOUT", "ER_QUERY_TIMEOUT"]);
+const timeoutErrnos = new Set([1969, 3024]);
+
+function failsEveryRead(error: unknown): boolean {
+  const e = error as { code?: string; errno?: number } | undefined;
+  return classifyDbError(error) === "unavailable" || timeoutCodes.has(e?.code ?? "") || timeoutErrnos.has(e?.errno ?? 0);
+}
 
 /**
  * Coalesces concurrent reads of the same SQL into one statement: the reads
@@ -92,7 +101,10 @@ export function readBatcher(run: RunPrepared, options: ReadBatcherOptions): RunB
     try {
       rows = await run<Record<string, unknown>>(text, params);
     } catch (error: unknown) {
-      if (failsAlike(error)) {
+      // An unreachable database or a statement that ran out of time fails
+      // every read alike; retrying each alone would make them wait twice
+      // for the same answer and load a struggling server further.
+      if (failsEveryRead(error)) {
         for (const p of batch) p.reject(error);
         return;
       }

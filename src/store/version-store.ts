@@ -3,11 +3,11 @@ import type { Caller } from "../auth/caller.js";
 import type { AccessFacts, Decision } from "../auth/policy.js";
 import { decidePush } from "../domain/push-rules.js";
 import { type AccessFactRow, accessFactsSql, toAccessFacts } from "./access-store.js";
+import { confirmGrouper } from "./confirm-grouper.js";
 import type { Database } from "./database.js";
 import { preparedRunner } from "./prepared.js";
 import { readBatcher, type RunBatched } from "./read-batcher.js";
 import { nextPowerOfTwo } from "./statement-shapes.js";
-import { confirmGrouper } from "./confirm-grouper.js";
 import { inTransaction } from "./transaction.js";
 
 /** A JSON object, as package_json is stored. */
