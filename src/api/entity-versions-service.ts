@@ -27,7 +27,6 @@ import { type AccessFacts, type Decision, decidePushAccess, decideRead, decideWr
 import { uploadPaths } from "../blob/blob-paths.js";
 import type { BlobStore } from "../blob/blob-store.js";
 import type { Clock } from "../clock.js";
-import { decidePush } from "../domain/push-rules.js";
 import { apiError, detail } from "../errors/api-error.js";
 import type { BlobDeleter } from "../jobs/blob-deleter.js";
 import type { AccessStore } from "../store/access-store.js";
@@ -126,13 +125,28 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     baseVersionId: string,
     force: boolean,
   ): Promise<{ existing: VersionRecord | undefined; entityExists: boolean }> {
-    const check = await this.#d.store.checkPush(entityId, sourceHash, version, caller);
-    enforce(decidePushAccess(caller, check.facts), entityId, caller);
-    const decision = decidePush({ duplicate: check.duplicate, tipVersionId: check.tipVersionId }, { baseVersionId, force });
-    if (decision.kind === "existing") return { existing: decision.version, entityExists: check.entityExists };
-    if (decision.kind === "stale") throw staleBase(baseVersionId, await check.tip());
-    if (check.versionTaken !== undefined) throw versionTaken(check.versionTaken);
-    return { existing: undefined, entityExists: check.entityExists };
+    const early = await this.#d.store.precheck({
+      entityId,
+      sourceHash,
+      version,
+      baseVersionId,
+      force,
+      caller,
+      authorize: (facts) => decidePushAccess(caller, facts),
+    });
+    switch (early.kind) {
+      case "hidden":
+      case "forbidden":
+        throw enforce(early.kind, entityId, caller);
+      case "existing":
+        return { existing: early.version, entityExists: true };
+      case "stale":
+        throw staleBase(baseVersionId, early.tip);
+      case "version-taken":
+        throw versionTaken(early.existing);
+      case "proceed":
+        return { existing: undefined, entityExists: early.entityExists };
+    }
   }
 
   async getUploadUrl(req: GetUploadUrlRequest, ctx: HandlerContext): Promise<Init<typeof GetUploadUrlResponseSchema>> {

@@ -57,7 +57,7 @@ interface Pending<I, O> {
  * database is unreachable, which every confirm of the group is told at
  * once. A confirm on an entity that already has one on its way here (in
  * this flush, or in flight) is held until that one is answered, then
- * decided alone: two confirms on one entity never share a group, and a
+ * decided by `released`: two confirms on one entity never share a group, and a
  * group never waits on a confirm of its own process for an entity's lock.
  */
 export function confirmGrouper<I extends { readonly entityId: string }, O>(options: ConfirmGrouperOptions<I, O>): (input: I) => Promise<O> {

@@ -71,8 +71,13 @@ export type ConfirmOutcome =
   | { readonly kind: "upload-missing" }
   | { readonly kind: "upload-used"; readonly versionId: string };
 
+/** What a push decided from a plain read: go on to the transaction, or an answer already. */
+export type PushPrecheck =
+  | { readonly kind: "proceed"; readonly entityExists: boolean }
+  | Extract<ConfirmOutcome, { readonly kind: "hidden" | "forbidden" | "existing" | "stale" | "version-taken" }>;
+
 /** What a push needs to know before it goes on, read in one query. */
-export interface PushCheck {
+interface PushCheck {
   readonly facts: AccessFacts;
   /** Whether the entity had a row (it has one from its first push on). */
   readonly entityExists: boolean;
@@ -320,7 +325,7 @@ export class VersionStore {
    * there are such (a duplicate or a conflict, the rare paths).
    * ConfirmUpload decides again under the entity lock.
    */
-  async checkPush(entityId: string, sourceHash: string, version: string, caller: Caller): Promise<PushCheck> {
+  async #checkPush(entityId: string, sourceHash: string, version: string, caller: Caller): Promise<PushCheck> {
     const facts = accessFactsSql(caller, { hasPublishers: true });
     const [row] = await this.#batched<AccessFactRow & { tip_version_id: string | null; duplicate_id: string | null; taken_id: string | null }>(
       `select ${facts.columns}, e.tip_version_id, ` +
@@ -340,6 +345,26 @@ export class VersionStore {
     const [duplicate, versionTaken] = await Promise.all([byId(row?.duplicate_id), byId(row?.taken_id)]);
     const tipVersionId = row?.tip_version_id ?? undefined;
     return { facts: toAccessFacts(row), entityExists: row !== undefined, tipVersionId, duplicate, versionTaken, tip: () => byId(tipVersionId) };
+  }
+
+  /**
+   * Decides a push from one plain (batched) read, in the rules' order:
+   * access (with the first push's claim), deduplication, push protection,
+   * then the version string. Both push endpoints answer early from it, and
+   * a confirm that waited behind another on its entity is decided again by
+   * it; only "proceed" needs the locked transaction, which decides again.
+   */
+  async precheck(
+    push: Pick<NewVersion, "entityId" | "sourceHash" | "version" | "baseVersionId" | "force" | "caller" | "authorize">,
+  ): Promise<PushPrecheck> {
+    const check = await this.#checkPush(push.entityId, push.sourceHash, push.version, push.caller);
+    const access = push.authorize(check.facts);
+    if (access === "hidden" || access === "forbidden") return { kind: access };
+    const decision = decidePush({ duplicate: check.duplicate, tipVersionId: check.tipVersionId }, push);
+    if (decision.kind === "existing") return { kind: "existing", version: decision.version };
+    if (decision.kind === "stale") return { kind: "stale", tip: await check.tip() };
+    if (check.versionTaken !== undefined) return { kind: "version-taken", existing: check.versionTaken };
+    return { kind: "proceed", entityExists: check.entityExists };
   }
 
   /** Records an issued upload, so that confirm accepts its paths and the sweeper can find it. */
@@ -429,23 +454,15 @@ export class VersionStore {
   }
 
   /**
-   * Decides a confirm again from a plain (batched) read before taking the
-   * entity's lock: a refusal, a duplicate, a stale base or a taken version
-   * string is answered from that read, as the service's pre-check answers
-   * them, and only a confirm that may still create goes on to
-   * #confirmAlone. Used for confirms that waited for another on their
-   * entity: of many racing on one base, all but one are stale once it
-   * landed, and need not each queue for the lock to learn it.
+   * Decides a confirm again with precheck before taking the entity's lock,
+   * and only one that may still create goes on to #confirmAlone. Used for
+   * confirms that waited for another on their entity: of many racing on
+   * one base, all but one are stale once it landed, and need not each
+   * queue for the lock to learn it.
    */
   async #confirmAfterRecheck(input: NewVersion): Promise<ConfirmOutcome> {
-    const check = await this.checkPush(input.entityId, input.sourceHash, input.version, input.caller);
-    const access = input.authorize(check.facts);
-    if (access === "hidden" || access === "forbidden") return { kind: access };
-    const decision = decidePush({ duplicate: check.duplicate, tipVersionId: check.tipVersionId }, input);
-    if (decision.kind === "existing") return { kind: "existing", version: decision.version };
-    if (decision.kind === "stale") return { kind: "stale", tip: await check.tip() };
-    if (check.versionTaken !== undefined) return { kind: "version-taken", existing: check.versionTaken };
-    return this.#confirmAlone(input);
+    const early = await this.precheck(input);
+    return early.kind === "proceed" ? this.#confirmAlone(input) : early;
   }
 
   /**
