@@ -447,8 +447,12 @@ async function main() {
   const bucketsBefore = await serviceBuckets();
   const generatorLag = monitorEventLoopDelay({ resolution: 1 });
   generatorLag.enable();
+  const generatorCpu0 = process.cpuUsage();
+  const generatorT0 = performance.now();
   const half = await runOp("GetActiveVersion at half the peak rate", "REST", restCall("GET", (n) => `/api/entities/${pick(n)}/active-version`), pid, Math.max(1, Math.floor(peak / 2)));
   generatorLag.disable();
+  const generatorCpu = process.cpuUsage(generatorCpu0);
+  const generatorCores = (generatorCpu.user + generatorCpu.system) / 1000 / (performance.now() - generatorT0);
   const halfP99 = median(half.runs.map((x) => x.load.p99));
   const bucketsAfter = await serviceBuckets();
   const inService = [...bucketsAfter].map(([le, n]) => [le, n - (bucketsBefore.get(le) ?? 0)] as const);
@@ -458,7 +462,7 @@ async function main() {
   const halfTail =
     total === 0
       ? ""
-      : ` Inside the service (its own \`entity_versions_rpc_duration_seconds\` histogram over that row), 99% of the requests took at most ${serviceP99Bound === "+Inf" ? "more than 10 s" : `${Number(serviceP99Bound) * 1000} ms`}; the pacing generator's own event loop, on the same two cores, was held up by ${(generatorLag.percentile(99) / 1e6).toFixed(1)} ms at the 99th percentile and ${(generatorLag.max / 1e6).toFixed(1)} ms at most.`;
+      : ` Inside the service (its own \`entity_versions_rpc_duration_seconds\` histogram over that row), 99% of the requests took at most ${serviceP99Bound === "+Inf" ? "more than 10 s" : `${Number(serviceP99Bound) * 1000} ms`}; the pacing generator's own event loop, on the same two cores, was held up by ${(generatorLag.percentile(99) / 1e6).toFixed(1)} ms at the 99th percentile and ${(generatorLag.max / 1e6).toFixed(1)} ms at most, and took ${generatorCores.toFixed(2)} cores.`;
   if (halfTail !== "") log(halfTail.trim());
   const peakRss = memory(pid).peakMb;
 

@@ -3,7 +3,8 @@ import type { ConnectError, ContextValues } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { apiError } from "../errors/api-error.js";
 import type { InProcessCaller } from "../rpc/in-process-caller.js";
-import { webHeaders } from "../rpc/web-headers.js";
+import { lazyAbortSignal } from "../rpc/lazy-abort-signal.js";
+import { RequestHeaders } from "../rpc/web-headers.js";
 import { type RestBinding, restBindings } from "./http-rules.js";
 import { readRestJson, writeRestJson } from "./json-codec.js";
 import { renderRestError } from "./rest-error.js";
@@ -113,21 +114,16 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
       url: binding.routePath,
       config,
       handler: async (req: FastifyRequest, reply: FastifyReply) => {
-        const abort = new AbortController();
-        const onClose = () => {
-          if (!reply.raw.writableFinished) abort.abort();
-        };
-        reply.raw.once("close", onClose);
         try {
           const input = readRestJson(method.input, requestJson(binding, req));
           const { message, header } = await options.call(method, input, {
-            header: webHeaders(req.headers),
-            signal: abort.signal,
+            header: new RequestHeaders(req.headers),
+            signal: lazyAbortSignal(reply.raw),
             requestMethod: req.method,
             url: req.url,
             ...(options.contextValues === undefined ? {} : { contextValues: options.contextValues(req) }),
           });
-          header.forEach((value, key) => void reply.header(key, value));
+          header?.forEach((value, key) => void reply.header(key, value));
           const payload =
             binding.responseBody === undefined
               ? message
@@ -139,8 +135,6 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
           const rendered = renderRestError(options.toError(error, config.rpc));
           reply.code(rendered.status).headers(rendered.headers);
           return rendered.body;
-        } finally {
-          reply.raw.off("close", onClose);
         }
       },
     });

@@ -5,7 +5,8 @@ import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { apiError } from "../errors/api-error.js";
 import type { InProcessCaller, ServiceRegistration } from "./in-process-caller.js";
-import { webHeaders } from "./web-headers.js";
+import { lazyAbortSignal } from "./lazy-abort-signal.js";
+import { RequestHeaders } from "./web-headers.js";
 
 /** Options of the fast path. */
 export interface GrpcFastPathOptions {
@@ -18,16 +19,53 @@ export interface GrpcFastPathOptions {
   readonly toError: (error: unknown, rpc: string) => ConnectError;
 }
 
-async function readBody(req: Http2ServerRequest, limit: number): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > limit + 5) throw apiError("REQUEST_TOO_LARGE", { limitBytes: limit });
-    chunks.push(chunk);
-  }
-  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+/**
+ * The request body, read with listeners rather than `for await`: the async
+ * iterator and its end-of-stream tracking were ~1.5% of a gRPC read's CPU.
+ * Past the limit the request is destroyed, as returning from `for await`
+ * would.
+ */
+function readBody(req: Http2ServerRequest, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const done = () => {
+      req.off("data", onData);
+      req.off("end", onEnd);
+      req.off("error", onError);
+      req.off("close", onClose);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit + 5) {
+        done();
+        req.destroy();
+        reject(apiError("REQUEST_TOO_LARGE", { limitBytes: limit }));
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = () => {
+      done();
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+    };
+    const onError = (error: Error) => {
+      done();
+      reject(error);
+    };
+    // Closed before its end: the client went away mid-request.
+    const onClose = () => {
+      done();
+      reject(new Error("the request closed before its body ended"));
+    };
+    req.on("data", onData);
+    req.on("end", onEnd);
+    req.on("error", onError);
+    req.on("close", onClose);
+  });
 }
+
+const okTrailers: Readonly<Record<string, string>> = Object.freeze({ "grpc-status": "0" });
 
 function frame(bytes: Uint8Array): Buffer {
   const out = Buffer.allocUnsafe(5 + bytes.length);
@@ -58,11 +96,7 @@ export function registerGrpcUnaryFastPath(app: FastifyInstance, options: GrpcFas
   const handle = async (req: FastifyRequest, res: Http2ServerResponse, method: DescMethod) => {
     const raw2 = req.raw as unknown as Http2ServerRequest;
     const rpc = `${method.parent.typeName}/${method.name}`;
-    const abort = new AbortController();
-    res.once("close", () => {
-      if (!res.writableFinished) abort.abort();
-    });
-    let trailers: Headers;
+    let trailers: Readonly<Record<string, string>>;
     let body: Buffer | undefined;
     try {
       const raw = await readBody(raw2, options.readMaxBytes);
@@ -77,24 +111,25 @@ export function registerGrpcUnaryFastPath(app: FastifyInstance, options: GrpcFas
         throw apiError("MALFORMED_REQUEST", { problem: `the request message does not decode (${(error as Error).message})` });
       }
       const { message, header } = await options.call(method, input, {
-        header: webHeaders(raw2.headers),
-        signal: abort.signal,
+        header: new RequestHeaders(raw2.headers),
+        signal: lazyAbortSignal(res),
         requestMethod: "POST",
         url: req.url,
         contextValues: options.contextValues(req),
       });
-      header.forEach((value, key) => res.setHeader(key, value));
+      header?.forEach((value, key) => res.setHeader(key, value));
       body = frame(toBinary(method.output, message));
-      trailers = new Headers({ "grpc-status": "0" });
+      trailers = okTrailers;
     } catch (error) {
-      trailers = new Headers();
-      setTrailerStatus(trailers, error instanceof ConnectError ? error : options.toError(error, rpc));
+      const failed = new Headers();
+      setTrailerStatus(failed, error instanceof ConnectError ? error : options.toError(error, rpc));
+      trailers = Object.fromEntries(failed);
     }
     if (res.destroyed || res.writableEnded) return;
     res.setHeader("content-type", "application/grpc+proto");
     res.setHeader("x-request-id", req.id);
     res.writeHead(200);
-    res.addTrailers(Object.fromEntries(trailers));
+    res.addTrailers(trailers);
     if (body === undefined) res.end();
     else res.end(body);
   };

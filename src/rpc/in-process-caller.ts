@@ -22,18 +22,25 @@ export interface ServiceRegistration {
 /** What the in-process call needs from the HTTP request that carries it. */
 export interface InProcessCallInit {
   readonly header: Headers;
-  readonly signal: AbortSignal;
+  /**
+   * The signal that aborts when the client goes away, made on first call
+   * (lazyAbortSignal): most RPCs never read it.
+   */
+  readonly signal: () => AbortSignal;
   readonly requestMethod: string;
   readonly url: string;
   readonly contextValues?: ContextValues;
 }
 
-/** Calls a unary RPC of a registered service in this process. */
+/**
+ * Calls a unary RPC of a registered service in this process; the answer's
+ * header is undefined when the handler set none.
+ */
 export type InProcessCaller = (
   method: DescMethod,
   input: Message,
   init: InProcessCallInit,
-) => Promise<{ message: Message; header: Headers }>;
+) => Promise<{ message: Message; header: Headers | undefined }>;
 
 /**
  * Runs unary RPCs in-process through the same interceptors as the Connect
@@ -58,31 +65,47 @@ export function createInProcessCaller(services: readonly ServiceRegistration[], 
     // and no linked AbortControllers to build, and none to abort when the
     // call ends (aborting makes a DOMException), which was a tenth of a
     // REST call's CPU. The signal is the HTTP request's: it aborts when the
-    // client goes away.
+    // client goes away. It, and the response headers and trailers, are
+    // getters that make their object on first use, which few calls make.
     const values = init.contextValues ?? createContextValues();
-    const context: HandlerContext = {
-      method,
-      service: method.parent,
-      signal: init.signal,
-      timeoutMs: () => undefined,
-      requestMethod: init.requestMethod,
-      requestHeader: init.header,
-      responseHeader: new Headers(),
-      responseTrailer: new Headers(),
-      protocolName: "rest",
-      values,
-      url: init.url,
-    };
+    let responseHeader: Headers | undefined;
+    let responseTrailer: Headers | undefined;
+    let produced: UnaryResponse | undefined;
+    const header = () => (responseHeader ??= new Headers());
+    const trailer = () => (responseTrailer ??= new Headers());
     const impl = async (req: UnaryRequest): Promise<UnaryResponse> => {
-      const output = await spec.impl(req.message, { ...context, requestHeader: req.header, signal: req.signal, values: req.contextValues });
-      return {
+      const context: HandlerContext = {
+        method,
+        service: method.parent,
+        get signal() {
+          return req.signal;
+        },
+        timeoutMs: () => undefined,
+        requestMethod: init.requestMethod,
+        requestHeader: req.header,
+        get responseHeader() {
+          return header();
+        },
+        get responseTrailer() {
+          return trailer();
+        },
+        protocolName: "rest",
+        values: req.contextValues,
+        url: init.url,
+      };
+      const output = await spec.impl(req.message, context);
+      return (produced = {
         stream: false,
         service: method.parent,
         method: spec.method,
-        header: context.responseHeader,
-        trailer: context.responseTrailer,
+        get header() {
+          return header();
+        },
+        get trailer() {
+          return trailer();
+        },
         message: (isMessage(output, spec.method.output) ? output : create(spec.method.output, output)) as Message,
-      } as UnaryResponse;
+      } as UnaryResponse);
     };
     const next = compose(impl);
     const res = await next({
@@ -91,11 +114,15 @@ export function createInProcessCaller(services: readonly ServiceRegistration[], 
       method: spec.method,
       requestMethod: init.requestMethod,
       url: init.url,
-      signal: init.signal,
+      get signal() {
+        return init.signal();
+      },
       header: init.header,
       contextValues: values,
       message: input,
     } as UnaryRequest);
-    return { message: res.message, header: res.header };
+    // Reading our own response's header would make the Headers when
+    // nothing was set; an interceptor's own response is read as it is.
+    return { message: res.message, header: res === produced ? responseHeader : res.header };
   };
 }
