@@ -31,7 +31,7 @@ import { renderRestError } from "./rest/rest-error.js";
 import { registerRestGateway } from "./rest/rest-gateway.js";
 import { errorInterceptor, toCatalogError } from "./rpc/error-interceptor.js";
 import { relabelDecodeErrors } from "./rpc/decode-errors.js";
-import { registerGrpcUnaryFastPath } from "./rpc/grpc-unary-fast-path.js";
+import { grpcUnaryStreamHandler, type StreamClaim } from "./rpc/grpc-unary-stream.js";
 import { createInProcessCaller, type ServiceRegistration } from "./rpc/in-process-caller.js";
 import { observeInterceptor, type RpcOutcome, rpcOutcomeKey } from "./rpc/observe-interceptor.js";
 
@@ -59,6 +59,23 @@ export interface ServerDeps {
 
 const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
 
+/** The request's id: the client's x-request-id when it is a plausible one, else a new UUID. */
+function requestIdFor(sent: string | string[] | undefined): string {
+  return typeof sent === "string" && requestIdPattern.test(sent) ? sent : randomUUID();
+}
+
+/** The fields of the one log line per request, whichever path answered it. */
+function requestLogFields(method: string, path: string, o: RpcOutcome, status: number, durationMs: number): Record<string, unknown> {
+  return {
+    method,
+    path,
+    ...(o.rpc === undefined ? {} : { rpc: o.rpc, protocol: o.protocol, code: o.code }),
+    ...(o.reason === undefined ? {} : { reason: o.reason }),
+    status,
+    durationMs: Math.round(durationMs * 100) / 100,
+  };
+}
+
 /** HTTP status of a successful REST response: 201 when ConfirmUpload created a version. */
 function successStatus(method: DescMethod, response: Message): number {
   if (method === EntityVersionsService.method.confirmUpload) return (response as ConfirmUploadResponse).created ? 201 : 200;
@@ -73,10 +90,14 @@ function successStatus(method: DescMethod, response: Message): number {
  * /readyz and /metrics. The caller listens; tests use port 0 or inject.
  */
 export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
+  // Unary gRPC calls, answered on their HTTP/2 streams; set once the
+  // in-process caller exists, below.
+  let claimStream: StreamClaim | undefined;
   // Fastify's types know only its own server kinds; the one-port server is
   // an HTTP/1.1 server to Fastify, with HTTP/2 requests as compatible objects.
   const app: FastifyInstance = Fastify({
-    serverFactory: ((handler: RequestHandler) => createOnePortServer(handler)) as unknown as FastifyServerFactory,
+    serverFactory: ((handler: RequestHandler) =>
+      createOnePortServer(handler, { claimStream: (stream, headers) => claimStream?.(stream, headers) ?? false })) as unknown as FastifyServerFactory,
     loggerInstance: deps.logger,
     bodyLimit: deps.bodyLimitBytes,
     // One log line per request comes from the onResponse hook below.
@@ -97,10 +118,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       void (reply as unknown as FastifyReply).code(rendered.status).send(rendered.body);
     },
     requestIdHeader: false,
-    genReqId: (req) => {
-      const sent = req.headers["x-request-id"];
-      return typeof sent === "string" && requestIdPattern.test(sent) ? sent : randomUUID();
-    },
+    genReqId: (req) => requestIdFor(req.headers["x-request-id"]),
   });
 
   const observe = observeInterceptor(deps.metrics);
@@ -129,18 +147,8 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     // child would bind it, so that the request's (lazy) child is not made;
     // through the request's own logger on a route with a log level of its own.
     const log = req.routeOptions.logLevel === undefined || req.routeOptions.logLevel === deps.logger.level ? deps.logger : req.log;
-    log.info(
-      {
-        ...(log === deps.logger ? { reqId: req.id } : {}),
-        method: req.method,
-        path: req.url.split("?")[0],
-        ...(o.rpc === undefined ? {} : { rpc: o.rpc, protocol: o.protocol, code: o.code }),
-        ...(o.reason === undefined ? {} : { reason: o.reason }),
-        status: reply.statusCode,
-        durationMs: Math.round(reply.elapsedTime * 100) / 100,
-      },
-      "request",
-    );
+    const fields = requestLogFields(req.method, req.url.split("?")[0]!, o, reply.statusCode, reply.elapsedTime);
+    log.info(log === deps.logger ? { reqId: req.id, ...fields } : fields, "request");
     done();
   });
 
@@ -163,7 +171,17 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   });
 
   const call = createInProcessCaller(services, apiInterceptors);
-  registerGrpcUnaryFastPath(app, { services, call, readMaxBytes: deps.bodyLimitBytes, contextValues, toError });
+  claimStream = grpcUnaryStreamHandler({
+    services,
+    call,
+    readMaxBytes: deps.bodyLimitBytes,
+    requestId: requestIdFor,
+    toError,
+    // The same line as the onResponse hook's; a client gone before the
+    // answer is logged with nginx's 499.
+    onDone: ({ requestId, path, outcome, durationMs, answered }) =>
+      deps.logger.info({ reqId: requestId, ...requestLogFields("POST", path, outcome, answered ? 200 : 499, durationMs) }, "request"),
+  });
 
   // Counted as the interceptor would have, had it seen the call.
   const onRelabel = (handler: { service: { typeName: string }; method: { name: string } }, protocol: string) =>

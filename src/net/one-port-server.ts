@@ -15,6 +15,12 @@ export interface OnePortOptions {
   readonly requestTimeoutMs?: number;
   /** How long a new connection may stay silent before it is dropped. */
   readonly firstBytesTimeoutMs?: number;
+  /**
+   * Offered every HTTP/2 stream before the handler: returning true takes the
+   * stream, and the handler never sees it (the unary gRPC path answers on
+   * the stream, without Node's HTTP/2 compatibility objects).
+   */
+  readonly claimStream?: (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => boolean;
 }
 
 /** The outer server, with the connection controls Fastify calls on close. */
@@ -47,6 +53,20 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
     handler as http.RequestListener,
   );
   const h2 = http2.createServer({}, handler as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void);
+  const claimStream = options.claimStream;
+  if (claimStream !== undefined) {
+    // Node answers a stream with the handler through one "stream" listener
+    // of its own, added with the handler; it runs only for the streams not
+    // claimed. (No such listener: this Node differs, and nothing is claimed.)
+    const compat = h2.listeners("stream");
+    if (compat.length === 1) {
+      const toHandler = compat[0] as (...args: unknown[]) => void;
+      h2.removeAllListeners("stream");
+      h2.on("stream", (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, ...rest: unknown[]) => {
+        if (!claimStream(stream, headers)) toHandler.call(h2, stream, headers, ...rest);
+      });
+    }
+  }
   const sessions = new Set<http2.ServerHttp2Session>();
   const responses = new Set<http.ServerResponse>();
   let closing = false;

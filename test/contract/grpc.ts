@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import * as assert from "uvu/assert";
 import type { Backend } from "../support/env.js";
-import { GrpcClient, grpc } from "../support/grpc-client.js";
+import { GrpcClient, grpc, rawGrpc } from "../support/grpc-client.js";
 import { newEntityId, newSourceHash, nextVersionString, push, putBlob } from "../support/service.js";
 import { serviceSuite } from "../support/suite.js";
 
@@ -117,6 +117,26 @@ export function grpcSuite(backend: Backend) {
   s("a request over MAX_REQUEST_BYTES is RESOURCE_EXHAUSTED", async ({ svc }) => {
     const r = await svc.grpc.call("ConfirmUpload", { entity_id: newEntityId(), storage_path: "x".repeat(2 * 1024 * 1024) });
     assert.ok(!r.ok && r.error.code === grpc.status.RESOURCE_EXHAUSTED, JSON.stringify(r));
+  });
+
+  s("unary calls answer on the HTTP/2 stream with the request id, and refuse a bad frame as MALFORMED_REQUEST", async ({ svc }) => {
+    const path = "/entityversions.v1.EntityVersionsService/GetActiveVersion";
+    const auth = { authorization: svc.rest.defaultHeaders["authorization"]! };
+    // entity_id (field 1) "abc", framed: flag 0, length 5.
+    const message = Buffer.from([0x0a, 0x03, 0x61, 0x62, 0x63]);
+    const good = await rawGrpc(svc.url, path, Buffer.concat([Buffer.from([0, 0, 0, 0, 5]), message]), { ...auth, "x-request-id": "grpc-trace-1" });
+    assert.is(good.headers[":status"], 200);
+    assert.is(good.headers["x-request-id"], "grpc-trace-1");
+    assert.is(good.trailers["grpc-status"], String(grpc.status.NOT_FOUND), "no version yet: NO_ACTIVE_VERSION");
+    const made = await rawGrpc(svc.url, path, Buffer.concat([Buffer.from([0, 0, 0, 0, 5]), message]), { ...auth, "x-request-id": "bad id with spaces" });
+    assert.match(String(made.headers["x-request-id"]), /^[0-9a-f-]{36}$/);
+    // The length prefix says 9 bytes; 5 follow.
+    const bad = await rawGrpc(svc.url, path, Buffer.concat([Buffer.from([0, 0, 0, 0, 9]), message]), auth);
+    assert.is(bad.trailers["grpc-status"], String(grpc.status.INVALID_ARGUMENT));
+    assert.match(decodeURIComponent(String(bad.trailers["grpc-message"])), /exactly one length-prefixed message/);
+    assert.is(bad.body.length, 0);
+    const compressed = await rawGrpc(svc.url, path, Buffer.concat([Buffer.from([1, 0, 0, 0, 5]), message]), auth);
+    assert.is(compressed.trailers["grpc-status"], String(grpc.status.INVALID_ARGUMENT));
   });
 
   s("an unknown method is UNIMPLEMENTED", async ({ svc }) => {

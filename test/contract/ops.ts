@@ -5,6 +5,7 @@ import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
+import { rawGrpc } from "../support/grpc-client.js";
 import type { Backend } from "../support/env.js";
 import { memoryLogger, newEntityId, push, startService, type TestService } from "../support/service.js";
 import { serviceSuite } from "../support/suite.js";
@@ -123,6 +124,8 @@ export function logsSuite(backend: Backend) {
       const p = await push(svc, e);
       await svc.rest.get(`/api/entities/${e}/versions/${p.confirm!.body.version.id}/download`, { "x-request-id": "trace-me-1" });
       await svc.grpc.call("GetActiveVersion", { entity_id: e });
+      // A frame whose length prefix (9) is not what follows (0 bytes).
+      await rawGrpc(svc.url, "/entityversions.v1.EntityVersionsService/GetVersion", Buffer.from([0, 0, 0, 0, 9]), { "x-request-id": "bad-frame-1" });
       const logs = text();
       const lines = logs.trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
       const requests = lines.filter((l) => l["msg"] === "request");
@@ -137,6 +140,12 @@ export function logsSuite(backend: Backend) {
       assert.equal(
         { rpc: grpcLine?.["rpc"], code: grpcLine?.["code"], reason: grpcLine?.["reason"], status: grpcLine?.["status"] },
         { rpc: "entityversions.v1.EntityVersionsService/GetActiveVersion", code: "not_found", reason: "NO_ACTIVE_VERSION", status: 200 },
+      );
+      // Refused before any interceptor ran, and still one line with its RPC and reason.
+      const badFrame = requests.filter((l) => l["reqId"] === "bad-frame-1");
+      assert.equal(
+        badFrame.map((l) => [l["rpc"], l["protocol"], l["code"], l["reason"], l["status"]]),
+        [["entityversions.v1.EntityVersionsService/GetVersion", "grpc", "invalid_argument", "MALFORMED_REQUEST", 200]],
       );
       assert.ok(requests.every((l) => typeof l["reqId"] === "string"));
       assert.not.match(logs, /sig=|SharedKey|Bearer|eyJ/);

@@ -1,5 +1,6 @@
 // An independent gRPC client: @grpc/grpc-js with the service loaded from
 // proto/ by @grpc/proto-loader, sharing no code with the server.
+import http2 from "node:http2";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { fromBinary } from "@bufbuild/protobuf";
@@ -88,3 +89,25 @@ export class GrpcClient {
 }
 
 export { grpc };
+
+/** One unary gRPC call over a bare HTTP/2 stream: what a client that frames its own bytes gets back. */
+export function rawGrpc(url: string, path: string, frame: Buffer, headers: Record<string, string>): Promise<{ headers: http2.IncomingHttpHeaders; trailers: http2.IncomingHttpHeaders; body: Buffer }> {
+  return new Promise((resolve, reject) => {
+    const session = http2.connect(url);
+    session.on("error", reject);
+    const req = session.request({ ":path": path, ":method": "POST", "content-type": "application/grpc", te: "trailers", ...headers });
+    let got: http2.IncomingHttpHeaders = {};
+    let trailers: http2.IncomingHttpHeaders = {};
+    const chunks: Buffer[] = [];
+    req.on("response", (h) => (got = h));
+    req.on("trailers", (t) => (trailers = t));
+    req.on("data", (d: Buffer) => chunks.push(d));
+    req.on("end", () => {
+      session.close();
+      resolve({ headers: got, trailers, body: Buffer.concat(chunks) });
+    });
+    req.on("error", reject);
+    req.end(frame);
+  });
+}
+
