@@ -39,3 +39,31 @@ export async function measured<T>(pid: number, work: () => Promise<T>): Promise<
     clearInterval(sampler);
   }
 }
+
+/** CPU seconds the whole machine has spent busy so far (every core, from /proc/stat). */
+export function machineBusySeconds(): number {
+  try {
+    const line = fs.readFileSync("/proc/stat", "utf8").split("\n")[0]!;
+    const [user, nice, system, , , irq, softirq, steal] = line.trim().split(/\s+/).slice(1).map(Number);
+    return (user! + nice! + system! + irq! + softirq! + steal!) / ticksPerSecond;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** The pid of the first process whose command name is `name`, if any (Linux). */
+export function pidOf(name: string): number | undefined {
+  try {
+    for (const entry of fs.readdirSync("/proc")) {
+      if (!/^\d+$/.test(entry)) continue;
+      try {
+        if (fs.readFileSync(`/proc/${entry}/comm`, "utf8").trim() === name) return Number(entry);
+      } catch {
+        // The process ended while we looked.
+      }
+    }
+  } catch {
+    // No /proc.
+  }
+  return undefined;
+}

@@ -13,6 +13,8 @@ export const azuriteKey = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UV
 /** A running Azurite blob service. */
 export interface EmbeddedAzurite {
   readonly blobEndpoint: string;
+  /** The emulator's process, for the benchmark's CPU accounting. */
+  readonly pid: number | undefined;
   readonly connectionString: string;
   /** Stops the emulator; resolves once its process has exited. */
   stop(): Promise<void>;
@@ -94,6 +96,7 @@ export async function startEmbeddedAzurite(options: EmbeddedAzuriteOptions = {})
   const blobEndpoint = `http://${host}:${port}/${azuriteAccount}`;
   return {
     blobEndpoint,
+    pid: child.pid,
     connectionString: `DefaultEndpointsProtocol=http;AccountName=${azuriteAccount};AccountKey=${azuriteKey};BlobEndpoint=${blobEndpoint};`,
     stop: () =>
       new Promise<void>((resolve) => {
