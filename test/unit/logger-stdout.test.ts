@@ -1,0 +1,44 @@
+import { spawn } from "node:child_process";
+import path from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { test } from "uvu";
+import * as assert from "uvu/assert";
+
+const loggerModule = pathToFileURL(path.join(path.dirname(fileURLToPath(import.meta.url)), "../../src/ops/logger.ts")).href;
+
+/** Runs a child that logs through the stdout destination; resolves with each stdout line and when it arrived. */
+function child(script: string): Promise<Array<{ line: string; atMs: number }>> {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const proc = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", `import { createLogger } from ${JSON.stringify(loggerModule)};\n${script}`], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    const lines: Array<{ line: string; atMs: number }> = [];
+    let rest = "";
+    proc.stdout.on("data", (chunk: Buffer) => {
+      const parts = (rest + chunk.toString()).split("\n");
+      rest = parts.pop()!;
+      for (const line of parts) lines.push({ line, atMs: performance.now() - started });
+    });
+    proc.once("error", reject);
+    proc.once("close", () => resolve(lines));
+  });
+}
+
+test("a lone line reaches stdout while the process is still running, not only at exit", async () => {
+  // The child logs once at 300 ms and lives until 1,500 ms.
+  const lines = await child(`const log = createLogger("info"); setTimeout(() => log.info("lone line"), 300); setTimeout(() => {}, 1500);`);
+  const lone = lines.find((l) => l.line.includes("lone line"));
+  assert.ok(lone !== undefined, "the line was written");
+  assert.ok(lone.atMs < 1300, `written at ${lone.atMs.toFixed(0)} ms, before the child's exit at ~1,500 ms`);
+});
+
+test("lines still buffered when the process exits are written", async () => {
+  const lines = await child(`const log = createLogger("info"); for (let i = 0; i < 3; i++) log.info("line " + i); process.exit(0);`);
+  assert.equal(
+    lines.map((l) => JSON.parse(l.line).msg),
+    ["line 0", "line 1", "line 2"],
+  );
+});
+
+test.run();
