@@ -4,6 +4,7 @@ import {
   BlobSASPermissions,
   BlobServiceClient,
   type ContainerClient,
+  ContainerSASPermissions,
   generateBlobSASQueryParameters,
   SASProtocol,
   StorageSharedKeyCredential,
@@ -16,6 +17,8 @@ export interface AzureBlobStoreOptions {
   readonly container: string;
   /** Bound on each blob call, retries included. */
   readonly timeoutMs?: number;
+  /** Milliseconds since the epoch; tests move it to see the read SAS renewed. */
+  readonly now?: () => number;
 }
 
 function connectionStringPart(connectionString: string, name: string): string | undefined {
@@ -37,6 +40,10 @@ export function blobUrl(containerUrl: string, path: string): string {
 
 const uploadPermissions = BlobSASPermissions.parse("cw");
 const downloadPermissions = BlobSASPermissions.parse("r");
+const containerReadPermissions = ContainerSASPermissions.parse("r");
+
+/** How long the in-process read SAS of the blob checks lives; renewed at a third left. */
+const readSasLifetimeMs = 15 * 60_000;
 
 /**
  * Azure Blob Storage (or Azurite) through @azure/storage-blob. SAS URLs are
@@ -49,6 +56,8 @@ export class AzureBlobStore implements BlobStore {
   readonly #timeoutMs: number;
   readonly #agent: http.Agent;
   readonly #request: typeof http.request;
+  readonly #now: () => number;
+  #readSas: { query: string; renewAt: number } | undefined;
 
   constructor(options: AzureBlobStoreOptions) {
     const accountName = connectionStringPart(options.connectionString, "AccountName");
@@ -57,6 +66,7 @@ export class AzureBlobStore implements BlobStore {
       throw new Error("the Azure Storage connection string must carry AccountName and AccountKey");
     }
     this.#timeoutMs = options.timeoutMs ?? 10_000;
+    this.#now = options.now ?? Date.now;
     const service = BlobServiceClient.fromConnectionString(options.connectionString, {
       retryOptions: { maxTries: 3, tryTimeoutInMs: this.#timeoutMs, retryDelayInMs: 100, maxRetryDelayInMs: 1_000 },
     });
@@ -126,10 +136,26 @@ export class AzureBlobStore implements BlobStore {
     });
   }
 
+  /**
+   * A read SAS for the whole container, for the blob checks: signed once
+   * and reused until a third of its 15 minutes is left, rather than signed
+   * per blob on every confirm. It never leaves this process; 15 minutes
+   * tolerates as much clock skew as the SDK's shared-key requests did.
+   */
+  #readQuery(): string {
+    const now = this.#now();
+    if (this.#readSas === undefined || now >= this.#readSas.renewAt) {
+      const sas = generateBlobSASQueryParameters(
+        { containerName: this.#container.containerName, permissions: containerReadPermissions, expiresOn: new Date(now + readSasLifetimeMs), protocol: this.#protocol },
+        this.#credential,
+      );
+      this.#readSas = { query: sas.toString(), renewAt: now + (readSasLifetimeMs * 2) / 3 };
+    }
+    return this.#readSas.query;
+  }
+
   #head(path: string, signal: AbortSignal): Promise<{ status: number; headers: http.IncomingHttpHeaders }> {
-    // The SAS never leaves this process; 15 minutes tolerates as much clock
-    // skew as the SDK's shared-key requests did.
-    const url = this.#sign(path, downloadPermissions, new Date(Date.now() + 15 * 60_000));
+    const url = `${blobUrl(this.#container.url, path)}?${this.#readQuery()}`;
     return new Promise((resolve, reject) => {
       const req = this.#request(url, { method: "HEAD", agent: this.#agent, signal }, (res) => {
         res.on("error", reject);
