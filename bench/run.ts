@@ -484,6 +484,18 @@ async function main() {
   const bucketsBefore = await serviceBuckets();
   const generatorLag = monitorEventLoopDelay({ resolution: 1 });
   generatorLag.enable();
+  // The pacer runs ahead of the other processes when the system lets it
+  // (root, or CAP_SYS_NICE): a request it sends or reads late counts against
+  // the service, so its own waits for a core measure the machine, not the
+  // service. It takes ~0.2 cores, so the service loses little to it.
+  const priorityBefore = os.getPriority();
+  let pacerPriority = priorityBefore;
+  try {
+    os.setPriority(-10);
+    pacerPriority = -10;
+  } catch {
+    // Not permitted: paced at the same priority as the rest.
+  }
   const generatorCpu0 = process.cpuUsage();
   const generatorT0 = performance.now();
   // Paced by a bare keep-alive client: undici's own CPU (~0.3 cores here)
@@ -495,6 +507,13 @@ async function main() {
   };
   const half = await runOp("GetActiveVersion at half the peak rate", "REST", leanGet((n) => `/api/entities/${pick(n)}/active-version`), pid, Math.max(1, Math.floor(peak / 2)));
   lean.close();
+  if (pacerPriority !== priorityBefore) {
+    try {
+      os.setPriority(priorityBefore);
+    } catch {
+      // Lowering it back needs no privilege; nothing to do if it fails.
+    }
+  }
   generatorLag.disable();
   const generatorCpu = process.cpuUsage(generatorCpu0);
   const generatorCores = (generatorCpu.user + generatorCpu.system) / 1000 / (performance.now() - generatorT0);
@@ -507,7 +526,7 @@ async function main() {
   const halfTail =
     total === 0
       ? ""
-      : ` Inside the service (its own \`entity_versions_rpc_duration_seconds\` histogram over that row), 99% of the requests took at most ${serviceP99Bound === "+Inf" ? "more than 10 s" : `${Number(serviceP99Bound) * 1000} ms`}; the pacing generator's own event loop, on the same two cores, was held up by ${(generatorLag.percentile(99) / 1e6).toFixed(1)} ms at the 99th percentile and ${(generatorLag.max / 1e6).toFixed(1)} ms at most, and took ${generatorCores.toFixed(2)} cores.`;
+      : ` Inside the service (its own \`entity_versions_rpc_duration_seconds\` histogram over that row), 99% of the requests took at most ${serviceP99Bound === "+Inf" ? "more than 10 s" : `${Number(serviceP99Bound) * 1000} ms`}; the pacing generator's own event loop, on the same two cores, was held up by ${(generatorLag.percentile(99) / 1e6).toFixed(1)} ms at the 99th percentile and ${(generatorLag.max / 1e6).toFixed(1)} ms at most, and took ${generatorCores.toFixed(2)} cores, ${pacerPriority === priorityBefore ? `at the same scheduling priority as the other processes (raising it, to nice ${-10}, was not permitted)` : `at scheduling priority nice ${pacerPriority} (the others at ${priorityBefore})`}.`;
   if (halfTail !== "") log(halfTail.trim());
   const peakRss = memory(pid).peakMb;
 
