@@ -1,6 +1,7 @@
 import { createApp } from "./app.js";
 import { BlobStoreUnavailableError } from "./blob/blob-store.js";
 import { ConfigError, loadConfig } from "./config.js";
+import { flushLogs } from "./ops/logger.js";
 import { classifyDbError } from "./store/db-errors.js";
 
 // Reads the configuration, starts the service and stops it on SIGTERM or
@@ -29,6 +30,7 @@ try {
         : "";
   process.stderr.write(`entity-versions: could not start: ${message}${hint}\n`);
   await app?.close();
+  await flushLogs();
   process.exit(1);
 }
 app.server.log.info(
@@ -52,10 +54,10 @@ const stop = (signal: string) => {
   stopping = true;
   app.server.log.info({ signal }, "shutting down");
   app.close().then(
-    () => process.exit(0),
+    () => flushLogs().then(() => process.exit(0)),
     (error: unknown) => {
       app.server.log.error({ err: error }, "shutdown failed");
-      process.exit(1);
+      void flushLogs().then(() => process.exit(1));
     },
   );
 };

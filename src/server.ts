@@ -181,6 +181,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     // answer is logged with nginx's 499.
     onDone: ({ requestId, path, outcome, durationMs, answered }) =>
       deps.logger.info({ reqId: requestId, ...requestLogFields("POST", path, outcome, answered ? 200 : 499, durationMs) }, "request"),
+    onError: (error) => deps.logger.error({ err: error }, "answering a gRPC call failed"),
   });
 
   // Counted as the interceptor would have, had it seen the call.

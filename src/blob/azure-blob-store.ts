@@ -42,8 +42,13 @@ const uploadPermissions = BlobSASPermissions.parse("cw");
 const downloadPermissions = BlobSASPermissions.parse("r");
 const containerReadPermissions = ContainerSASPermissions.parse("r");
 
-/** How long the in-process read SAS of the blob checks lives; renewed at a third left. */
-const readSasLifetimeMs = 15 * 60_000;
+/**
+ * The in-process read SAS of the blob checks lives 25 minutes and is used
+ * for the first 10: it always has 15 minutes left, the clock skew the SDK's
+ * shared-key requests tolerate.
+ */
+const readSasLifetimeMs = 25 * 60_000;
+const readSasUseMs = 10 * 60_000;
 
 /**
  * Azure Blob Storage (or Azurite) through @azure/storage-blob. SAS URLs are
@@ -57,7 +62,7 @@ export class AzureBlobStore implements BlobStore {
   readonly #agent: http.Agent;
   readonly #request: typeof http.request;
   readonly #now: () => number;
-  #readSas: { query: string; renewAt: number } | undefined;
+  #readSas: { query: string; signedAt: number } | undefined;
 
   constructor(options: AzureBlobStoreOptions) {
     const accountName = connectionStringPart(options.connectionString, "AccountName");
@@ -117,6 +122,7 @@ export class AzureBlobStore implements BlobStore {
    */
   async stat(path: string): Promise<BlobStat | undefined> {
     return this.#call("get properties", async (signal) => {
+      let resigned = false;
       for (let attempt = 1; ; attempt++) {
         let res: { status: number; headers: http.IncomingHttpHeaders } | undefined;
         let failure: unknown;
@@ -126,6 +132,13 @@ export class AzureBlobStore implements BlobStore {
           failure = error;
         }
         if (res?.status === 404) return undefined;
+        // Refused: perhaps the reused SAS (a clock that jumped); sign anew, once.
+        if (res?.status === 403 && !resigned) {
+          resigned = true;
+          this.#readSas = undefined;
+          attempt--;
+          continue;
+        }
         if (res?.status === 200) {
           return { size: Number(res.headers["content-length"] ?? 0), lastModified: new Date(res.headers["last-modified"] ?? 0) };
         }
@@ -138,20 +151,22 @@ export class AzureBlobStore implements BlobStore {
 
   /**
    * A read SAS for the whole container, for the blob checks: signed once
-   * and reused until a third of its 15 minutes is left, rather than signed
-   * per blob on every confirm. It never leaves this process; 15 minutes
-   * tolerates as much clock skew as the SDK's shared-key requests did.
+   * and reused for 10 minutes (or until the clock goes back, or the store
+   * refuses it), rather than signed per blob on every confirm. It never
+   * leaves this process.
    */
   #readQuery(): string {
     const now = this.#now();
-    if (this.#readSas === undefined || now >= this.#readSas.renewAt) {
-      const sas = generateBlobSASQueryParameters(
+    const sas = this.#readSas;
+    if (sas === undefined || now >= sas.signedAt + readSasUseMs || now < sas.signedAt) {
+      const query = generateBlobSASQueryParameters(
         { containerName: this.#container.containerName, permissions: containerReadPermissions, expiresOn: new Date(now + readSasLifetimeMs), protocol: this.#protocol },
         this.#credential,
-      );
-      this.#readSas = { query: sas.toString(), renewAt: now + (readSasLifetimeMs * 2) / 3 };
+      ).toString();
+      this.#readSas = { query, signedAt: now };
+      return query;
     }
-    return this.#readSas.query;
+    return sas.query;
   }
 
   #head(path: string, signal: AbortSignal): Promise<{ status: number; headers: http.IncomingHttpHeaders }> {

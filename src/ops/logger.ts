@@ -56,14 +56,7 @@ const flushEveryMs = 100;
  */
 function stdoutDestination() {
   if (stdout !== undefined) return stdout;
-  const stream = pino.destination({ dest: 1, sync: false, minLength: 4096 });
-  setInterval(() => {
-    try {
-      stream.flush();
-    } catch {
-      // Destroyed (stdout closed): nothing left to write to.
-    }
-  }, flushEveryMs).unref();
+  const stream = pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: flushEveryMs });
   process.once("exit", () => {
     try {
       stream.flushSync();
@@ -72,4 +65,26 @@ function stdoutDestination() {
     }
   });
   return (stdout = stream);
+}
+
+/**
+ * Writes out the lines still gathering (at most one second's wait): the
+ * shutdown awaits it before exiting, since the exit hook's synchronous flush
+ * cannot finish a write already under way.
+ */
+export function flushLogs(): Promise<void> {
+  const stream = stdout;
+  if (stream === undefined) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, 1_000);
+    try {
+      stream.flush(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    } catch {
+      clearTimeout(timer);
+      resolve();
+    }
+  });
 }

@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders, ServerHttp2Stream } from "node:http2";
+import http2, { type IncomingHttpHeaders, type ServerHttp2Stream } from "node:http2";
 import { type DescMethod, fromBinary, type Message, toBinary } from "@bufbuild/protobuf";
 import { ConnectError, createContextValues } from "@connectrpc/connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
@@ -28,8 +28,10 @@ export interface GrpcUnaryStreamOptions {
   readonly requestId: (sent: string | string[] | undefined) => string;
   /** Turns an error raised outside the interceptors into a client-facing one. */
   readonly toError: (error: unknown, rpc: string) => ConnectError;
-  /** Called once per answered stream: the request's log line. */
+  /** Called once per stream taken: the request's log line. */
   readonly onDone: (done: GrpcStreamDone) => void;
+  /** Called with anything that went wrong outside the call itself (writing the answer). */
+  readonly onError: (error: unknown) => void;
 }
 
 /** Takes an HTTP/2 stream when it is a call this handler answers; false leaves it to the HTTP layer. */
@@ -59,7 +61,7 @@ function readBody(stream: ServerHttp2Stream, limit: number): Promise<Buffer> {
       size += chunk.length;
       if (size > limit + 5) {
         done();
-        // Unread data stays behind; the answer ends the stream with a reset.
+        // The rest stays unread; the answer ends the stream after its trailers.
         stream.pause();
         reject(apiError("REQUEST_TOO_LARGE", { limitBytes: limit }));
         return;
@@ -147,14 +149,30 @@ export function grpcUnaryStreamHandler(options: GrpcUnaryStreamOptions): StreamC
         Object.assign(outcome, { rpc, protocol: "grpc", code: codeName(connectError.code), ...(reason === undefined ? {} : { reason }) });
       }
     }
-    const answered = !stream.destroyed && !stream.closed;
-    if (answered) {
-      stream.respond({ ":status": 200, ...responseHeaders }, { waitForTrailers: true });
-      stream.once("wantTrailers", () => stream.sendTrailers(trailers));
-      if (body === undefined) stream.end();
-      else stream.end(body);
+    let answered = false;
+    try {
+      if (!stream.destroyed && !stream.closed) {
+        stream.respond({ ":status": 200, ...responseHeaders }, { waitForTrailers: true });
+        stream.once("wantTrailers", () => {
+          stream.sendTrailers(trailers);
+          // A body left unread (past the limit) would keep the stream open
+          // until the client resets it: end it, after the trailers, with
+          // RST_STREAM NO_ERROR, as gRPC servers do.
+          if (!stream.readableEnded) {
+            setImmediate(() => {
+              if (stream.closed) return;
+              stream.close(http2.constants.NGHTTP2_NO_ERROR);
+              stream.resume();
+            });
+          }
+        });
+        if (body === undefined) stream.end();
+        else stream.end(body);
+        answered = true;
+      }
+    } finally {
+      options.onDone({ requestId, path, outcome, durationMs: performance.now() - started, answered });
     }
-    options.onDone({ requestId, path, outcome, durationMs: performance.now() - started, answered });
   };
 
   return (stream, headers) => {
@@ -168,8 +186,11 @@ export function grpcUnaryStreamHandler(options: GrpcUnaryStreamOptions): StreamC
     if (method === undefined || path === undefined) return false;
     // A reset stream emits "error"; unhandled, it would end the process.
     stream.on("error", () => {});
-    void answer(stream, headers, method, path).catch(() => {
-      if (!stream.destroyed) stream.destroy();
+    void answer(stream, headers, method, path).catch((error: unknown) => {
+      options.onError(error);
+      // Not answered yet: say so with a reset rather than leave the client
+      // waiting; answered: its trailers are on their way.
+      if (!stream.destroyed && !stream.headersSent) stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
     });
     return true;
   };

@@ -2,9 +2,16 @@
 export interface ClosingResponse {
   readonly writableFinished: boolean;
   readonly closed?: boolean;
-  /** An HTTP/2 compatibility response says it on its stream. */
-  readonly stream?: { readonly closed: boolean };
+  /** An HTTP/2 stream the client reset (its writable side may still count as finished). */
+  readonly aborted?: boolean;
+  /** An HTTP/2 compatibility response says both on its stream. */
+  readonly stream?: { readonly closed: boolean; readonly aborted: boolean };
   once(event: "close", listener: () => void): unknown;
+}
+
+/** Closed without the whole answer written, or reset by the client. */
+function cutOff(res: ClosingResponse): boolean {
+  return !res.writableFinished || res.aborted === true || res.stream?.aborted === true;
 }
 
 /**
@@ -21,10 +28,10 @@ export function lazyAbortSignal(res: ClosingResponse): () => AbortSignal {
       const made = new AbortController();
       controller = made;
       if ((res.closed ?? res.stream?.closed) === true) {
-        if (!res.writableFinished) made.abort();
+        if (cutOff(res)) made.abort();
       } else {
         res.once("close", () => {
-          if (!res.writableFinished) made.abort();
+          if (cutOff(res)) made.abort();
         });
       }
     }

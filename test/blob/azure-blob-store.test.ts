@@ -21,25 +21,42 @@ test("stat reads a blob's size; a missing blob is undefined", async () => {
   assert.is(await store.stat("e1/u1/missing"), undefined);
 });
 
-test("the blob checks' read SAS follows the clock: an expired one is signed again", async () => {
+/** A store on a fresh container with its own clock, and one blob of `content` in it. */
+async function storeWithBlob(now: () => number, content: string) {
   const azurite = await sharedAzurite();
   const container = `sas-${randomBytes(4).toString("hex")}`;
-  // The store's clock starts 30 minutes behind: its first read SAS (15
-  // minutes) has already expired for the emulator.
-  let now = Date.now() - 30 * minute;
-  const store = new AzureBlobStore({ connectionString: azurite.connectionString, container, now: () => now, timeoutMs: 2_000 });
+  const store = new AzureBlobStore({ connectionString: azurite.connectionString, container, now, timeoutMs: 2_000 });
   await store.ensureContainer();
   const path = "e2/u2/package";
   const url = new URL(store.signUploadUrl(path, new Date(Date.now() + 5 * minute)));
-  assert.is((await fetch(url, { method: "PUT", headers: { "x-ms-blob-type": "BlockBlob" }, body: "x" })).status, 201);
-  const refused = await store.stat(path).then(
+  assert.is((await fetch(url, { method: "PUT", headers: { "x-ms-blob-type": "BlockBlob" }, body: content })).status, 201);
+  return { store, path };
+}
+
+const refused = (p: Promise<unknown>) =>
+  p.then(
     () => false,
     () => true,
   );
-  assert.ok(refused, "an expired read SAS is refused");
-  // On time again: signed anew, and the blob is found.
-  now = Date.now();
+
+test("the reused read SAS, once refused, is signed anew (once) from the clock", async () => {
+  // 30 minutes behind, the store signs read SASes that have expired (25 minutes).
+  let now = Date.now() - 30 * minute;
+  const { store, path } = await storeWithBlob(() => now, "x");
+  assert.ok(await refused(store.stat(path)), "an expired read SAS is refused");
+  // Eight minutes on, the cached SAS is still within its 10 minutes of use,
+  // but refused: signed again, now with 3 minutes left, and the blob is found.
+  now += 8 * minute;
   assert.is((await store.stat(path))?.size, 1);
+});
+
+test("a clock gone back makes the read SAS be signed again", async () => {
+  let now = Date.now();
+  const { store, path } = await storeWithBlob(() => now, "xy");
+  assert.is((await store.stat(path))?.size, 2);
+  // Back by 30 minutes: a SAS signed now has expired, so only a new one is refused.
+  now -= 30 * minute;
+  assert.ok(await refused(store.stat(path)), "signed again from the clock, not the cached one");
 });
 
 test.run();

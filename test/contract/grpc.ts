@@ -117,6 +117,13 @@ export function grpcSuite(backend: Backend) {
   s("a request over MAX_REQUEST_BYTES is RESOURCE_EXHAUSTED", async ({ svc }) => {
     const r = await svc.grpc.call("ConfirmUpload", { entity_id: newEntityId(), storage_path: "x".repeat(2 * 1024 * 1024) });
     assert.ok(!r.ok && r.error.code === grpc.status.RESOURCE_EXHAUSTED, JSON.stringify(r));
+    // A client that goes on sending: answered, then the stream is ended by
+    // the server (RST_STREAM NO_ERROR), not left open until the client gives up.
+    const big = Buffer.alloc(5 + 4 * 1024 * 1024);
+    big.writeUInt32BE(big.length - 5, 1);
+    const raw = await rawGrpc(svc.url, "/entityversions.v1.EntityVersionsService/ConfirmUpload", big, { authorization: svc.rest.defaultHeaders["authorization"]! });
+    assert.is(raw.trailers["grpc-status"], String(grpc.status.RESOURCE_EXHAUSTED));
+    assert.is(raw.rstCode, 0);
   });
 
   s("unary calls answer on the HTTP/2 stream with the request id, and refuse a bad frame as MALFORMED_REQUEST", async ({ svc }) => {

@@ -91,10 +91,21 @@ export class GrpcClient {
 export { grpc };
 
 /** One unary gRPC call over a bare HTTP/2 stream: what a client that frames its own bytes gets back. */
-export function rawGrpc(url: string, path: string, frame: Buffer, headers: Record<string, string>): Promise<{ headers: http2.IncomingHttpHeaders; trailers: http2.IncomingHttpHeaders; body: Buffer }> {
+export function rawGrpc(
+  url: string,
+  path: string,
+  frame: Buffer,
+  headers: Record<string, string>,
+): Promise<{ headers: http2.IncomingHttpHeaders; trailers: http2.IncomingHttpHeaders; body: Buffer; rstCode: number | undefined }> {
   return new Promise((resolve, reject) => {
     const session = http2.connect(url);
-    session.on("error", reject);
+    const timer = setTimeout(() => fail(new Error(`no answer within 10 s to ${path}`)), 10_000);
+    const fail = (error: Error) => {
+      clearTimeout(timer);
+      session.destroy();
+      reject(error);
+    };
+    session.on("error", fail);
     const req = session.request({ ":path": path, ":method": "POST", "content-type": "application/grpc", te: "trailers", ...headers });
     let got: http2.IncomingHttpHeaders = {};
     let trailers: http2.IncomingHttpHeaders = {};
@@ -102,11 +113,13 @@ export function rawGrpc(url: string, path: string, frame: Buffer, headers: Recor
     req.on("response", (h) => (got = h));
     req.on("trailers", (t) => (trailers = t));
     req.on("data", (d: Buffer) => chunks.push(d));
-    req.on("end", () => {
+    // Closed: answered (with its trailers), or reset by the server.
+    req.on("close", () => {
+      clearTimeout(timer);
       session.close();
-      resolve({ headers: got, trailers, body: Buffer.concat(chunks) });
+      resolve({ headers: got, trailers, body: Buffer.concat(chunks), rstCode: req.rstCode });
     });
-    req.on("error", reject);
+    req.on("error", () => {});
     req.end(frame);
   });
 }

@@ -1,5 +1,6 @@
 import { EventEmitter } from "node:events";
 import http from "node:http";
+import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import { test } from "uvu";
 import * as assert from "uvu/assert";
@@ -67,6 +68,33 @@ test("a real HTTP response: the client going away mid-request aborts the signal"
   while (aborted === undefined) await new Promise((resolve) => setTimeout(resolve, 5));
   req.destroy();
   assert.is(await aborted, true);
+  server.close();
+});
+
+test("an HTTP/2 stream the client resets aborts the signal; one answered whole does not", async () => {
+  const signals: AbortSignal[] = [];
+  const server = http2.createServer();
+  server.on("stream", (stream, headers) => {
+    signals.push(lazyAbortSignal(stream)());
+    if (headers[":path"] === "/answer") {
+      stream.respond({ ":status": 200 });
+      stream.end("ok");
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  const session = http2.connect(`http://127.0.0.1:${port}`);
+  const answered = session.request({ ":path": "/answer" });
+  answered.resume();
+  await new Promise((resolve) => answered.once("close", resolve));
+  const reset = session.request({ ":path": "/hang" });
+  reset.on("error", () => {});
+  while (signals.length < 2) await new Promise((resolve) => setTimeout(resolve, 5));
+  reset.close(http2.constants.NGHTTP2_CANCEL);
+  for (let i = 0; i < 200 && !signals[1]!.aborted; i++) await new Promise((resolve) => setTimeout(resolve, 5));
+  assert.is(signals[0]!.aborted, false, "answered whole");
+  assert.is(signals[1]!.aborted, true, "reset by the client");
+  session.close();
   server.close();
 });
 
