@@ -327,6 +327,81 @@ async function main() {
     const g = await runOp(name, "gRPC", grpcLoad(method, grpcReq));
     g.ratio = median(g.runs.map((x) => x.load.rps)) / baselineRps;
   }
+  const dbPid = pidOf("mariadbd") ?? pidOf("mysqld");
+  // p99 at half the peak rate of GetActiveVersion, after the read rows and
+  // on the same data as its peak row: before the writes, which leave MariaDB
+  // flushing and purging in the background for a while.
+  const activeRest = rows.find((x) => x.name === "GetActiveVersion" && x.protocol === "REST") ?? { name: "", protocol: "", runs: [] };
+  const peak = activeRest.runs.length === 0 ? 2 : median(activeRest.runs.map((x) => x.load.rps));
+  // Where the tail is made: the service's own latency histogram over this
+  // row, and how long this process's event loop (the pacing generator's)
+  // was held up, since a request it sends late counts from when it was due.
+  const serviceBuckets = async () => {
+    const text = await (await fetch(`${serviceUrl}/metrics`)).text();
+    const re = /^entity_versions_rpc_duration_seconds_bucket\{le="([^"]+)",rpc="[^"]*\/GetActiveVersion",code="ok"\} (\d+)$/gm;
+    const gc = (kind: string, what: "sum" | "count") => Number(new RegExp(`^entity_versions_nodejs_gc_duration_seconds_${what}\\{kind="${kind}"\\} (\\S+)$`, "m").exec(text)?.[1] ?? 0);
+    return {
+      buckets: new Map([...text.matchAll(re)].map((m) => [m[1]!, Number(m[2])])),
+      majorGc: { count: gc("major", "count"), sum: gc("major", "sum") },
+    };
+  };
+  const scrapeBefore = await serviceBuckets();
+  const bucketsBefore = scrapeBefore.buckets;
+  const generatorLag = monitorEventLoopDelay({ resolution: 1 });
+  generatorLag.enable();
+  // The pacer runs ahead of the other processes when the system lets it
+  // (root, or CAP_SYS_NICE): a request it sends or reads late counts against
+  // the service, so its own waits for a core measure the machine, not the
+  // service. It takes ~0.2 cores, so the service loses little to it.
+  const priorityBefore = os.getPriority();
+  let pacerPriority = priorityBefore;
+  try {
+    os.setPriority(-10);
+    pacerPriority = -10;
+  } catch {
+    // Not permitted: paced at the same priority as the rest.
+  }
+  const generatorCpu0 = process.cpuUsage();
+  const generatorT0 = performance.now();
+  const dbCpu0 = dbPid === undefined ? Number.NaN : cpuSeconds(dbPid);
+  const machine0 = machineBusySeconds();
+  // Paced by a bare keep-alive client: undici's own CPU (~0.3 cores here)
+  // was taken from the cores the service's tail is measured on.
+  const lean = new LeanHttp1(serviceUrl, auth);
+  const leanGet = (p: (n: number) => string) => async (_w: number, n: number): Promise<true | string> => {
+    const res = await lean.get(p(n));
+    return res.status === 200 ? true : `${res.status} ${res.body.toString().slice(0, 100)}`;
+  };
+  const half = await runOp("GetActiveVersion at half the peak rate", "REST", leanGet((n) => `/api/entities/${pick(n)}/active-version`), pid, Math.max(1, Math.floor(peak / 2)));
+  lean.close();
+  if (pacerPriority !== priorityBefore) {
+    try {
+      os.setPriority(priorityBefore);
+    } catch {
+      // Lowering it back needs no privilege; nothing to do if it fails.
+    }
+  }
+  generatorLag.disable();
+  const generatorCpu = process.cpuUsage(generatorCpu0);
+  const halfSeconds = (performance.now() - generatorT0) / 1000;
+  const generatorCores = (generatorCpu.user + generatorCpu.system) / 1e6 / halfSeconds;
+  const halfDbCores = dbPid === undefined ? Number.NaN : (cpuSeconds(dbPid) - dbCpu0) / halfSeconds;
+  const halfMachineBusy = (machineBusySeconds() - machine0) / halfSeconds / os.cpus().length;
+  const halfP99 = median(half.runs.map((x) => x.load.p99));
+  const scrapeAfter = await serviceBuckets();
+  const bucketsAfter = scrapeAfter.buckets;
+  const majorGcs = scrapeAfter.majorGc.count - scrapeBefore.majorGc.count;
+  const majorGcMs = (scrapeAfter.majorGc.sum - scrapeBefore.majorGc.sum) * 1000;
+  const inService = [...bucketsAfter].map(([le, n]) => [le, n - (bucketsBefore.get(le) ?? 0)] as const);
+  const total = inService.find(([le]) => le === "+Inf")?.[1] ?? 0;
+  // The smallest bucket bound holding 99% of the row's requests.
+  const serviceP99Bound = inService.find(([, n]) => total > 0 && n >= 0.99 * total)?.[0];
+  const halfTail =
+    total === 0
+      ? ""
+      : ` Inside the service (its own \`entity_versions_rpc_duration_seconds\` histogram over that row), 99% of the requests took at most ${serviceP99Bound === "+Inf" ? "more than 10 s" : `${Number(serviceP99Bound) * 1000} ms`}; the pacing generator's own event loop, on the same two cores, was held up by ${(generatorLag.percentile(99) / 1e6).toFixed(1)} ms at the 99th percentile and ${(generatorLag.max / 1e6).toFixed(1)} ms at most, and took ${generatorCores.toFixed(2)} cores, ${pacerPriority === priorityBefore ? `at the same scheduling priority as the other processes (raising it, to nice ${-10}, was not permitted)` : `at scheduling priority nice ${pacerPriority} (the others at ${priorityBefore})`}. MariaDB took ${halfDbCores.toFixed(2)} cores, and the machine's cores were ${(halfMachineBusy * 100).toFixed(0)}% busy. The service ran ${majorGcs} full collections over the row, ${majorGcMs.toFixed(0)} ms of them in all.`;
+  if (halfTail !== "") log(halfTail.trim());
+
   const uploadBody = (n: number) => ({ version: nextVersion(), source_hash: sha(`upload-${n}-${Math.random()}`), base_version_id: tips.get(pick(n)) });
   await runOp("GetUploadUrl", "REST", restCall("POST", (n) => `/api/entities/${pick(n)}/versions/upload-url`, uploadBody));
   await runOp("GetUploadUrl", "gRPC", (_w, n) => grpcCall("GetUploadUrl", { entity_id: pick(n), ...uploadBody(n) }));
@@ -338,7 +413,6 @@ async function main() {
   // Where a confirm's CPU goes, machine-wide: the cores are shared by the
   // service, MariaDB, Azurite and this process, so their sum per confirm is
   // what bounds the rate.
-  const dbPid = pidOf("mariadbd") ?? pidOf("mysqld");
   const containerReadSas = generateBlobSASQueryParameters(
     { containerName: "bench", permissions: ContainerSASPermissions.parse("r"), expiresOn: new Date(Date.now() + 3_600_000) },
     new StorageSharedKeyCredential(azuriteAccount, azuriteKey),
@@ -474,77 +548,6 @@ async function main() {
   }
   log(`hot entity: ${cfg.racers} racers settled in ${median(settles).toFixed(0)} ms (median of ${cfg.hotRounds}); exactly 1 created each time: ${hotOk}`);
 
-  // p99 at half the peak rate of GetActiveVersion.
-  const activeRest = rows.find((x) => x.name === "GetActiveVersion" && x.protocol === "REST") ?? { name: "", protocol: "", runs: [] };
-  const peak = activeRest.runs.length === 0 ? 2 : median(activeRest.runs.map((x) => x.load.rps));
-  // Where the tail is made: the service's own latency histogram over this
-  // row, and how long this process's event loop (the pacing generator's)
-  // was held up, since a request it sends late counts from when it was due.
-  const serviceBuckets = async () => {
-    const text = await (await fetch(`${serviceUrl}/metrics`)).text();
-    const re = /^entity_versions_rpc_duration_seconds_bucket\{le="([^"]+)",rpc="[^"]*\/GetActiveVersion",code="ok"\} (\d+)$/gm;
-    const gc = (kind: string, what: "sum" | "count") => Number(new RegExp(`^entity_versions_nodejs_gc_duration_seconds_${what}\\{kind="${kind}"\\} (\\S+)$`, "m").exec(text)?.[1] ?? 0);
-    return {
-      buckets: new Map([...text.matchAll(re)].map((m) => [m[1]!, Number(m[2])])),
-      majorGc: { count: gc("major", "count"), sum: gc("major", "sum") },
-    };
-  };
-  const scrapeBefore = await serviceBuckets();
-  const bucketsBefore = scrapeBefore.buckets;
-  const generatorLag = monitorEventLoopDelay({ resolution: 1 });
-  generatorLag.enable();
-  // The pacer runs ahead of the other processes when the system lets it
-  // (root, or CAP_SYS_NICE): a request it sends or reads late counts against
-  // the service, so its own waits for a core measure the machine, not the
-  // service. It takes ~0.2 cores, so the service loses little to it.
-  const priorityBefore = os.getPriority();
-  let pacerPriority = priorityBefore;
-  try {
-    os.setPriority(-10);
-    pacerPriority = -10;
-  } catch {
-    // Not permitted: paced at the same priority as the rest.
-  }
-  const generatorCpu0 = process.cpuUsage();
-  const generatorT0 = performance.now();
-  const dbCpu0 = dbPid === undefined ? Number.NaN : cpuSeconds(dbPid);
-  const machine0 = machineBusySeconds();
-  // Paced by a bare keep-alive client: undici's own CPU (~0.3 cores here)
-  // was taken from the cores the service's tail is measured on.
-  const lean = new LeanHttp1(serviceUrl, auth);
-  const leanGet = (p: (n: number) => string) => async (_w: number, n: number): Promise<true | string> => {
-    const res = await lean.get(p(n));
-    return res.status === 200 ? true : `${res.status} ${res.body.toString().slice(0, 100)}`;
-  };
-  const half = await runOp("GetActiveVersion at half the peak rate", "REST", leanGet((n) => `/api/entities/${pick(n)}/active-version`), pid, Math.max(1, Math.floor(peak / 2)));
-  lean.close();
-  if (pacerPriority !== priorityBefore) {
-    try {
-      os.setPriority(priorityBefore);
-    } catch {
-      // Lowering it back needs no privilege; nothing to do if it fails.
-    }
-  }
-  generatorLag.disable();
-  const generatorCpu = process.cpuUsage(generatorCpu0);
-  const halfSeconds = (performance.now() - generatorT0) / 1000;
-  const generatorCores = (generatorCpu.user + generatorCpu.system) / 1e6 / halfSeconds;
-  const halfDbCores = dbPid === undefined ? Number.NaN : (cpuSeconds(dbPid) - dbCpu0) / halfSeconds;
-  const halfMachineBusy = (machineBusySeconds() - machine0) / halfSeconds / os.cpus().length;
-  const halfP99 = median(half.runs.map((x) => x.load.p99));
-  const scrapeAfter = await serviceBuckets();
-  const bucketsAfter = scrapeAfter.buckets;
-  const majorGcs = scrapeAfter.majorGc.count - scrapeBefore.majorGc.count;
-  const majorGcMs = (scrapeAfter.majorGc.sum - scrapeBefore.majorGc.sum) * 1000;
-  const inService = [...bucketsAfter].map(([le, n]) => [le, n - (bucketsBefore.get(le) ?? 0)] as const);
-  const total = inService.find(([le]) => le === "+Inf")?.[1] ?? 0;
-  // The smallest bucket bound holding 99% of the row's requests.
-  const serviceP99Bound = inService.find(([, n]) => total > 0 && n >= 0.99 * total)?.[0];
-  const halfTail =
-    total === 0
-      ? ""
-      : ` Inside the service (its own \`entity_versions_rpc_duration_seconds\` histogram over that row), 99% of the requests took at most ${serviceP99Bound === "+Inf" ? "more than 10 s" : `${Number(serviceP99Bound) * 1000} ms`}; the pacing generator's own event loop, on the same two cores, was held up by ${(generatorLag.percentile(99) / 1e6).toFixed(1)} ms at the 99th percentile and ${(generatorLag.max / 1e6).toFixed(1)} ms at most, and took ${generatorCores.toFixed(2)} cores, ${pacerPriority === priorityBefore ? `at the same scheduling priority as the other processes (raising it, to nice ${-10}, was not permitted)` : `at scheduling priority nice ${pacerPriority} (the others at ${priorityBefore})`}. MariaDB took ${halfDbCores.toFixed(2)} cores, and the machine's cores were ${(halfMachineBusy * 100).toFixed(0)}% busy. The service ran ${majorGcs} full collections over the row, ${majorGcMs.toFixed(0)} ms of them in all.`;
-  if (halfTail !== "") log(halfTail.trim());
   const peakRss = memory(pid).peakMb;
 
   // Where the service's memory is, for the report.
