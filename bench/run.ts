@@ -284,39 +284,64 @@ async function main() {
     const read = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, "m").exec(text)?.[1] ?? 0);
     return { groups: read("entity_versions_db_confirm_group_size_count"), grouped: read("entity_versions_db_confirms_grouped_total") };
   };
-  const runOp = async (name: string, protocol: string, call: Load | Runner, procPid = pid, rate?: number) => {
-    const row: Row = { name, protocol, runs: [] };
-    if (!wanted(name, protocol)) return row;
-    const batches0 = procPid === pid ? await batchStats() : undefined;
+  /** One operation to load: a row of the table. */
+  interface Op {
+    name: string;
+    protocol: string;
+    call: Load | Runner;
+    procPid?: number;
+    rate?: number;
+  }
+  // Rows measured run by run in turn (op 1 run 1, op 2 run 1, …, op 1 run 2,
+  // …), so that ops compared with each other see the same drift of the
+  // machine; a row's "together" counts only its own runs' batches.
+  const runOps = async (ops: Op[]): Promise<Row[]> => {
+    const all = ops.map((op) => ({ op, procPid: op.procPid ?? pid, row: { name: op.name, protocol: op.protocol, runs: [] } as Row, reads: 0, statements: 0 }));
+    const live = all.filter((x) => wanted(x.op.name, x.op.protocol));
     for (let r = 0; r < cfg.runs; r++) {
-      // A paced row counts the pacer's own pauses against the service: collect
-      // this process's garbage first (npm run bench passes --expose-gc), so
-      // that a full collection of its heap does not land inside the row.
-      if (rate !== undefined) (globalThis as { gc?: () => void }).gc?.();
-      const m = await measured(procPid, () =>
-        typeof call !== "function"
-          ? call.run()
-          : closedLoop({ concurrency: cfg.concurrency, warmupMs: cfg.warmupMs, durationMs: cfg.durationMs, call, ...(rate === undefined ? {} : { rate }) }),
-      );
-      row.runs.push({ load: m.result, cpuCores: m.cpuCores, rssMb: m.rssMb });
+      for (const x of live) {
+        const { call, rate } = x.op;
+        const batches0 = x.procPid === pid ? await batchStats() : undefined;
+        // A paced row counts the pacer's own pauses against the service: collect
+        // this process's garbage first (npm run bench passes --expose-gc), so
+        // that a full collection of its heap does not land inside the row.
+        if (rate !== undefined) (globalThis as { gc?: () => void }).gc?.();
+        const m = await measured(x.procPid, () =>
+          typeof call !== "function"
+            ? call.run()
+            : closedLoop({ concurrency: cfg.concurrency, warmupMs: cfg.warmupMs, durationMs: cfg.durationMs, call, ...(rate === undefined ? {} : { rate }) }),
+        );
+        x.row.runs.push({ load: m.result, cpuCores: m.cpuCores, rssMb: m.rssMb });
+        if (batches0 !== undefined) {
+          const batches1 = await batchStats();
+          x.reads += batches1.reads - batches0.reads;
+          x.statements += batches1.statements - batches0.statements;
+        }
+      }
     }
-    if (batches0 !== undefined) {
-      const batches1 = await batchStats();
-      const statements = batches1.statements - batches0.statements;
-      if (statements > 0) row.together = (batches1.reads - batches0.reads) / statements;
+    for (const x of live) {
+      const { row } = x;
+      if (x.statements > 0) row.together = x.reads / x.statements;
+      rows.push(row);
+      if (row.runs.length === 0) continue;
+      const med = median(row.runs.map((y) => y.load.rps));
+      log(`${row.name.padEnd(34)} ${row.protocol.padEnd(9)} ${med.toFixed(0).padStart(7)} req/s  p99 ${median(row.runs.map((y) => y.load.p99)).toFixed(2)} ms  errors ${row.runs.reduce((acc, y) => acc + y.load.errors, 0)}${row.runs[0]!.load.samples[0] ? `  e.g. ${row.runs[0]!.load.samples[0]}` : ""}`);
     }
-    rows.push(row);
-    if (row.runs.length === 0) return row;
-    const med = median(row.runs.map((x) => x.load.rps));
-    log(`${name.padEnd(34)} ${protocol.padEnd(9)} ${med.toFixed(0).padStart(7)} req/s  p99 ${median(row.runs.map((x) => x.load.p99)).toFixed(2)} ms  errors ${row.runs.reduce((a, x) => a + x.load.errors, 0)}${row.runs[0]!.load.samples[0] ? `  e.g. ${row.runs[0]!.load.samples[0]}` : ""}`);
-    return row;
+    return all.map((x) => x.row);
   };
+  const runOp = async (name: string, protocol: string, call: Load | Runner, procPid = pid, rate?: number): Promise<Row> =>
+    (await runOps([{ name, protocol, call, procPid, ...(rate === undefined ? {} : { rate }) }]))[0]!;
 
   log("loading …");
-  const baselineRow = await runOp("baseline: the same SELECT, Fastify + mysql2", "REST", restLoad(baselineUrl, (n) => `/baseline/${pick(n)}/active-version`, baseRest), baseline.pid!);
-  const baselineRps = median(baselineRow.runs.map((x) => x.load.rps));
+  // The targets' rows, in turn with the baseline they are compared with.
+  const [baselineRow] = await runOps([
+    { name: "baseline: the same SELECT, Fastify + mysql2", protocol: "REST", call: restLoad(baselineUrl, (n) => `/baseline/${pick(n)}/active-version`, baseRest), procPid: baseline.pid! },
+    { name: "GetActiveVersion", protocol: "REST", call: restLoad(serviceUrl, (n) => `/api/entities/${pick(n)}/active-version`) },
+    { name: "GetActiveVersion", protocol: "gRPC", call: grpcLoad("GetActiveVersion", (n) => ({ entity_id: pick(n) })) },
+  ]);
+  const baselineRps = median(baselineRow!.runs.map((x) => x.load.rps));
+  for (const row of rows) if (row.name === "GetActiveVersion") row.ratio = median(row.runs.map((x) => x.load.rps)) / baselineRps;
   const reads: Array<[string, (n: number) => string, string, (n: number) => object]> = [
-    ["GetActiveVersion", (n) => `/api/entities/${pick(n)}/active-version`, "GetActiveVersion", (n) => ({ entity_id: pick(n) })],
     ["GetVersion", (n) => `/api/entities/${pick(n)}/versions/${tips.get(pick(n))}`, "GetVersion", (n) => ({ entity_id: pick(n), version_id: tips.get(pick(n)) })],
     ["ListVersions (page of 10)", (n) => `/api/entities/${pick(n)}/versions?page_size=10`, "ListVersions", (n) => ({ entity_id: pick(n), page_size: 10 })],
     ["GetDownloadUrl", (n) => `/api/entities/${pick(n)}/versions/${tips.get(pick(n))}/download`, "GetDownloadUrl", (n) => ({ entity_id: pick(n), version_id: tips.get(pick(n)) })],
@@ -638,7 +663,7 @@ function report(rows: Array<{ name: string; protocol: string; ratio?: number; to
     "",
     "## Per operation",
     "",
-    `Baseline: a minimal Fastify route running the same single-row SELECT with mysql2 on the same database: ${f(baselineRps)} req/s. "× baseline" is a read's throughput over it. For ConfirmUpload it is over what its dependencies' work allows on these cores, as if the service's own cost nothing: ${f(confirmBound)}/s, the cores over the CPU MariaDB, Azurite, the load generator and the kernel spent per confirm (measured from /proc during the row; the note under the table). The two ceiling rows below it measure MariaDB (a confirm's transaction, ungrouped) and Azurite (the signed blob check) each with the machine to itself.`,
+    `Baseline: a minimal Fastify route running the same single-row SELECT with mysql2 on the same database: ${f(baselineRps)} req/s, its runs taken in turn with the GetActiveVersion rows' (baseline, REST, gRPC, then again), so that the ratios the targets read see the same machine. "× baseline" is a read's throughput over it. For ConfirmUpload it is over what its dependencies' work allows on these cores, as if the service's own cost nothing: ${f(confirmBound)}/s, the cores over the CPU MariaDB, Azurite, the load generator and the kernel spent per confirm (measured from /proc during the row; the note under the table). The two ceiling rows below it measure MariaDB (a confirm's transaction, ungrouped) and Azurite (the signed blob check) each with the machine to itself.`,
     "",
     "| operation | protocol | req/s | × baseline | p50 ms | p95 ms | p99 ms | errors | service CPU (cores) | CPU µs per request | together | service RSS MB |",
     "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
