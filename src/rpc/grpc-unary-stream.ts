@@ -47,7 +47,7 @@ function frame(bytes: Uint8Array): Buffer {
   return out;
 }
 
-/** The stream's one request message, still framed; destroys the stream past the limit. */
+/** The stream's one request message, still framed; past the limit it stops reading (the answer then ends the stream). */
 function readBody(stream: ServerHttp2Stream, limit: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
