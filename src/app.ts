@@ -153,6 +153,7 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
       metrics,
       logger,
       bodyLimitBytes: config.limits.maxRequestBytes,
+      http: config.http,
       shutdownTimeoutMs: config.shutdownTimeoutMs,
     });
     stops.push(async () => {

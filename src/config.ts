@@ -27,6 +27,8 @@ export type BlobConfig =
  */
 export interface AuthConfig {
   readonly mode: "jwt" | "dev";
+  /** Longest a token may live from iat (or from now, without iat) to exp; undefined: no bound. */
+  readonly maxTokenLifetimeSeconds: number | undefined;
   readonly secret: string | undefined;
   readonly jwksUrl: string | undefined;
   readonly issuer: string | undefined;
@@ -36,10 +38,34 @@ export interface AuthConfig {
   readonly tokenCacheSeconds: number;
 }
 
+/**
+ * Bounds on what one client can make the server hold: HTTP/2 streams and
+ * idle sessions, request bodies in flight and how long they may take, and
+ * how long a call may run.
+ */
+export interface HttpLimits {
+  /** Streams one HTTP/2 connection may have open at once (the SETTINGS the server advertises). */
+  readonly maxConcurrentStreams: number;
+  /** An HTTP/2 session or HTTP/1.1 keep-alive connection with no traffic for this long is closed. */
+  readonly idleTimeoutMs: number;
+  /** A request body must arrive whole within this long of its first byte being awaited. */
+  readonly bodyTimeoutMs: number;
+  /** Request body bytes one connection may have in flight (read and not yet answered). */
+  readonly maxConnectionBufferedBytes: number;
+  /** Request body bytes the whole process may have in flight. */
+  readonly maxBufferedBytes: number;
+  /** The deadline of a call whose client set none (every REST call, gRPC and Connect calls without one). */
+  readonly defaultDeadlineMs: number;
+}
+
+/** The environments NODE_ENV may name; compared exactly. */
+export const environments = ["production", "development", "test"] as const;
+
 /** The service's whole configuration, read once at start-up and frozen. */
 export interface Config {
-  /** NODE_ENV=production: no embedded defaults, no development auth. */
+  /** NODE_ENV=production: no embedded defaults, no development auth, strict auth settings. */
   readonly production: boolean;
+  readonly http: HttpLimits;
   readonly auth: AuthConfig;
   readonly host: string;
   readonly port: number;
@@ -107,8 +133,9 @@ function optional(env: Env, name: string): string | undefined {
 
 function auth(env: Env, production: boolean): AuthConfig {
   const secret = optional(env, "AUTH_JWT_SECRET");
-  if (secret !== undefined && secret.length < 32) {
-    throw new ConfigError("AUTH_JWT_SECRET must be at least 32 characters (random; e.g. `openssl rand -base64 32`).");
+  // Bytes, not characters: HS256's strength is the key's length in bytes.
+  if (secret !== undefined && Buffer.byteLength(secret) < 32) {
+    throw new ConfigError("AUTH_JWT_SECRET must be at least 32 bytes (random; e.g. `openssl rand -base64 32`).");
   }
   const jwksUrl = optional(env, "AUTH_JWKS_URL");
   if (jwksUrl !== undefined) {
@@ -121,19 +148,53 @@ function auth(env: Env, production: boolean): AuthConfig {
     if (url === undefined || (url.protocol !== "https:" && url.protocol !== "http:")) {
       throw new ConfigError(`AUTH_JWKS_URL must be an http(s) URL, got "${jwksUrl}".`);
     }
+    // Keys fetched over plain HTTP can be swapped on the way: anyone on the
+    // path could then sign tokens this service accepts.
+    if (production && url.protocol !== "https:") {
+      throw new ConfigError(`NODE_ENV=production needs an https:// AUTH_JWKS_URL (keys fetched over http can be swapped), got "${jwksUrl}".`);
+    }
   }
   if (production && secret === undefined && jwksUrl === undefined) {
     throw new ConfigError("NODE_ENV=production needs AUTH_JWT_SECRET or AUTH_JWKS_URL: the development token is never used in production.");
   }
+  const issuer = optional(env, "AUTH_ISSUER");
+  const audience = optional(env, "AUTH_AUDIENCE");
+  // A JWKS is usually an identity provider's, shared by many applications:
+  // without iss and aud checks, a token it issued for any of them would do.
+  if (production && jwksUrl !== undefined && (issuer === undefined || audience === undefined)) {
+    throw new ConfigError(
+      "NODE_ENV=production with AUTH_JWKS_URL needs AUTH_ISSUER and AUTH_AUDIENCE: otherwise a token the provider issued for another application is accepted.",
+    );
+  }
+  const lifetime = integer(env, "AUTH_MAX_TOKEN_LIFETIME", production ? 24 * 3600 : 0, 0, 365 * 24 * 3600);
   return Object.freeze({
     mode: secret === undefined && jwksUrl === undefined ? "dev" : "jwt",
     secret,
     jwksUrl,
-    issuer: optional(env, "AUTH_ISSUER"),
-    audience: optional(env, "AUTH_AUDIENCE"),
+    issuer,
+    audience,
+    maxTokenLifetimeSeconds: lifetime === 0 ? undefined : lifetime,
     clockSkewSeconds: integer(env, "AUTH_CLOCK_SKEW_SECONDS", 30, 0, 600),
     jwksCooldownSeconds: integer(env, "AUTH_JWKS_COOLDOWN_SECONDS", 30, 0, 3600),
     tokenCacheSeconds: integer(env, "AUTH_TOKEN_CACHE_SECONDS", 30, 0, 3600),
+  });
+}
+
+function httpLimits(env: Env, maxRequestBytes: number): HttpLimits {
+  const maxConnectionBufferedBytes = integer(env, "MAX_CONNECTION_BUFFERED_BYTES", Math.max(4 * 1024 * 1024, maxRequestBytes), 1024, 1024 * 1024 * 1024);
+  const maxBufferedBytes = integer(env, "MAX_BUFFERED_BYTES", Math.max(64 * 1024 * 1024, maxConnectionBufferedBytes), 1024, 16 * 1024 * 1024 * 1024);
+  if (maxConnectionBufferedBytes < maxRequestBytes || maxBufferedBytes < maxConnectionBufferedBytes) {
+    throw new ConfigError(
+      `MAX_REQUEST_BYTES (${maxRequestBytes}) ≤ MAX_CONNECTION_BUFFERED_BYTES (${maxConnectionBufferedBytes}) ≤ MAX_BUFFERED_BYTES (${maxBufferedBytes}) must hold, or a largest request could never be read.`,
+    );
+  }
+  return Object.freeze({
+    maxConcurrentStreams: integer(env, "HTTP2_MAX_CONCURRENT_STREAMS", 100, 1, 10_000),
+    idleTimeoutMs: integer(env, "HTTP_IDLE_TIMEOUT_MS", 65_000, 1_000, 3_600_000),
+    bodyTimeoutMs: integer(env, "REQUEST_BODY_TIMEOUT_MS", 10_000, 100, 600_000),
+    maxConnectionBufferedBytes,
+    maxBufferedBytes,
+    defaultDeadlineMs: integer(env, "REQUEST_DEADLINE_MS", 30_000, 100, 600_000),
   });
 }
 
@@ -199,7 +260,13 @@ function blob(env: Env, dataDir: string): BlobConfig {
  */
 export function loadConfig(env: Env = process.env): Config {
   const dataDir = path.resolve(text(env, "DATA_DIR", "data"));
-  const production = env["NODE_ENV"] === "production";
+  const nodeEnv = env["NODE_ENV"];
+  // Compared exactly: "Production" silently meaning development would turn
+  // on the development token and listen everywhere.
+  if (nodeEnv !== undefined && nodeEnv !== "" && !(environments as readonly string[]).includes(nodeEnv)) {
+    throw new ConfigError(`NODE_ENV must be one of ${environments.join(", ")} (exactly, lowercase) or unset; got "${nodeEnv}".`);
+  }
+  const production = nodeEnv === "production";
   if (production) {
     for (const name of ["DATABASE_URL", "AZURE_STORAGE_CONNECTION_STRING", "PAGE_TOKEN_SECRET"]) {
       if (optional(env, name) === undefined) {
@@ -214,10 +281,14 @@ export function loadConfig(env: Env = process.env): Config {
   if (!["fatal", "error", "warn", "info", "debug", "trace", "silent"].includes(logLevel)) {
     throw new ConfigError(`LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent; got "${logLevel}".`);
   }
+  const maxRequestBytes = integer(env, "MAX_REQUEST_BYTES", 1024 * 1024, 1024, 64 * 1024 * 1024);
   return Object.freeze({
     production,
+    http: httpLimits(env, maxRequestBytes),
     auth: auth(env, production),
-    host: text(env, "HOST", "0.0.0.0"),
+    // Development serves this machine only, since it may run with the
+    // development token; production listens on every interface.
+    host: text(env, "HOST", production ? "0.0.0.0" : "127.0.0.1"),
     port: integer(env, "PORT", 8080, 0, 65535),
     logLevel,
     dataDir,
@@ -232,7 +303,7 @@ export function loadConfig(env: Env = process.env): Config {
     sweepIntervalSeconds: integer(env, "SWEEP_INTERVAL_SECONDS", 3600, 1, 7 * 24 * 3600),
     pageTokenSecret: secret(env, "PAGE_TOKEN_SECRET"),
     limits: Object.freeze({
-      maxRequestBytes: integer(env, "MAX_REQUEST_BYTES", 1024 * 1024, 1024, 64 * 1024 * 1024),
+      maxRequestBytes,
       maxPackageBytes: integer(env, "MAX_PACKAGE_BYTES", 256 * 1024 * 1024, 1, Number.MAX_SAFE_INTEGER),
       maxPackageJsonBytes: integer(env, "MAX_PACKAGE_JSON_BYTES", 256 * 1024, 2, 16 * 1024 * 1024),
       maxServiceDependencies: integer(env, "MAX_SERVICE_DEPENDENCIES", 100, 0, 10_000),

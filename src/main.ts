@@ -40,8 +40,8 @@ app.server.log.info(
 
 if (app.devToken !== undefined) {
   // Development mode only (no AUTH_JWT_SECRET or AUTH_JWKS_URL): printed to
-  // the terminal, never to the logs.
-  process.stdout.write(
+  // stderr, the terminal, never into the JSON log stream on stdout.
+  process.stderr.write(
     `\nDevelopment token for user "dev" (roles publisher, admin), also in ${config.dataDir}/dev-token:\n\n` +
       `  export TOKEN=${app.devToken}\n\n` +
       `Send it as: curl -H "Authorization: Bearer $TOKEN" …\n\n`,

@@ -1,7 +1,9 @@
 import { randomUUID } from "node:crypto";
-import type { DescMethod, Message } from "@bufbuild/protobuf";
-import { type ConnectError, type ConnectRouter, createContextValues, type Interceptor, type ServiceImpl } from "@connectrpc/connect";
-import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
+import { setMaxListeners } from "node:events";
+import http2 from "node:http2";
+import { Readable } from "node:stream";
+import { type DescMethod, type Message } from "@bufbuild/protobuf";
+import { ConnectError, type ConnectRouter, createContextValues, createServiceImplSpec, type Interceptor, type ServiceImpl } from "@connectrpc/connect";
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyError,
@@ -19,26 +21,30 @@ import {
 } from "../gen/entityversions/v1/entity_versions_pb.js";
 import { file_grpc_health_v1_health, Health } from "../gen/grpc/health/v1/health_pb.js";
 import { file_grpc_reflection_v1_reflection, ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
-import { type Authenticator, authInterceptor } from "./auth/caller.js";
-import { apiError } from "./errors/api-error.js";
+import { type AuthResult, type Authenticator, authenticateHeader, authInterceptor, authResultKey } from "./auth/caller.js";
+import type { HttpLimits } from "./config.js";
+import { apiError, reasonOf } from "./errors/api-error.js";
+import { BodyBudget } from "./http/body-budget.js";
+import { type BodyGuard, guardedBody } from "./http/guarded-body.js";
 import { createOnePortServer, type RequestHandler } from "./net/one-port-server.js";
 import { HealthService } from "./ops/health-service.js";
-import { lazyChildLoggerFactory } from "./ops/lazy-child-logger.js";
 import type { Metrics } from "./ops/metrics.js";
 import type { Readiness } from "./ops/readiness.js";
 import { ReflectionService } from "./ops/reflection-service.js";
 import { renderRestError } from "./rest/rest-error.js";
 import { registerRestGateway } from "./rest/rest-gateway.js";
+import { connectRoutes, type RpcRouteConfig } from "./rpc/connect-routes.js";
+import { deadlineInterceptor } from "./rpc/deadline-interceptor.js";
 import { errorInterceptor, toCatalogError } from "./rpc/error-interceptor.js";
-import { relabelDecodeErrors } from "./rpc/decode-errors.js";
-import { grpcUnaryStreamHandler, type StreamClaim } from "./rpc/grpc-unary-stream.js";
-import { createInProcessCaller, type ServiceRegistration } from "./rpc/in-process-caller.js";
-import { observeInterceptor, type RpcOutcome, rpcOutcomeKey } from "./rpc/observe-interceptor.js";
+import { createInProcessCaller } from "./rpc/in-process-caller.js";
+import { codeName, observeInterceptor, type RpcOutcome, recordRpc, rpcOutcomeKey } from "./rpc/observe-interceptor.js";
 
 declare module "fastify" {
   interface FastifyRequest {
-    /** Filled by the observe interceptor; read by the request log line. */
+    /** Filled by the observe interceptor (or the HTTP layer for early refusals); read by the request log line. */
     rpcOutcome: RpcOutcome;
+    /** The caller established from the headers, before the body is read; API routes only. */
+    auth: AuthResult | undefined;
   }
 }
 
@@ -53,6 +59,8 @@ export interface ServerDeps {
   readonly logger: FastifyBaseLogger;
   /** Largest request body accepted, on every protocol. */
   readonly bodyLimitBytes: number;
+  /** Streams, idle connections, bodies in flight, deadlines. */
+  readonly http: HttpLimits;
   /** How long requests in flight may run once close() begins. */
   readonly shutdownTimeoutMs: number;
 }
@@ -64,18 +72,6 @@ function requestIdFor(sent: string | string[] | undefined): string {
   return typeof sent === "string" && requestIdPattern.test(sent) ? sent : randomUUID();
 }
 
-/** The fields of the one log line per request, whichever path answered it. */
-function requestLogFields(method: string, path: string, o: RpcOutcome, status: number, durationMs: number): Record<string, unknown> {
-  return {
-    method,
-    path,
-    ...(o.rpc === undefined ? {} : { rpc: o.rpc, protocol: o.protocol, code: o.code }),
-    ...(o.reason === undefined ? {} : { reason: o.reason }),
-    status,
-    durationMs: Math.round(durationMs * 100) / 100,
-  };
-}
-
 /** HTTP status of a successful REST response: 201 when ConfirmUpload created a version. */
 function successStatus(method: DescMethod, response: Message): number {
   if (method === EntityVersionsService.method.confirmUpload) return (response as ConfirmUploadResponse).created ? 201 : 200;
@@ -83,26 +79,51 @@ function successStatus(method: DescMethod, response: Message): number {
 }
 
 /**
+ * Ends an answered HTTP/2 stream whose body was left unread with
+ * RST_STREAM NO_ERROR (RFC 9113, 8.1), so its client stops sending: without
+ * it the stream (and its answer's "finish") waits for a body nobody reads.
+ * On the next turn, once the answer's last frame is queued before it.
+ */
+function endUnreadStream(req: http2.Http2ServerRequest): void {
+  const stream = req.stream;
+  stream.once("finish", () => {
+    if (req.complete) return;
+    setImmediate(() => {
+      if (!stream.closed) stream.close(http2.constants.NGHTTP2_NO_ERROR);
+    });
+  });
+}
+
+/** The RPC route config of a request, when its route serves an RPC. */
+function rpcRoute(req: FastifyRequest): RpcRouteConfig | undefined {
+  const config = req.routeOptions.config as Partial<RpcRouteConfig> | undefined;
+  return config?.rpc === undefined ? undefined : (config as RpcRouteConfig);
+}
+
+/**
  * Builds the HTTP server: one Fastify instance on one port serving gRPC,
  * gRPC-Web and Connect (from the Connect router) and REST JSON (from the
- * google.api.http rules), every protocol through the same interceptors and
- * the same error catalog; plus gRPC health and reflection, /healthz,
- * /readyz and /metrics. The caller listens; tests use port 0 or inject.
+ * google.api.http rules), every call through the same interceptors — the
+ * same metrics, error catalog, deadlines and authentication — plus gRPC
+ * health and reflection, /healthz, /readyz and /metrics. The caller
+ * listens; tests use port 0 or inject.
+ *
+ * Before any request body is read, the API routes authenticate the call
+ * from its headers; every body is then read against its connection's and
+ * the process's byte budget and a deadline, so no client, authenticated or
+ * not, can make the process hold more than the budget.
  */
 export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
-  // Unary gRPC calls, answered on their HTTP/2 streams; set once the
-  // in-process caller exists, below.
-  let claimStream: StreamClaim | undefined;
+  const { http: limits } = deps;
   // Fastify's types know only its own server kinds; the one-port server is
   // an HTTP/1.1 server to Fastify, with HTTP/2 requests as compatible objects.
   const app: FastifyInstance = Fastify({
     serverFactory: ((handler: RequestHandler) =>
-      createOnePortServer(handler, { claimStream: (stream, headers) => claimStream?.(stream, headers) ?? false })) as unknown as FastifyServerFactory,
+      createOnePortServer(handler, { maxConcurrentStreams: limits.maxConcurrentStreams, idleTimeoutMs: limits.idleTimeoutMs })) as unknown as FastifyServerFactory,
     loggerInstance: deps.logger,
     bodyLimit: deps.bodyLimitBytes,
     // One log line per request comes from the onResponse hook below.
     logController: new LogController({ disableRequestLogging: true }),
-    childLoggerFactory: lazyChildLoggerFactory,
     // Requests that arrive while closing are served (their connection then
     // closes), rather than refused with a body outside the error catalog.
     return503OnClosing: false,
@@ -121,47 +142,106 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     genReqId: (req) => requestIdFor(req.headers["x-request-id"]),
   });
 
-  const observe = observeInterceptor(deps.metrics);
-  const errors = errorInterceptor(app.log);
-  const apiInterceptors: Interceptor[] = [observe, errors, authInterceptor(deps.authenticator)];
-  const services: ServiceRegistration[] = [
-    { service: EntityVersionsService, impl: deps.versions as never },
-    { service: EntityAccessService, impl: deps.access as never },
+  const budget = new BodyBudget({ perConnection: limits.maxConnectionBufferedBytes, total: limits.maxBufferedBytes });
+  const bodyGuard = (req: FastifyRequest, reply: FastifyReply): BodyGuard => {
+    // An HTTP/2 connection is its session; its streams share the budget.
+    const connection = req.raw instanceof http2.Http2ServerRequest ? (req.raw.stream.session ?? req.raw.socket) : req.raw.socket;
+    const ticket = budget.open(connection);
+    reply.raw.once("close", ticket.close);
+    return { ticket, timeoutMs: limits.bodyTimeoutMs };
+  };
+  // Calls still running shutdownTimeoutMs after close() began are aborted
+  // (SHUTTING_DOWN), whatever their protocol.
+  const shutdown = new AbortController();
+  // Every call in flight listens to it (Connect links it into the call's
+  // signal): more than Node's default of ten is normal, not a leak.
+  setMaxListeners(0, shutdown.signal);
+  app.addHook("preClose", (done) => {
+    setTimeout(() => shutdown.abort(apiError("SHUTTING_DOWN", {})), deps.shutdownTimeoutMs).unref();
+    done();
+  });
+
+  // Outermost first: observe sees the catalog error the client gets.
+  const openInterceptors: Interceptor[] = [observeInterceptor(deps.metrics), errorInterceptor(app.log), deadlineInterceptor(limits.defaultDeadlineMs)];
+  const apiInterceptors: Interceptor[] = [...openInterceptors, authInterceptor(deps.authenticator)];
+  const apiServices = [EntityVersionsService, EntityAccessService];
+  const specs = [
+    createServiceImplSpec<typeof EntityVersionsService>(EntityVersionsService, deps.versions),
+    createServiceImplSpec<typeof EntityAccessService>(EntityAccessService, deps.access),
   ];
   const toError = (error: unknown, rpc: string): ConnectError => toCatalogError(error, app.log, rpc);
-  const contextValues = (req: FastifyRequest) => createContextValues().set(rpcOutcomeKey, req.rpcOutcome);
+  const contextValues = (req: FastifyRequest) => {
+    if (rpcRoute(req)?.gateway === "rest") req.rpcOutcome.protocol = "rest";
+    const values = createContextValues().set(rpcOutcomeKey, req.rpcOutcome);
+    return req.auth === undefined ? values : values.set(authResultKey, req.auth);
+  };
+  const refused = (req: FastifyRequest) => req.auth !== undefined && "error" in req.auth;
 
   // REST takes JSON only; Fastify's default text/plain parser would let a
   // plain-text body through to a confusing "must be a JSON object".
   app.removeContentTypeParser("text/plain");
   app.decorateRequest("rpcOutcome", null as unknown as RpcOutcome);
-  // Callback hooks: an async hook costs a promise per request.
-  app.addHook("onRequest", (req, reply, done) => {
+  app.decorateRequest("auth", undefined);
+  app.addHook("onRequest", async (req, reply) => {
     req.rpcOutcome = {};
     reply.header("x-request-id", req.id);
-    done();
+    if (req.raw instanceof http2.Http2ServerRequest) endUnreadStream(req.raw);
+    // From the headers alone, before any body is read: a caller who may
+    // not call costs the server no body.
+    if (rpcRoute(req)?.authenticate === true) req.auth = await authenticateHeader(deps.authenticator, req.headers.authorization ?? null);
   });
-  app.addHook("onResponse", (req, reply, done) => {
+  // REST bodies are read by Fastify's JSON parser: guarded as Connect's are.
+  app.addHook("preParsing", async (req, reply, payload) => {
+    if (rpcRoute(req)?.gateway !== "rest") return payload;
+    return Readable.from(guardedBody(payload, bodyGuard(req, reply)), { objectMode: false });
+  });
+  app.addHook("onSend", async (req, reply, payload) => {
+    // HTTP/1.1 cannot read the next request on this connection before the
+    // rest of an unread body: close the connection after this answer.
+    if (!(req.raw instanceof http2.Http2ServerRequest) && !req.raw.complete) reply.header("connection", "close");
+    return payload;
+  });
+  app.addHook("onResponse", async (req, reply) => {
     const o = req.rpcOutcome;
-    // Through the root logger with the id as a field, as the request's
-    // child would bind it, so that the request's (lazy) child is not made;
-    // through the request's own logger on a route with a log level of its own.
-    const log = req.routeOptions.logLevel === undefined || req.routeOptions.logLevel === deps.logger.level ? deps.logger : req.log;
-    const fields = requestLogFields(req.method, req.url.split("?")[0]!, o, reply.statusCode, reply.elapsedTime);
-    log.info(log === deps.logger ? { reqId: req.id, ...fields } : fields, "request");
-    done();
+    const route = rpcRoute(req);
+    // A call refused before any interceptor saw it is counted here.
+    if (route !== undefined && o.rpc === undefined) {
+      recordRpc(deps.metrics, o, {
+        rpc: route.rpc,
+        protocol: o.protocol ?? route.gateway,
+        code: o.code ?? "unknown",
+        reason: o.reason,
+        seconds: reply.elapsedTime / 1000,
+      });
+    }
+    req.log.info(
+      {
+        method: req.method,
+        path: req.url.split("?")[0],
+        ...(o.rpc === undefined ? {} : { rpc: o.rpc, protocol: o.protocol, code: o.code }),
+        ...(o.reason === undefined ? {} : { reason: o.reason }),
+        status: reply.statusCode,
+        durationMs: Math.round(reply.elapsedTime * 100) / 100,
+      },
+      "request",
+    );
   });
 
   app.setErrorHandler((error: FastifyError, req, reply) => {
     const status = error.statusCode ?? 500;
     const apiErr =
-      status === 415
-        ? apiError("UNSUPPORTED_MEDIA_TYPE", { contentType: req.headers["content-type"] ?? "(none)" })
-        : status === 413
-          ? apiError("REQUEST_TOO_LARGE", { limitBytes: deps.bodyLimitBytes })
-          : status >= 400 && status < 500
-            ? apiError("MALFORMED_REQUEST", { problem: error.message })
-            : toError(error, `${req.method} ${req.url.split("?")[0]}`);
+      error instanceof ConnectError && reasonOf(error) !== undefined
+        ? error
+        : status === 415
+          ? apiError("UNSUPPORTED_MEDIA_TYPE", { contentType: req.headers["content-type"] ?? "(none)" })
+          : status === 413
+            ? apiError("REQUEST_TOO_LARGE", { limitBytes: deps.bodyLimitBytes })
+            : status >= 400 && status < 500
+              ? apiError("MALFORMED_REQUEST", { problem: error.message })
+              : toError(error, `${req.method} ${req.url.split("?")[0]}`);
+    req.rpcOutcome.code = codeName(apiErr.code);
+    const reason = reasonOf(apiErr);
+    if (reason !== undefined) req.rpcOutcome.reason = reason;
     const rendered = renderRestError(apiErr);
     return reply.code(rendered.status).headers(rendered.headers).send(rendered.body);
   });
@@ -170,43 +250,30 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     return reply.code(rendered.status).send(rendered.body);
   });
 
-  const call = createInProcessCaller(services, apiInterceptors);
-  claimStream = grpcUnaryStreamHandler({
-    services,
-    call,
-    readMaxBytes: deps.bodyLimitBytes,
-    requestId: requestIdFor,
-    toError,
-    // The same line as the onResponse hook's; a client gone before the
-    // answer is logged with nginx's 499.
-    onDone: ({ requestId, path, outcome, durationMs, answered }) =>
-      deps.logger.info({ reqId: requestId, ...requestLogFields("POST", path, outcome, answered ? 200 : 499, durationMs) }, "request"),
-    onError: (error) => deps.logger.error({ err: error }, "answering a gRPC call failed"),
-  });
-
-  // Counted as the interceptor would have, had it seen the call.
-  const onRelabel = (handler: { service: { typeName: string }; method: { name: string } }, protocol: string) =>
-    deps.metrics.rpcRequests.inc({ rpc: `${handler.service.typeName}/${handler.method.name}`, protocol, code: "invalid_argument" });
   const connectOptions = {
     contextValues,
+    outcome: (req: FastifyRequest) => req.rpcOutcome,
+    refused,
+    bodyGuard,
     readMaxBytes: deps.bodyLimitBytes,
-    shutdownTimeoutMs: deps.shutdownTimeoutMs,
-    shutdownError: apiError("SHUTTING_DOWN", {}),
+    shutdownSignal: shutdown.signal,
   };
-  await app.register(fastifyConnectPlugin, {
+  await app.register(connectRoutes, {
     ...connectOptions,
+    authenticate: true,
     interceptors: apiInterceptors,
     routes: (router: ConnectRouter) => {
-      for (const { service, impl } of services) router.service(service, impl);
-      relabelDecodeErrors(router, onRelabel);
+      router.service(EntityVersionsService, deps.versions);
+      router.service(EntityAccessService, deps.access);
     },
   });
   // Health and reflection answer without a token: load balancers and tools.
-  await app.register(fastifyConnectPlugin, {
+  await app.register(connectRoutes, {
     ...connectOptions,
-    interceptors: [observe, errors],
+    authenticate: false,
+    interceptors: openInterceptors,
     routes: (router: ConnectRouter) => {
-      router.service(Health, new HealthService(deps.readiness, services.map((s) => s.service)));
+      router.service(Health, new HealthService(deps.readiness, apiServices));
       router.service(
         ServerReflection,
         new ReflectionService(
@@ -214,16 +281,15 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
           [file_entityversions_v1_entity_versions, file_entityversions_v1_entity_access, file_grpc_health_v1_health, file_grpc_reflection_v1_reflection],
         ),
       );
-      relabelDecodeErrors(router, onRelabel);
     },
   });
   registerRestGateway(app, {
-    services: services.map((s) => s.service),
-    call,
-    contextValues: (req) => {
-      req.rpcOutcome.protocol = "rest";
-      return contextValues(req);
-    },
+    services: apiServices,
+    call: createInProcessCaller(specs, apiInterceptors),
+    contextValues,
+    outcome: (req) => req.rpcOutcome,
+    refused,
+    shutdownSignal: shutdown.signal,
     successStatus,
     toError,
   });

@@ -9,24 +9,49 @@ export interface Caller {
 }
 
 /**
- * Turns request headers into a Caller, or throws the catalog's
- * UNAUTHENTICATED errors for a missing or bad credential.
+ * Turns a request's Authorization header (HTTP) or authorization metadata
+ * (gRPC) into a Caller, or throws the catalog's UNAUTHENTICATED errors for a
+ * missing or bad credential. It needs nothing but that one header, so the
+ * HTTP layer decides it before any request body is read.
  */
 export interface Authenticator {
-  authenticate(headers: Headers): Promise<Caller>;
+  authenticate(authorization: string | null): Promise<Caller>;
 }
+
+/** What authenticating a request's headers gave: a caller, or the error to answer. */
+export type AuthResult = { readonly caller: Caller } | { readonly error: unknown };
+
+/**
+ * The result of authenticating a request from its headers, set by the HTTP
+ * layer before the body is read; the auth interceptor answers from it
+ * rather than authenticating again.
+ */
+export const authResultKey = createContextKey<AuthResult | undefined>(undefined, { description: "auth result" });
 
 /** The context value the auth interceptor fills for every RPC. */
 export const callerKey = createContextKey<Caller | undefined>(undefined, { description: "caller" });
 
+/** Authenticates one Authorization header, keeping a refusal as a value rather than a rejection. */
+export async function authenticateHeader(authenticator: Authenticator, authorization: string | null): Promise<AuthResult> {
+  try {
+    return { caller: await authenticator.authenticate(authorization) };
+  } catch (error) {
+    return { error };
+  }
+}
+
 /**
- * The one seam where authentication happens: an interceptor, so gRPC,
- * Connect and the REST gateway (which runs the same interceptors) all
- * identify callers the same way before any handler runs.
+ * The one seam where a call's caller is established: an interceptor, so
+ * gRPC, gRPC-Web, Connect and REST identify callers the same way before any
+ * handler runs. The HTTP layer has usually authenticated the headers
+ * already (before reading the body); this uses that result, and
+ * authenticates itself only when nobody did.
  */
 export function authInterceptor(authenticator: Authenticator): Interceptor {
   return (next) => async (req) => {
-    req.contextValues.set(callerKey, await authenticator.authenticate(req.header));
+    const result = req.contextValues.get(authResultKey) ?? (await authenticateHeader(authenticator, req.header.get("authorization")));
+    if ("error" in result) throw result.error;
+    req.contextValues.set(callerKey, result.caller);
     return next(req);
   };
 }

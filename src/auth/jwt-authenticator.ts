@@ -11,6 +11,8 @@ export interface JwtOptions {
   readonly issuer?: string;
   readonly audience?: string;
   readonly clockSkewSeconds: number;
+  /** Longest a token may live, from iat (or from now, without iat) to exp; undefined: no bound. */
+  readonly maxTokenLifetimeSeconds?: number | undefined;
   /** Least time between two JWKS fetches (an unknown kid refetches after it). */
   readonly jwksCooldownSeconds: number;
   /** How long a verified token is trusted without checking its signature again; 0: always check. */
@@ -91,8 +93,7 @@ export class JwtAuthenticator implements Authenticator {
     };
   }
 
-  async authenticate(headers: Headers): Promise<Caller> {
-    const header = headers.get("authorization");
+  async authenticate(header: string | null): Promise<Caller> {
     if (header === null || header.trim() === "") throw apiError("AUTH_REQUIRED", {});
     const match = /^Bearer +([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+) *$/i.exec(header);
     if (match === null) throw apiError("TOKEN_MALFORMED", {});
@@ -121,6 +122,15 @@ export class JwtAuthenticator implements Authenticator {
       }));
     } catch (error) {
       throw mapJoseError(error);
+    }
+    // jose checks iat only with maxTokenAge, and then requires it: a token
+    // minted in the future (beyond the skew) is refused here, with or without a lifetime bound.
+    const now = Math.floor(Date.now() / 1000);
+    const skew = this.#options.clockSkewSeconds;
+    if (payload.iat !== undefined && payload.iat > now + skew) throw apiError("TOKEN_NOT_YET_VALID", {});
+    const max = this.#options.maxTokenLifetimeSeconds;
+    if (max !== undefined && (payload.exp ?? Infinity) - (payload.iat ?? now) > max + skew) {
+      throw apiError("TOKEN_LIFETIME_TOO_LONG", { maxSeconds: max });
     }
     if (typeof payload.sub !== "string" || !principalIdPattern.test(payload.sub)) {
       throw apiError("TOKEN_CLAIMS_INVALID", { problem: "sub must be a user id of 1 to 255 printable characters without spaces" });

@@ -75,6 +75,22 @@ export const catalog = Object.freeze({
     (p) => `The request body is larger than ${p.limitBytes} bytes.`,
     { httpStatus: 413 },
   ),
+  REQUEST_BODY_TIMEOUT: spec<{ timeoutMs: number }>(
+    Code.DeadlineExceeded,
+    (p) => `The request body did not arrive within ${p.timeoutMs} ms: send the whole body at once, and retry.`,
+    { httpStatus: 408 },
+  ),
+  IN_FLIGHT_BYTES_EXCEEDED: spec<{ limitBytes: number; scope: string }>(
+    Code.ResourceExhausted,
+    (p) =>
+      `More than ${p.limitBytes} bytes of request bodies are in flight on this ${p.scope}: wait for answers before sending more, then retry.`,
+    { retryable: true },
+  ),
+  DEADLINE_EXCEEDED: spec(
+    Code.DeadlineExceeded,
+    () => "The call did not finish within its deadline (a dependency may be slow): retry; retrying a push or a confirm is safe.",
+    { retryable: true },
+  ),
   ROUTE_NOT_FOUND: spec<{ method: string; path: string }>(
     Code.Unimplemented,
     (p) => `No route ${p.method} ${p.path}: see the README for the API's paths.`,
@@ -136,7 +152,11 @@ export const catalog = Object.freeze({
   TOKEN_EXPIRED: spec(Code.Unauthenticated, () => "The bearer token has expired: get a new one."),
   TOKEN_NOT_YET_VALID: spec(
     Code.Unauthenticated,
-    () => "The bearer token is not valid yet (nbf is in the future): check the issuer's clock.",
+    () => "The bearer token is not valid yet (its nbf or iat is in the future): check the issuer's clock.",
+  ),
+  TOKEN_LIFETIME_TOO_LONG: spec<{ maxSeconds: number }>(
+    Code.Unauthenticated,
+    (p) => `The bearer token lives longer than this service accepts (${p.maxSeconds} s from iat to exp): get a shorter-lived token.`,
   ),
   TOKEN_WRONG_ISSUER: spec(Code.Unauthenticated, () => "The bearer token comes from an issuer this service does not accept."),
   TOKEN_WRONG_AUDIENCE: spec(Code.Unauthenticated, () => "The bearer token is not meant for this service (aud): get a token for it."),

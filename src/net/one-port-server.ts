@@ -8,19 +8,16 @@ export type RequestHandler = (
   res: http.ServerResponse | http2.Http2ServerResponse,
 ) => void;
 
-/** Timeouts of the one-port server; Fastify's own options do not reach the inner servers. */
+/** Limits and timeouts of the one-port server; Fastify's own options do not reach the inner servers. */
 export interface OnePortOptions {
-  readonly keepAliveTimeoutMs?: number;
+  /** Streams one HTTP/2 connection may have open at once, advertised in SETTINGS; more are refused. */
+  readonly maxConcurrentStreams?: number;
+  /** An HTTP/2 session, or an HTTP/1.1 keep-alive connection between requests, with no traffic this long is closed. */
+  readonly idleTimeoutMs?: number;
   readonly headersTimeoutMs?: number;
   readonly requestTimeoutMs?: number;
   /** How long a new connection may stay silent before it is dropped. */
   readonly firstBytesTimeoutMs?: number;
-  /**
-   * Offered every HTTP/2 stream before the handler: returning true takes the
-   * stream, and the handler never sees it (the unary gRPC path answers on
-   * the stream, without Node's HTTP/2 compatibility objects).
-   */
-  readonly claimStream?: (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => boolean;
 }
 
 /** The outer server, with the connection controls Fastify calls on close. */
@@ -38,35 +35,32 @@ const preface = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
  * an inner HTTP/2 server when they are the HTTP/2 connection preface, else to
  * an inner HTTP/1.1 server; both call the same handler.
  *
+ * HTTP/2 sessions advertise `maxConcurrentStreams` (Node's default is
+ * 2^32-1) and are closed with GOAWAY after `idleTimeoutMs` without traffic
+ * (Node sets no idle timeout on HTTP/2 sessions by default).
+ *
  * Closing it stops accepting, lets requests in flight finish, closes idle
  * keep-alive connections and answers the last request of each busy one with
  * `Connection: close`, and sends GOAWAY to HTTP/2 sessions once their
  * streams end.
  */
 export function createOnePortServer(handler: RequestHandler, options: OnePortOptions = {}): OnePortServer {
+  const idleTimeoutMs = options.idleTimeoutMs ?? 65_000;
   const h1 = http.createServer(
     {
-      keepAliveTimeout: options.keepAliveTimeoutMs ?? 65_000,
-      headersTimeout: options.headersTimeoutMs ?? 60_000,
-      requestTimeout: options.requestTimeoutMs ?? 300_000,
+      keepAliveTimeout: idleTimeoutMs,
+      headersTimeout: options.headersTimeoutMs ?? 20_000,
+      requestTimeout: options.requestTimeoutMs ?? 120_000,
     },
     handler as http.RequestListener,
   );
-  const h2 = http2.createServer({}, handler as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void);
-  const claimStream = options.claimStream;
-  if (claimStream !== undefined) {
-    // Node answers a stream with the handler through one "stream" listener
-    // of its own, added with the handler; it runs only for the streams not
-    // claimed. (No such listener: this Node differs, and nothing is claimed.)
-    const compat = h2.listeners("stream");
-    if (compat.length === 1) {
-      const toHandler = compat[0] as (...args: unknown[]) => void;
-      h2.removeAllListeners("stream");
-      h2.on("stream", (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, ...rest: unknown[]) => {
-        if (!claimStream(stream, headers)) toHandler.call(h2, stream, headers, ...rest);
-      });
-    }
-  }
+  const h2 = http2.createServer(
+    { settings: { maxConcurrentStreams: options.maxConcurrentStreams ?? 100 } },
+    handler as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void,
+  );
+  // Node applies the server's timeout to each session; with no "timeout"
+  // listener, an idle session is destroyed (GOAWAY when it can).
+  h2.setTimeout(idleTimeoutMs);
   const sessions = new Set<http2.ServerHttp2Session>();
   const responses = new Set<http.ServerResponse>();
   let closing = false;

@@ -1,10 +1,10 @@
 import { create, type DescField, type DescMethod, type DescService, type JsonObject, type JsonValue, type Message, ScalarType } from "@bufbuild/protobuf";
 import type { ConnectError, ContextValues } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { apiError } from "../errors/api-error.js";
+import { apiError, reasonOf } from "../errors/api-error.js";
+import type { RpcRouteConfig } from "../rpc/connect-routes.js";
+import { codeName, type RpcOutcome } from "../rpc/observe-interceptor.js";
 import type { InProcessCaller } from "../rpc/in-process-caller.js";
-import { lazyAbortSignal } from "../rpc/lazy-abort-signal.js";
-import { RequestHeaders } from "../rpc/web-headers.js";
 import { type RestBinding, restBindings } from "./http-rules.js";
 import { readRestJson, writeRestJson } from "./json-codec.js";
 import { renderRestError } from "./rest-error.js";
@@ -14,8 +14,17 @@ export interface RestGatewayOptions {
   readonly services: readonly DescService[];
   /** Runs an RPC through the same interceptors as gRPC and Connect. */
   readonly call: InProcessCaller;
-  /** Per-request context values (the log's outcome slot), as the Connect routes get them. */
-  readonly contextValues?: (req: FastifyRequest) => ContextValues;
+  /** Per-request context values (the log's outcome slot, the auth result), as the Connect routes get them. */
+  readonly contextValues: (req: FastifyRequest) => ContextValues;
+  /** The request's log outcome, where a call refused before any interceptor ran is noted. */
+  readonly outcome: (req: FastifyRequest) => RpcOutcome;
+  /**
+   * Whether the call is already refused from its headers (authentication):
+   * it is then answered before its body is read, through the interceptors.
+   */
+  readonly refused: (req: FastifyRequest) => boolean;
+  /** Aborts calls still running when the server stops waiting for them. */
+  readonly shutdownSignal?: AbortSignal;
   /** The HTTP status of a successful response; 200 when omitted. */
   readonly successStatus?: (method: DescMethod, response: Message) => number;
   /**
@@ -23,11 +32,6 @@ export interface RestGatewayOptions {
    * itself) into a client-facing one without leaking its message.
    */
   readonly toError: (error: unknown, rpc: string) => ConnectError;
-}
-
-/** Fastify route config the gateway sets, read by request logging. */
-export interface RestRouteConfig {
-  readonly rpc: string;
 }
 
 function isJsonObject(value: unknown): value is JsonObject {
@@ -96,47 +100,84 @@ function requestJson(binding: RestBinding, req: FastifyRequest): JsonObject {
   return json;
 }
 
+/** Node's request headers as fetch Headers, the form interceptors and handlers read. */
+function webHeaders(req: FastifyRequest): Headers {
+  const headers = new Headers();
+  for (const [key, value] of Object.entries(req.headers)) {
+    // HTTP/2 pseudo-headers (":path") are not header names.
+    if (key.startsWith(":") || value === undefined) continue;
+    for (const v of Array.isArray(value) ? value : [value]) headers.append(key, v);
+  }
+  return headers;
+}
+
+/** A signal that aborts when the client goes away before its answer is written. */
+function clientGone(reply: FastifyReply): AbortSignal {
+  const controller = new AbortController();
+  reply.raw.once("close", () => {
+    if (!reply.raw.writableFinished) controller.abort();
+  });
+  return controller.signal;
+}
+
 /**
  * Serves every RPC that has a google.api.http rule as REST JSON, with routes
  * made at start-up from the rules in the service descriptors: adding an
  * annotated RPC adds its route with no other change. Requests run through
- * the in-process caller, so the same interceptors (authentication, error
- * mapping) see REST and gRPC alike; errors are rendered from the same
- * catalog as gRPC's.
+ * the in-process caller, so the same interceptors (authentication,
+ * deadlines, error mapping, metrics) see REST and gRPC alike; errors are
+ * rendered from the same catalog as gRPC's. A call refused from its headers
+ * is answered before Fastify reads its body.
  */
 export function registerRestGateway(app: FastifyInstance, options: RestGatewayOptions): void {
   for (const binding of restBindings(options.services)) {
     const { method } = binding;
-    const config: RestRouteConfig = { rpc: `${method.parent.typeName}/${method.name}` };
+    const config: RpcRouteConfig = { rpc: `${method.parent.typeName}/${method.name}`, authenticate: true, gateway: "rest" };
     const responseSchema = binding.responseBody?.message ?? method.output;
+    const answer = async (req: FastifyRequest, reply: FastifyReply, input: () => Message) => {
+      try {
+        const { message, header } = await options.call(method, input(), {
+          protocolName: "rest",
+          header: webHeaders(req),
+          signal: clientGone(reply),
+          ...(options.shutdownSignal === undefined ? {} : { shutdownSignal: options.shutdownSignal }),
+          requestMethod: req.method,
+          url: req.url,
+          contextValues: options.contextValues(req),
+        });
+        header.forEach((value, key) => void reply.header(key, value));
+        const payload =
+          binding.responseBody === undefined
+            ? message
+            : ((message as unknown as Record<string, Message | undefined>)[binding.responseBody.localName] ?? create(responseSchema));
+        reply.code(options.successStatus?.(method, message) ?? 200);
+        return writeRestJson(responseSchema, payload);
+      } catch (error) {
+        const connectError = options.toError(error, config.rpc);
+        const outcome = options.outcome(req);
+        // Refused before the interceptors ran (a body that does not map to the message).
+        if (outcome.rpc === undefined) {
+          outcome.code = codeName(connectError.code);
+          const reason = reasonOf(connectError);
+          if (reason !== undefined) outcome.reason = reason;
+        }
+        const rendered = renderRestError(connectError);
+        reply.code(rendered.status).headers(rendered.headers);
+        return rendered.body;
+      }
+    };
     app.route({
       method: binding.verb,
       url: binding.routePath,
       config,
-      handler: async (req: FastifyRequest, reply: FastifyReply) => {
-        try {
-          const input = readRestJson(method.input, requestJson(binding, req));
-          const { message, header } = await options.call(method, input, {
-            header: new RequestHeaders(req.headers),
-            signal: lazyAbortSignal(reply.raw),
-            requestMethod: req.method,
-            url: req.url,
-            ...(options.contextValues === undefined ? {} : { contextValues: options.contextValues(req) }),
-          });
-          header?.forEach((value, key) => void reply.header(key, value));
-          const payload =
-            binding.responseBody === undefined
-              ? message
-              : ((message as unknown as Record<string, Message | undefined>)[binding.responseBody.localName] ??
-                create(responseSchema));
-          reply.code(options.successStatus?.(method, message) ?? 200);
-          return writeRestJson(responseSchema, payload);
-        } catch (error) {
-          const rendered = renderRestError(options.toError(error, config.rpc));
-          reply.code(rendered.status).headers(rendered.headers);
-          return rendered.body;
-        }
+      // Refused from the headers: answered now, through the interceptors,
+      // with an empty message that is never looked at; the body is not read.
+      onRequest: async (req, reply) => {
+        if (!options.refused(req)) return;
+        const body = await answer(req, reply, () => create(method.input));
+        return reply.send(body);
       },
+      handler: (req, reply) => answer(req, reply, () => readRestJson(method.input, requestJson(binding, req))),
     });
   }
 }

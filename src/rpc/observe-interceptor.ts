@@ -4,7 +4,7 @@ import type { Metrics } from "../ops/metrics.js";
 
 /** What an RPC ended with, for the request's log line. */
 export interface RpcOutcome {
-  /** Set by the REST gateway; otherwise read from the content type. */
+  /** Set by the HTTP layer (rest, grpc, grpc-web, connect). */
   protocol?: string;
   rpc?: string;
   code?: string;
@@ -23,10 +23,25 @@ export function codeName(code: Code | 0): string {
   return code === 0 ? "ok" : Code[code].replace(/([a-z])([A-Z])/g, "$1_$2").toLowerCase();
 }
 
-function protocolOf(contentType: string | null): string {
-  if (contentType?.startsWith("application/grpc-web") === true) return "grpc-web";
-  if (contentType?.startsWith("application/grpc") === true) return "grpc";
-  return "connect";
+/** One finished RPC, as metrics and the request log record it. */
+export interface RpcRecord {
+  readonly rpc: string;
+  readonly protocol: string;
+  readonly code: string;
+  readonly reason?: string | undefined;
+  readonly seconds: number;
+}
+
+/**
+ * Counts and times one RPC and fills its log outcome. The interceptor
+ * records every call it sees; the HTTP layer records, through this same
+ * function, a call refused before any interceptor ran (a body past the
+ * limits, a message that does not decode).
+ */
+export function recordRpc(metrics: Metrics, outcome: RpcOutcome | undefined, r: RpcRecord): void {
+  metrics.recordRpc(r.rpc, r.protocol, r.code, r.seconds);
+  if (r.reason === "STALE_BASE") metrics.staleBase.inc({ rpc: r.rpc });
+  if (outcome !== undefined) Object.assign(outcome, { protocol: r.protocol, rpc: r.rpc, code: r.code, ...(r.reason === undefined ? {} : { reason: r.reason }) });
 }
 
 /**
@@ -47,13 +62,10 @@ export function observeInterceptor(metrics: Metrics): Interceptor {
       const connectError = ConnectError.from(error);
       code = codeName(connectError.code);
       reason = reasonOf(connectError);
-      if (reason === "STALE_BASE") metrics.staleBase.inc({ rpc });
       throw error;
     } finally {
       const outcome = req.contextValues.get(rpcOutcomeKey);
-      const protocol = outcome?.protocol ?? protocolOf(req.header.get("content-type"));
-      metrics.recordRpc(rpc, protocol, code, Number(process.hrtime.bigint() - start) / 1e9);
-      if (outcome !== undefined) Object.assign(outcome, { protocol, rpc, code, ...(reason === undefined ? {} : { reason }) });
+      recordRpc(metrics, outcome, { rpc, protocol: outcome?.protocol ?? "connect", code, reason, seconds: Number(process.hrtime.bigint() - start) / 1e9 });
     }
   };
 }

@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { gzipSync } from "node:zlib";
 import * as assert from "uvu/assert";
 import type { Backend } from "../support/env.js";
 import { GrpcClient, grpc, rawGrpc } from "../support/grpc-client.js";
@@ -122,28 +123,61 @@ export function grpcSuite(backend: Backend) {
     const big = Buffer.alloc(5 + 4 * 1024 * 1024);
     big.writeUInt32BE(big.length - 5, 1);
     const raw = await rawGrpc(svc.url, "/entityversions.v1.EntityVersionsService/ConfirmUpload", big, { authorization: svc.rest.defaultHeaders["authorization"]! });
-    assert.is(raw.trailers["grpc-status"], String(grpc.status.RESOURCE_EXHAUSTED));
+    assert.is(raw.headers["grpc-status"] ?? raw.trailers["grpc-status"], String(grpc.status.RESOURCE_EXHAUSTED));
     assert.is(raw.rstCode, 0);
   });
 
-  s("unary calls answer on the HTTP/2 stream with the request id, and refuse a bad frame as MALFORMED_REQUEST", async ({ svc }) => {
+  s("raw frames: request id, trailers-only errors, and the gRPC docs' codes for bad frames, encodings and timeouts", async ({ svc }) => {
     const path = "/entityversions.v1.EntityVersionsService/GetActiveVersion";
     const auth = { authorization: svc.rest.defaultHeaders["authorization"]! };
     // entity_id (field 1) "abc", framed: flag 0, length 5.
     const message = Buffer.from([0x0a, 0x03, 0x61, 0x62, 0x63]);
-    const good = await rawGrpc(svc.url, path, Buffer.concat([Buffer.from([0, 0, 0, 0, 5]), message]), { ...auth, "x-request-id": "grpc-trace-1" });
+    const frame = (flag: number, body: Buffer) => {
+      const out = Buffer.alloc(5 + body.length);
+      out[0] = flag;
+      out.writeUInt32BE(body.length, 1);
+      body.copy(out, 5);
+      return out;
+    };
+    const good = await rawGrpc(svc.url, path, frame(0, message), { ...auth, "x-request-id": "grpc-trace-1" });
     assert.is(good.headers[":status"], 200);
     assert.is(good.headers["x-request-id"], "grpc-trace-1");
-    assert.is(good.trailers["grpc-status"], String(grpc.status.NOT_FOUND), "no version yet: NO_ACTIVE_VERSION");
-    const made = await rawGrpc(svc.url, path, Buffer.concat([Buffer.from([0, 0, 0, 0, 5]), message]), { ...auth, "x-request-id": "bad id with spaces" });
+    // An immediate error is Trailers-Only: grpc-status in the one HEADERS frame, no body, no trailers.
+    assert.is(good.headers["grpc-status"], String(grpc.status.NOT_FOUND), "no version yet: NO_ACTIVE_VERSION");
+    assert.is(good.trailers["grpc-status"], undefined);
+    assert.is(good.body.length, 0);
+    const made = await rawGrpc(svc.url, path, frame(0, message), { ...auth, "x-request-id": "bad id with spaces" });
     assert.match(String(made.headers["x-request-id"]), /^[0-9a-f-]{36}$/);
-    // The length prefix says 9 bytes; 5 follow.
-    const bad = await rawGrpc(svc.url, path, Buffer.concat([Buffer.from([0, 0, 0, 0, 9]), message]), auth);
-    assert.is(bad.trailers["grpc-status"], String(grpc.status.INVALID_ARGUMENT));
-    assert.match(decodeURIComponent(String(bad.trailers["grpc-message"])), /exactly one length-prefixed message/);
-    assert.is(bad.body.length, 0);
-    const compressed = await rawGrpc(svc.url, path, Buffer.concat([Buffer.from([1, 0, 0, 0, 5]), message]), auth);
-    assert.is(compressed.trailers["grpc-status"], String(grpc.status.INVALID_ARGUMENT));
+
+    const status = (r: Awaited<ReturnType<typeof rawGrpc>>) => r.headers["grpc-status"] ?? r.trailers["grpc-status"];
+    // A length prefix that promises more than follows: Connect's INVALID_ARGUMENT.
+    const truncated = await rawGrpc(svc.url, path, Buffer.concat([Buffer.from([0, 0, 0, 0, 9]), message]), auth);
+    assert.is(status(truncated), String(grpc.status.INVALID_ARGUMENT));
+    // gRPC statuscodes.md: "Error parsing request proto" and "Compressed flag set … but no encoding" are INTERNAL.
+    const undecodable = await rawGrpc(svc.url, path, frame(0, Buffer.from([0xff, 0xff, 0xff])), auth);
+    assert.is(status(undecodable), String(grpc.status.INTERNAL));
+    const flagged = await rawGrpc(svc.url, path, frame(1, message), auth);
+    assert.is(status(flagged), String(grpc.status.INTERNAL));
+    // compression.md: an encoding the server does not support is UNIMPLEMENTED, naming those it accepts.
+    const unsupported = await rawGrpc(svc.url, path, frame(1, message), { ...auth, "grpc-encoding": "snappy" });
+    assert.is(status(unsupported), String(grpc.status.UNIMPLEMENTED));
+    assert.match(String(unsupported.headers["grpc-accept-encoding"]), /gzip/);
+    // gzip is read.
+    const gzipped = await rawGrpc(svc.url, path, frame(1, gzipSync(message)), { ...auth, "grpc-encoding": "gzip" });
+    assert.is(status(gzipped), String(grpc.status.NOT_FOUND));
+    assert.is(decodeURIComponent(String(gzipped.headers["grpc-message"])).includes("abc"), true);
+    // A malformed grpc-timeout is refused as Connect refuses it; a well-formed one is a deadline.
+    const badTimeout = await rawGrpc(svc.url, path, frame(0, message), { ...auth, "grpc-timeout": "garbage" });
+    assert.is(status(badTimeout), String(grpc.status.INVALID_ARGUMENT));
+    const okTimeout = await rawGrpc(svc.url, path, frame(0, message), { ...auth, "grpc-timeout": "5S" });
+    assert.is(status(okTimeout), String(grpc.status.NOT_FOUND));
+    // Every one of them counted, by its code, in the RPC metrics.
+    const metrics = await (await fetch(`${svc.url}/metrics`)).text();
+    const count = (code: string) =>
+      Number(new RegExp(`entity_versions_rpc_requests_total\\{rpc="entityversions.v1.EntityVersionsService/GetActiveVersion",protocol="grpc",code="${code}"\\} (\\d+)`).exec(metrics)?.[1] ?? 0);
+    assert.ok(count("internal") >= 2, metrics);
+    assert.ok(count("unimplemented") >= 1, metrics);
+    assert.ok(count("invalid_argument") >= 2, metrics);
   });
 
   s("an unknown method is UNIMPLEMENTED", async ({ svc }) => {

@@ -103,8 +103,9 @@ export function protocolsSuite(backend: Backend) {
       ["GET", `/api/entities/${"%ZZ"}/versions`, undefined, {}, 400, "MALFORMED_REQUEST"],
       ["GET", `/api/entities/${"x".repeat(600)}/versions`, undefined, {}, 400, "INVALID_ARGUMENT"],
     ];
+    const auth = { authorization: svc.rest.defaultHeaders["authorization"]! };
     for (const [method, url, body, headers, status, code] of cases) {
-      const res = await fetch(`${svc.url}${url}`, { method, headers, ...(body === undefined ? {} : { body }) });
+      const res = await fetch(`${svc.url}${url}`, { method, headers: { ...auth, ...headers }, ...(body === undefined ? {} : { body }) });
       const text = await res.text();
       assert.is(res.status, status, `${method} ${url.slice(0, 60)}: ${text.slice(0, 200)}`);
       assert.ok(res.headers.get("content-type")?.startsWith("application/json"), url);

@@ -4,7 +4,7 @@
 import { execFileSync } from "node:child_process";
 import { create, createFileRegistry, type DescMessage, type DescService, fromBinary, type Message } from "@bufbuild/protobuf";
 import { FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
-import { ConnectError } from "@connectrpc/connect";
+import { ConnectError, createContextValues } from "@connectrpc/connect";
 import Fastify from "fastify";
 import { test } from "uvu";
 import * as assert from "uvu/assert";
@@ -21,7 +21,14 @@ async function gateway() {
   const app = Fastify();
   registerRestGateway(app, {
     services: [fixture],
-    call: async (_method, input) => ({ message: create(echoResponse, { request: input } as never) as Message, header: new Headers({ "x-echo": "1" }) }),
+    call: async (_method, input) => ({
+      message: create(echoResponse, { request: input } as never) as Message,
+      header: new Headers({ "x-echo": "1" }),
+      trailer: new Headers(),
+    }),
+    contextValues: () => createContextValues(),
+    outcome: () => ({}),
+    refused: () => false,
     toError: (error) => ConnectError.from(error),
   });
   await app.ready();

@@ -1,0 +1,43 @@
+import { apiError } from "../errors/api-error.js";
+import type { BodyTicket } from "./body-budget.js";
+
+/** What a request body is read against. */
+export interface BodyGuard {
+  /** The request's share of the body budget. */
+  readonly ticket: BodyTicket;
+  /** How long the whole body may take to arrive. */
+  readonly timeoutMs: number;
+}
+
+/**
+ * A request body read against its guard: each chunk is counted against the
+ * connection's and the process's budget before it is passed on, and the
+ * whole body must arrive within the timeout. Past either, reading stops with
+ * the catalog's error (IN_FLIGHT_BYTES_EXCEEDED, REQUEST_BODY_TIMEOUT),
+ * which every protocol answers in its own form, so a client that sends
+ * slowly or too much holds neither memory nor a stream for long.
+ */
+export async function* guardedBody(source: AsyncIterable<Uint8Array>, guard: BodyGuard): AsyncGenerator<Uint8Array, void, undefined> {
+  const it = source[Symbol.asyncIterator]();
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(apiError("REQUEST_BODY_TIMEOUT", { timeoutMs: guard.timeoutMs })), guard.timeoutMs);
+  });
+  // Settled by the timer even when nobody races it any more.
+  timedOut.catch(() => undefined);
+  try {
+    for (;;) {
+      const next = await Promise.race([it.next(), timedOut]);
+      if (next.done === true) return;
+      const refused = guard.ticket.take(next.value.byteLength);
+      if (refused !== undefined) throw apiError("IN_FLIGHT_BYTES_EXCEEDED", refused);
+      yield next.value;
+    }
+  } finally {
+    // The source is left as it is: ending it would destroy the request's
+    // stream, and with it the answer still to be written. Unread, it is
+    // paused, so flow control stops the client; the HTTP layer closes the
+    // stream or connection once the answer is written.
+    clearTimeout(timer);
+  }
+}

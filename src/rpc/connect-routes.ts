@@ -1,0 +1,196 @@
+import http2 from "node:http2";
+import { type ConnectRouter, type ConnectRouterOptions, type ContextValues, ConnectError, createConnectRouter } from "@connectrpc/connect";
+import {
+  compressionBrotli,
+  compressionGzip,
+  universalRequestFromNodeRequest,
+  universalResponseToNodeResponse,
+} from "@connectrpc/connect-node";
+import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from "fastify";
+import { reasonOf } from "../errors/api-error.js";
+import { type BodyGuard, guardedBody } from "../http/guarded-body.js";
+import { codeName, type RpcOutcome } from "./observe-interceptor.js";
+
+type UniversalHandler = ConnectRouter["handlers"][number];
+type UniversalResponse = Awaited<ReturnType<UniversalHandler>>;
+
+/** Fastify route config of an RPC route, read by the server's hooks. */
+export interface RpcRouteConfig {
+  /** "package.Service/Method". */
+  readonly rpc: string;
+  /** Authenticate from the headers before the body is read (the API services). */
+  readonly authenticate: boolean;
+  /** Which gateway serves it: "connect" (gRPC, gRPC-Web, Connect) or "rest". */
+  readonly gateway: "connect" | "rest";
+}
+
+/** Options of the Connect routes plugin. */
+export interface ConnectRoutesOptions extends ConnectRouterOptions {
+  /** Registers the services on the router. */
+  readonly routes: (router: ConnectRouter) => void;
+  /** Whether the routes' calls are authenticated from their headers before their bodies are read. */
+  readonly authenticate: boolean;
+  /** Per-request context values (the log's outcome slot, the auth result). */
+  readonly contextValues: (req: FastifyRequest) => ContextValues;
+  /** The request's log outcome, where a call refused before any interceptor ran is noted. */
+  readonly outcome: (req: FastifyRequest) => RpcOutcome;
+  /**
+   * Whether the call is already refused from its headers (authentication):
+   * its body is then never read, and the interceptors answer the refusal.
+   */
+  readonly refused: (req: FastifyRequest) => boolean;
+  /** What each request body is read against. */
+  readonly bodyGuard: (req: FastifyRequest, reply: FastifyReply) => BodyGuard;
+}
+
+const encoder = new TextEncoder();
+
+/**
+ * The body of an empty request message in the request's own format: one
+ * uncompressed envelope for the enveloped protocols (gRPC, gRPC-Web,
+ * Connect streaming), the bare message for Connect unary; `{}` in JSON.
+ */
+function emptyMessageBody(contentType: string): Uint8Array {
+  const payload = /^application\/(?:grpc(?:-web)?\+json|connect\+json|json)\b/.test(contentType) ? encoder.encode("{}") : new Uint8Array(0);
+  if (!/^application\/(?:grpc|connect\+)/.test(contentType)) return payload;
+  const envelope = new Uint8Array(5 + payload.byteLength);
+  new DataView(envelope.buffer).setUint32(1, payload.byteLength);
+  envelope.set(payload, 5);
+  return envelope;
+}
+
+/** The protocol of a Connect router request, by its content type. */
+function protocolOf(contentType: string | undefined): string {
+  if (contentType?.startsWith("application/grpc-web") === true) return "grpc-web";
+  if (contentType?.startsWith("application/grpc") === true) return "grpc";
+  return "connect";
+}
+
+async function* once(chunk: Uint8Array): AsyncGenerator<Uint8Array> {
+  yield chunk;
+}
+
+/** The gRPC status of a refusal, in the protocol's own place: a trailer, a header, else the HTTP status (Connect). */
+function refusalCode(res: UniversalResponse): string {
+  const grpcStatus = res.trailer?.get("grpc-status") ?? res.header?.get("grpc-status");
+  if (grpcStatus !== null && grpcStatus !== undefined && /^\d+$/.test(grpcStatus)) return codeName(Number(grpcStatus));
+  // The Connect protocol's error statuses (connectrpc.com/docs/protocol, "Error codes").
+  const byStatus: Record<number, string> = {
+    400: "invalid_argument",
+    401: "unauthenticated",
+    403: "permission_denied",
+    404: "unimplemented",
+    405: "unimplemented",
+    408: "deadline_exceeded",
+    409: "aborted",
+    413: "resource_exhausted",
+    415: "unimplemented",
+    429: "resource_exhausted",
+    499: "canceled",
+    500: "internal",
+    501: "unimplemented",
+    503: "unavailable",
+    504: "deadline_exceeded",
+  };
+  return byStatus[res.status] ?? "unknown";
+}
+
+async function* prepend(first: Uint8Array, rest: AsyncIterator<Uint8Array>): AsyncGenerator<Uint8Array> {
+  yield first;
+  for (let next = await rest.next(); next.done !== true; next = await rest.next()) yield next.value;
+}
+
+/**
+ * Whether a gRPC answer carries no message: it is then sent as
+ * Trailers-Only (PROTOCOL-HTTP2.md), the status in the one HEADERS frame
+ * that ends the stream, as gRPC servers answer an immediate error, rather
+ * than empty headers then trailers. The answer's body is primed either way.
+ */
+async function messageless(res: UniversalResponse): Promise<{ res: UniversalResponse; empty: boolean }> {
+  if (res.trailer === undefined || res.body === undefined) return { res, empty: false };
+  const it = res.body[Symbol.asyncIterator]();
+  const first = await it.next();
+  if (first.done !== true) return { res: { ...res, body: prepend(first.value, it) }, empty: false };
+  return { res, empty: true };
+}
+
+/**
+ * Serves a Connect router's handlers (gRPC, gRPC-Web and Connect, unary and
+ * streaming) on Fastify, through connect-node's public adapters, as
+ * @connectrpc/connect-fastify's plugin does, plus what that plugin cannot
+ * offer: a call refused from its headers (authentication) is answered
+ * without reading its body; every body is read against the connection's
+ * byte budget and a deadline; and a call Connect refuses before any
+ * interceptor ran (a message that does not decode, an unsupported
+ * encoding) is still noted for the request's metrics and log line.
+ */
+export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (instance, opts, done) => {
+  const router = createConnectRouter({ acceptCompression: [compressionGzip, compressionBrotli], ...opts });
+  opts.routes(router);
+  // Connect reads its bodies itself: no Fastify parser may consume them
+  // (this plugin's scope only, so REST keeps its JSON parser).
+  instance.removeAllContentTypeParsers();
+  instance.addContentTypeParser("*", (_req, _payload, parsed) => parsed(null, undefined));
+  for (const handler of router.handlers) {
+    const config: RpcRouteConfig = {
+      rpc: `${handler.service.typeName}/${handler.method.name}`,
+      authenticate: opts.authenticate,
+      gateway: "connect",
+    };
+    instance.route({
+      method: ["POST", "GET"],
+      url: handler.requestPath,
+      config,
+      handler: async (req, reply) => {
+        const outcome = opts.outcome(req);
+        outcome.protocol = protocolOf(req.headers["content-type"]);
+        const uReq = universalRequestFromNodeRequest(req.raw, reply.raw, undefined, opts.contextValues(req));
+        let bodyError: unknown;
+        if (opts.refused(req)) {
+          // The interceptors answer the refusal; the message they are
+          // given is empty, and its body is never read.
+          uReq.header.delete("content-encoding");
+          uReq.header.delete("content-length");
+          uReq.body = once(emptyMessageBody(uReq.header.get("content-type") ?? ""));
+        } else if (Symbol.asyncIterator in Object(uReq.body)) {
+          const guarded = guardedBody(uReq.body as AsyncIterable<Uint8Array>, opts.bodyGuard(req, reply));
+          uReq.body = (async function* () {
+            try {
+              yield* guarded;
+            } catch (error) {
+              bodyError = error;
+              throw error;
+            }
+          })();
+        }
+        const answered = await handler(uReq);
+        const { res: uRes, empty } = outcome.protocol === "grpc" ? await messageless(answered) : { res: answered, empty: false };
+        if (outcome.rpc === undefined) {
+          const reason = bodyError instanceof ConnectError ? reasonOf(bodyError) : undefined;
+          outcome.code = bodyError instanceof ConnectError ? codeName(bodyError.code) : refusalCode(uRes);
+          if (reason !== undefined) outcome.reason = reason;
+        }
+        // HTTP/1.1 cannot read the next request on this connection before
+        // the rest of an unread body: close it after the answer instead.
+        if (!(req.raw instanceof http2.Http2ServerRequest) && !req.raw.complete) reply.raw.shouldKeepAlive = false;
+        for (const [key, value] of Object.entries(reply.getHeaders())) if (value !== undefined) reply.raw.setHeader(key, value);
+        if (empty) {
+          // Headers set before end() are sent by Node's compatibility layer
+          // in one HEADERS frame with END_STREAM: Trailers-Only.
+          reply.raw.statusCode = uRes.status;
+          uRes.header?.forEach((value, key) => reply.raw.setHeader(key, value));
+          uRes.trailer?.forEach((value, key) => reply.raw.setHeader(key, value));
+          reply.raw.end();
+          return;
+        }
+        try {
+          await universalResponseToNodeResponse(uRes, reply.raw);
+        } catch (error) {
+          // The client went away mid-answer: nothing to tell it.
+          if (!(error instanceof ConnectError)) throw error;
+        }
+      },
+    });
+  }
+  done();
+};
