@@ -21,12 +21,15 @@ s("without auth configured, npm start prints a working token for user dev and wr
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-dev-"));
   const azurite = await sharedAzurite();
   const svc = await spawnService(
-    { HOST: "127.0.0.1", PORT: "0", DATA_DIR: dataDir, AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString, AZURE_STORAGE_CONTAINER: "ev-dev-mode" },
+    { PORT: "0", DATA_DIR: dataDir, AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString, AZURE_STORAGE_CONTAINER: "ev-dev-mode" },
     { url: "", drop: async () => undefined },
   );
   try {
-    const printed = /export TOKEN=(\S+)/.exec(svc.output())?.[1];
+    const printed = /export TOKEN=(\S+)/.exec(svc.stderr())?.[1];
     assert.ok(printed !== undefined, svc.output());
+    assert.not.match(svc.stdout(), printed!, "stdout is the JSON log stream: the token goes to stderr");
+    // Development mode listens on this machine only unless HOST says otherwise.
+    assert.match(svc.url, /^http:\/\/127\.0\.0\.1:/);
     assert.is(fs.readFileSync(path.join(dataDir, "dev-token"), "utf8").trim(), printed);
     assert.ok(fs.existsSync(path.join(dataDir, "entity-versions.db")), "the SQLite default lives under DATA_DIR");
     const dev = new RestClient(svc.url, { authorization: `Bearer ${printed}` });
@@ -57,8 +60,15 @@ s("NODE_ENV=production refuses to start without auth, or on the embedded default
     AZURE_STORAGE_CONNECTION_STRING: "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=a2V5",
     PAGE_TOKEN_SECRET: "p".repeat(40),
   };
+  const jwks = { ...full, AUTH_JWKS_URL: "https://login.example.com/jwks.json", AUTH_ISSUER: "https://login.example.com/", AUTH_AUDIENCE: "ev" };
   const cases: Array<[Record<string, string>, string]> = [
     [full, "AUTH_JWT_SECRET or AUTH_JWKS_URL"],
+    [{ ...jwks, AUTH_JWKS_URL: "http://login.example.com/jwks.json" }, "https://"],
+    [{ ...jwks, AUTH_ISSUER: "" }, "AUTH_ISSUER and AUTH_AUDIENCE"],
+    [{ ...jwks, AUTH_AUDIENCE: "" }, "AUTH_ISSUER and AUTH_AUDIENCE"],
+    [{ ...full, AUTH_JWT_SECRET: "é".repeat(15) }, "AUTH_JWT_SECRET must be at least 32 bytes"],
+    [{ ...full, NODE_ENV: "Production", AUTH_JWT_SECRET: "s".repeat(40) }, 'got "Production"'],
+    [{ ...full, NODE_ENV: "prod", AUTH_JWT_SECRET: "s".repeat(40) }, 'got "prod"'],
     [{ ...full, AUTH_JWT_SECRET: "s".repeat(40), DATABASE_URL: "" }, "DATABASE_URL"],
     [{ ...full, AUTH_JWT_SECRET: "s".repeat(40), DATABASE_URL: "sqlite:./x.db" }, "DATABASE_URL"],
     [{ ...full, AUTH_JWT_SECRET: "s".repeat(40), AZURE_STORAGE_CONNECTION_STRING: "" }, "AZURE_STORAGE_CONNECTION_STRING"],

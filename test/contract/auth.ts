@@ -9,7 +9,7 @@ import { bearer, testAuth, token } from "../support/tokens.js";
 
 /** Authentication details, the first push's claim, and access management. */
 export function authSuite(backend: Backend) {
-  const s = serviceSuite("auth: tokens, the first push's claim, managing access", backend);
+  const s = serviceSuite("auth: tokens, the first push's claim, managing access", backend, { AUTH_MAX_TOKEN_LIFETIME: String(25 * 3600) });
 
   s("token problems are 401 with a code naming the cause", async ({ svc }) => {
     const cases: Array<[Record<string, string>, string]> = [
@@ -17,6 +17,8 @@ export function authSuite(backend: Backend) {
       [{ authorization: "Basic dXNlcjpwYXNz" }, "TOKEN_MALFORMED"],
       [{ authorization: "Bearer not-a-jwt" }, "TOKEN_MALFORMED"],
       [bearer(await token({ notBeforeIn: 3600 })), "TOKEN_NOT_YET_VALID"],
+      [bearer(await token({ issuedAtIn: 3600, expiresIn: 7200 })), "TOKEN_NOT_YET_VALID"],
+      [bearer(await token({ expiresIn: 48 * 3600 })), "TOKEN_LIFETIME_TOO_LONG"],
       [bearer(await token({ issuer: "https://elsewhere.test" })), "TOKEN_WRONG_ISSUER"],
       [bearer(await token({ expiresIn: -3600 })), "TOKEN_EXPIRED"],
       [bearer(await token({ sub: "has space" })), "TOKEN_CLAIMS_INVALID"],

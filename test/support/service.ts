@@ -109,7 +109,7 @@ process.once("exit", () => {
 export async function spawnService(
   env: Record<string, string>,
   db: TestDatabase,
-): Promise<TestService & { child: ChildProcess; output: () => string }> {
+): Promise<TestService & { child: ChildProcess; output: () => string; stdout: () => string; stderr: () => string }> {
   const child = spawn(process.execPath, ["--import", "tsx", path.join(root, "src/main.ts")], {
     cwd: root,
     // info at least: start-up is detected by the "listening" line.
@@ -120,8 +120,16 @@ export async function spawnService(
   liveChildren.add(child);
   child.once("exit", () => liveChildren.delete(child));
   let output = "";
-  child.stdout!.on("data", (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  let stdout = "";
+  let stderr = "";
+  child.stdout!.on("data", (chunk: Buffer) => {
+    output += chunk.toString();
+    stdout += chunk.toString();
+  });
+  child.stderr!.on("data", (chunk: Buffer) => {
+    output += chunk.toString();
+    stderr += chunk.toString();
+  });
   const url = await new Promise<string>((resolve, reject) => {
     let out = "";
     const timer = setTimeout(() => {
@@ -147,6 +155,8 @@ export async function spawnService(
   return {
     child,
     output: () => output,
+    stdout: () => stdout,
+    stderr: () => stderr,
     url,
     ...c,
     env,

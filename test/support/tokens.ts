@@ -19,6 +19,8 @@ export interface TestClaims {
   /** Expiry, seconds from now (negative: already expired). */
   expiresIn?: number;
   notBeforeIn?: number;
+  /** Issued-at, seconds from now (positive: in the future). */
+  issuedAtIn?: number;
 }
 
 /** A signed HS256 token for the test services. */
@@ -29,7 +31,7 @@ export async function token(claims: TestClaims = {}): Promise<string> {
     .setSubject(claims.sub ?? "tester")
     .setIssuer(claims.issuer ?? testAuth.issuer)
     .setAudience(claims.audience ?? testAuth.audience)
-    .setIssuedAt(now)
+    .setIssuedAt(now + (claims.issuedAtIn ?? 0))
     .setExpirationTime(now + (claims.expiresIn ?? 3600));
   if (claims.notBeforeIn !== undefined) jwt = jwt.setNotBefore(now + claims.notBeforeIn);
   return jwt.sign(new TextEncoder().encode(claims.secret ?? testAuth.secret));

@@ -11,7 +11,26 @@ test("no configuration runs on the embedded defaults under ./data", () => {
   assert.is(c.blob.container, "entity-versions");
   assert.is(c.uploadUrlTtlSeconds, 900);
   assert.is(c.downloadUrlTtlSeconds, 300);
-  assert.ok(Object.isFrozen(c) && Object.isFrozen(c.limits));
+  assert.ok(Object.isFrozen(c) && Object.isFrozen(c.limits) && Object.isFrozen(c.http));
+  assert.is(c.host, "127.0.0.1", "development serves this machine only");
+  assert.is(c.http.maxConcurrentStreams, 100);
+  assert.is(c.auth.maxTokenLifetimeSeconds, undefined, "no lifetime bound outside production unless set");
+});
+
+test("production listens everywhere and bounds token lifetimes by default", () => {
+  const c = loadConfig({
+    NODE_ENV: "production",
+    DATABASE_URL: "mysql://u:p@db:3306/versions",
+    AZURE_STORAGE_CONNECTION_STRING: "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=a2V5;EndpointSuffix=core.windows.net",
+    PAGE_TOKEN_SECRET: "p".repeat(40),
+    AUTH_JWKS_URL: "https://login.example.com/jwks.json",
+    AUTH_ISSUER: "https://login.example.com/",
+    AUTH_AUDIENCE: "entity-versions",
+  });
+  assert.is(c.host, "0.0.0.0");
+  assert.is(c.auth.maxTokenLifetimeSeconds, 24 * 3600);
+  assert.is(loadConfig({ NODE_ENV: "test" }).production, false);
+  assert.is(loadConfig({ NODE_ENV: "development", AUTH_MAX_TOKEN_LIFETIME: "600" }).auth.maxTokenLifetimeSeconds, 600);
 });
 
 test("MySQL and Azure come from DATABASE_URL and AZURE_STORAGE_CONNECTION_STRING", () => {
@@ -47,6 +66,11 @@ test("a bad value stops the start with a message naming the variable", () => {
     [{ ORPHAN_GRACE_SECONDS: "0" }, "ORPHAN_GRACE_SECONDS"],
     [{ MAX_REQUEST_BYTES: "10" }, "MAX_REQUEST_BYTES"],
     [{ SHUTDOWN_TIMEOUT_MS: "1h" }, "SHUTDOWN_TIMEOUT_MS"],
+    [{ NODE_ENV: "Production" }, "NODE_ENV"],
+    [{ NODE_ENV: "staging" }, "NODE_ENV"],
+    [{ HTTP2_MAX_CONCURRENT_STREAMS: "0" }, "HTTP2_MAX_CONCURRENT_STREAMS"],
+    [{ MAX_REQUEST_BYTES: "2097152", MAX_CONNECTION_BUFFERED_BYTES: "1048576" }, "MAX_CONNECTION_BUFFERED_BYTES"],
+    [{ REQUEST_DEADLINE_MS: "5" }, "REQUEST_DEADLINE_MS"],
   ];
   for (const [env, name] of cases) {
     try {

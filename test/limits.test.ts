@@ -1,0 +1,149 @@
+// What one client can make the server hold: HTTP/2 streams and idle
+// sessions, request bodies in flight, slow bodies, and callers refused
+// before their bodies are read. Run against a real process, whose memory is
+// read from /proc.
+import fs from "node:fs";
+import http from "node:http";
+import http2 from "node:http2";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { createTestDatabase, type TestDatabase } from "./support/env.js";
+import { serviceEnv, spawnService, type TestService } from "./support/service.js";
+
+type Spawned = Awaited<ReturnType<typeof spawnService>>;
+const s = suite<{ svc: Spawned; db: TestDatabase }>("limits: streams, idle sessions, bodies in flight, slow bodies");
+
+s.before(async (ctx) => {
+  ctx.db = await createTestDatabase("sqlite");
+  ctx.svc = await spawnService(
+    await serviceEnv(ctx.db, {
+      REQUEST_BODY_TIMEOUT_MS: "1500",
+      HTTP_IDLE_TIMEOUT_MS: "2000",
+      MAX_CONNECTION_BUFFERED_BYTES: "3145728",
+      MAX_BUFFERED_BYTES: "6291456",
+    }),
+    ctx.db,
+  );
+});
+s.after(async (ctx) => {
+  await ctx.svc?.close();
+  await ctx.db?.drop();
+});
+
+const confirmPath = "/entityversions.v1.EntityVersionsService/ConfirmUpload";
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function rssBytes(pid: number): number {
+  const kb = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))?.[1];
+  return Number(kb) * 1024;
+}
+
+/** A gRPC frame header promising a message of `length` bytes, and that many bytes. */
+function frame(length: number): Buffer {
+  const out = Buffer.alloc(5 + length, 0x61);
+  out[0] = 0;
+  out.writeUInt32BE(length, 1);
+  return out;
+}
+
+/** How each of many streams on one session ended. */
+async function flood(url: string, n: number, headers: Record<string, string>, bytesEach: number) {
+  // The client's own session memory must hold the bodies it queues.
+  const session = http2.connect(url, { maxSessionMemory: 2000 });
+  session.on("error", () => {});
+  await new Promise<void>((resolve) => session.once("remoteSettings", () => resolve()));
+  const advertised = session.remoteSettings.maxConcurrentStreams;
+  const outcomes = await Promise.all(
+    Array.from(
+      { length: n },
+      () =>
+        new Promise<string>((resolve) => {
+          const req = session.request({ ":path": confirmPath, ":method": "POST", "content-type": "application/grpc", te: "trailers", ...headers });
+          let status = "no status";
+          req.on("response", (h) => (status = String(h["grpc-status"] ?? status)));
+          req.on("trailers", (h) => (status = String(h["grpc-status"] ?? status)));
+          req.on("error", () => {});
+          req.on("close", () => resolve(req.rstCode === http2.constants.NGHTTP2_REFUSED_STREAM ? "refused" : status));
+          req.resume();
+          // Sends all but the last bytes of one message and never ends the stream.
+          req.write(frame(bytesEach - 5).subarray(0, bytesEach - 1000));
+        }),
+    ),
+  );
+  session.destroy();
+  return { advertised, outcomes };
+}
+
+async function authorizedCallWorks(svc: TestService): Promise<boolean> {
+  const r = await svc.grpc.call("GetActiveVersion", { entity_id: "still-answering" });
+  return !r.ok && r.error.reason === "ENTITY_NOT_FOUND";
+}
+
+s("one unauthenticated HTTP/2 connection flooding streams: refused before any body is read, memory bounded, service answering", async ({ svc }) => {
+  const before = rssBytes(svc.child.pid!);
+  const { advertised, outcomes } = await flood(svc.url, 400, {}, 1024 * 1024);
+  assert.is(advertised, 100, "the server advertises SETTINGS_MAX_CONCURRENT_STREAMS");
+  // Every stream was answered UNAUTHENTICATED (16), none left open.
+  assert.equal([...new Set(outcomes)], ["16"], JSON.stringify(outcomes.slice(0, 5)));
+  const grown = rssBytes(svc.child.pid!) - before;
+  assert.ok(grown < 64 * 1024 * 1024, `RSS grew by ${Math.round(grown / 1048576)} MB`);
+  assert.ok(await authorizedCallWorks(svc));
+});
+
+s("authenticated streams that never end: held to the connection's byte budget and the body deadline", async ({ svc }) => {
+  const before = rssBytes(svc.child.pid!);
+  const started = Date.now();
+  const { outcomes } = await flood(svc.url, 200, { authorization: svc.rest.defaultHeaders["authorization"]! }, 1024 * 1024);
+  const counts = outcomes.reduce<Record<string, number>>((acc, o) => ({ ...acc, [o]: (acc[o] ?? 0) + 1 }), {});
+  // At most 3 MiB of bodies at once on the connection: past it, a stream's
+  // next chunk is RESOURCE_EXHAUSTED (8); a body that fits but never ends
+  // is DEADLINE_EXCEEDED (4) at the body deadline. Nothing else, nothing left open.
+  assert.ok((counts["8"] ?? 0) >= 150, JSON.stringify(counts));
+  assert.is(Object.keys(counts).filter((k) => k !== "8" && k !== "4").length, 0, JSON.stringify(counts));
+  assert.ok(Date.now() - started < 10_000, "no stream outlives the body deadline by much");
+  const grown = rssBytes(svc.child.pid!) - before;
+  assert.ok(grown < 64 * 1024 * 1024, `RSS grew by ${Math.round(grown / 1048576)} MB`);
+  assert.ok(await authorizedCallWorks(svc));
+});
+
+s("HTTP/1.1: a caller without a token is answered before it sends its body; a stalled body gets 408; many bodies at once get 429", async ({ svc }) => {
+  const url = new URL(`${svc.url}/api/entities/some-entity/versions/upload-url`);
+  const send = (headers: Record<string, string>, body: Buffer | undefined, stall: boolean) =>
+    new Promise<{ status: number; code: string; ms: number }>((resolve, reject) => {
+      const started = Date.now();
+      const req = http.request(url, { method: "POST", headers: { "content-type": "application/json", "content-length": "1048000", ...headers } }, (res) => {
+        let text = "";
+        res.on("data", (d: Buffer) => (text += d.toString()));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, code: (JSON.parse(text) as { code: string }).code, ms: Date.now() - started }));
+      });
+      req.on("error", reject);
+      // Node sends a request's headers with its first body bytes unless told to now.
+      req.flushHeaders();
+      if (body !== undefined) req.write(body);
+      if (!stall) req.end();
+    });
+  // No body byte is ever sent: the answer cannot have waited for one.
+  const anonymous = await send({}, undefined, true);
+  assert.equal([anonymous.status, anonymous.code], [401, "AUTH_REQUIRED"]);
+  assert.ok(anonymous.ms < 1000, `${anonymous.ms} ms`);
+  const auth = { authorization: svc.rest.defaultHeaders["authorization"]! };
+  const stalled = await send(auth, Buffer.from('{"version":'), true);
+  assert.equal([stalled.status, stalled.code], [408, "REQUEST_BODY_TIMEOUT"]);
+  // Seven bodies of ~1 MB at once against a 6 MiB process budget (each its own connection).
+  const many = await Promise.all(Array.from({ length: 7 }, () => send(auth, Buffer.alloc(1_000_000, 0x20), true)));
+  const codes = many.map((r) => r.code).sort();
+  assert.ok(codes.includes("IN_FLIGHT_BYTES_EXCEEDED"), JSON.stringify(codes));
+  assert.ok(many.filter((r) => r.code === "IN_FLIGHT_BYTES_EXCEEDED").every((r) => r.status === 429));
+  assert.ok(await authorizedCallWorks(svc));
+});
+
+s("an idle HTTP/2 session is closed after HTTP_IDLE_TIMEOUT_MS", async ({ svc }) => {
+  const session = http2.connect(svc.url);
+  session.on("error", () => {});
+  const started = Date.now();
+  const closed = await Promise.race([new Promise<number>((resolve) => session.once("close", () => resolve(Date.now() - started))), sleep(8000).then(() => -1)]);
+  session.destroy();
+  assert.ok(closed >= 1500 && closed < 6000, `closed after ${closed} ms`);
+});
+
+s.run();
