@@ -304,7 +304,9 @@ export function loadConfig(env: Env = process.env): Config {
     pageTokenSecret: secret(env, "PAGE_TOKEN_SECRET"),
     limits: Object.freeze({
       maxRequestBytes,
-      maxPackageBytes: integer(env, "MAX_PACKAGE_BYTES", 256 * 1024 * 1024, 1, Number.MAX_SAFE_INTEGER),
+      // Confirm copies the package inside the store with Copy Blob From URL,
+      // which takes sources of at most 256 MiB.
+      maxPackageBytes: integer(env, "MAX_PACKAGE_BYTES", 256 * 1024 * 1024, 1, 256 * 1024 * 1024),
       maxPackageJsonBytes: integer(env, "MAX_PACKAGE_JSON_BYTES", 256 * 1024, 2, 16 * 1024 * 1024),
       maxServiceDependencies: integer(env, "MAX_SERVICE_DEPENDENCIES", 100, 0, 10_000),
     }),

@@ -52,7 +52,8 @@ function toMessage(a: EntityAccessRecord): Init<typeof EntityAccessSchema> {
  * The EntityAccessService: who may use an entity. Every RPC is for the
  * entity's publishers (with the publisher role) and for admins; anyone else
  * gets NOT_FOUND or PERMISSION_DENIED as for the versions service's writes.
- * Admins may set up access for an entity before its first push.
+ * An entity comes into being with its first push; its access can be
+ * changed from then on.
  */
 export class EntityAccessServiceImpl implements ServiceImpl<typeof EntityAccessService> {
   readonly #d: EntityAccessDeps;
@@ -70,7 +71,8 @@ export class EntityAccessServiceImpl implements ServiceImpl<typeof EntityAccessS
 
   async #change(ctx: HandlerContext, entityIdValue: string, change: AccessChange): AccessAnswer {
     const entityId = await this.#authorize(ctx, entityIdValue);
-    const outcome = await this.#d.access.change(entityId, change, this.#d.clock.now());
+    const outcome = await this.#d.access.change(entityId, change);
+    if (outcome.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
     if (outcome.kind === "last-publisher") {
       throw apiError("LAST_PUBLISHER", { entityId, userId: (change as { userId: string }).userId });
     }

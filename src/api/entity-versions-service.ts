@@ -24,7 +24,7 @@ import {
 } from "../../gen/entityversions/v1/entity_versions_pb.js";
 import type { Caller } from "../auth/caller.js";
 import { type AccessFacts, type Decision, decidePushAccess, decideRead, decideWrite } from "../auth/policy.js";
-import { uploadPaths } from "../blob/blob-paths.js";
+import { type ParsedUploadPath, uploadPaths } from "../blob/blob-paths.js";
 import type { BlobStore } from "../blob/blob-store.js";
 import type { Clock } from "../clock.js";
 import { apiError, detail } from "../errors/api-error.js";
@@ -37,6 +37,9 @@ import * as valid from "./validate.js";
 import { toVersionMessage, toVersionRef } from "./version-message.js";
 
 type Init<S extends DescMessage> = MessageInitShape<S>;
+
+/** An upload path the client confirmed, taken apart. */
+type StagedUpload = ParsedUploadPath & { readonly path: string };
 
 /** Settings of the versions service, from the configuration. */
 export interface EntityVersionsSettings {
@@ -158,7 +161,7 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     if (existing !== undefined) return { existingVersion: toVersionMessage(existing) };
 
     const uploadId = this.#newId();
-    const { storagePath, lockPath } = uploadPaths(entityId, uploadId);
+    const { storagePath, lockPath } = uploadPaths(entityId, uploadId, "staging");
     const expiresAt = this.#expiry(this.#d.settings.uploadUrlTtlSeconds);
     await this.#d.store.recordUpload(entityId, uploadId, this.#d.clock.now());
     return {
@@ -174,14 +177,15 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
   async confirmUpload(req: ConfirmUploadRequest, ctx: HandlerContext): Promise<Init<typeof ConfirmUploadResponseSchema>> {
     const { limits } = this.#d.settings;
     const entityId = valid.entityId(req.entityId);
-    const upload = valid.uploadPath(req.storagePath, "storage_path", entityId, "package");
+    const upload: StagedUpload = { ...valid.uploadPath(req.storagePath, "storage_path", entityId, "package"), path: req.storagePath };
     const version = valid.versionString(req.version);
     const sourceHash = valid.sourceHash(req.sourceHash);
     const fileSizeBytes = valid.fileSize(req.fileSizeBytes, limits);
     const baseVersionId = valid.baseVersionId(req.baseVersionId);
     const serviceDependencies = valid.serviceDependencies(req.serviceDependencies, limits);
     const packageJson = valid.packageJson(req.packageJson, limits);
-    const lock = req.packageLockPath === "" ? undefined : valid.uploadPath(req.packageLockPath, "package_lock_path", entityId, "lockfile");
+    const lock: StagedUpload | undefined =
+      req.packageLockPath === "" ? undefined : { ...valid.uploadPath(req.packageLockPath, "package_lock_path", entityId, "lockfile"), path: req.packageLockPath };
     if (lock !== undefined && lock.uploadId !== upload.uploadId) {
       throw apiError("INVALID_ARGUMENT", {
         field: "package_lock_path",
@@ -197,25 +201,17 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     const early = await this.#decide(caller, entityId, sourceHash, version, baseVersionId, req.force);
     if (early.existing !== undefined) return { version: toVersionMessage(early.existing), created: false };
 
-    const [pkg, lockfile] = await Promise.all([
-      this.#d.blobs.stat(req.storagePath),
-      lock === undefined ? undefined : this.#d.blobs.stat(req.packageLockPath),
-    ]);
-    if (pkg === undefined) throw apiError("UPLOAD_NOT_FOUND", { path: req.storagePath });
-    if (pkg.size !== fileSizeBytes) {
-      throw apiError("UPLOAD_SIZE_MISMATCH", { path: req.storagePath, expected: fileSizeBytes, actual: pkg.size });
-    }
-    if (lock !== undefined && lockfile === undefined) throw apiError("UPLOAD_NOT_FOUND", { path: req.packageLockPath });
-
+    const sealed = await this.#seal(upload, lock, fileSizeBytes, ctx.signal);
     const outcome = await this.#d.store.confirm({
       id: this.#newId(),
       entityId,
       version,
       sourceHash,
       uploadId: upload.uploadId,
-      storagePath: req.storagePath,
+      storagePath: sealed.storagePath,
       fileSizeBytes,
-      packageLockPath: lock === undefined ? undefined : req.packageLockPath,
+      packageMd5: sealed.md5,
+      packageLockPath: sealed.lockPath,
       serviceDependencies,
       packageJson,
       baseVersionId,
@@ -231,6 +227,8 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
       case "forbidden":
         throw enforce(outcome.kind, entityId, caller);
       case "created":
+        // The version serves its own copy now; the staged upload is only in the way.
+        await this.#d.deleter.discard([upload.path, ...(lock === undefined ? [] : [lock.path])]);
         return { version: toVersionMessage(outcome.version), created: true };
       case "existing":
         return { version: toVersionMessage(outcome.version), created: false };
@@ -243,6 +241,52 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
       case "upload-used":
         throw apiError("UPLOAD_ALREADY_CONFIRMED", { path: req.storagePath, versionId: outcome.versionId });
     }
+  }
+
+  /**
+   * Makes a confirmed upload immutable: checks the staged package's size,
+   * then copies it (and the lockfile) inside the store to the version's own
+   * paths, for which no write URL is ever signed. The copy takes the
+   * package only as it was checked (its ETag), and a final path is written
+   * once: a retried or racing confirm of the same upload finds it there and
+   * uses it as it is. Returns the final paths and the package's fingerprint.
+   */
+  async #seal(
+    upload: StagedUpload,
+    lock: StagedUpload | undefined,
+    fileSizeBytes: number,
+    signal: AbortSignal,
+  ): Promise<{ storagePath: string; lockPath: string | undefined; md5: string | undefined }> {
+    const final = uploadPaths(upload.entityId, upload.uploadId, "final");
+    const { blobs } = this.#d;
+    let md5: string | undefined;
+    for (let attempt = 1; ; attempt++) {
+      const staged = await blobs.stat(upload.path, signal);
+      if (staged === undefined) throw apiError("UPLOAD_NOT_FOUND", { path: upload.path });
+      if (staged.size !== fileSizeBytes) throw apiError("UPLOAD_SIZE_MISMATCH", { path: upload.path, expected: fileSizeBytes, actual: staged.size });
+      const copied = await blobs.copyOnce(upload.path, final.storagePath, staged.etag, signal);
+      if (copied === "source-missing") throw apiError("UPLOAD_NOT_FOUND", { path: upload.path });
+      if (copied === "source-changed") {
+        if (attempt < 2) continue;
+        throw apiError("UPLOAD_CHANGED", { path: upload.path });
+      }
+      if (copied === "copied") {
+        md5 = staged.md5;
+        break;
+      }
+      // Copied before (a retried confirm): the final blob is what counts.
+      const existing = await blobs.stat(final.storagePath, signal);
+      if (existing === undefined) throw apiError("UPLOAD_NOT_FOUND", { path: upload.path });
+      if (existing.size !== fileSizeBytes) {
+        throw apiError("UPLOAD_SIZE_MISMATCH", { path: final.storagePath, expected: fileSizeBytes, actual: existing.size });
+      }
+      md5 = existing.md5;
+      break;
+    }
+    if (lock !== undefined && (await blobs.copyOnce(lock.path, final.lockPath, undefined, signal)) === "source-missing") {
+      throw apiError("UPLOAD_NOT_FOUND", { path: lock.path });
+    }
+    return { storagePath: final.storagePath, lockPath: lock === undefined ? undefined : final.lockPath, md5 };
   }
 
   async #version(ctx: HandlerContext, entityIdValue: string, versionIdValue: string): Promise<VersionRecord> {

@@ -68,7 +68,8 @@ export function sourceHash(value: string): string {
 export function uploadPath(value: string, field: string, entity: string, file: ParsedUploadPath["file"]): ParsedUploadPath {
   if (value === "") throw invalid(field, "is required");
   const parsed = parseUploadPath(value);
-  if (parsed === undefined || parsed.entityId !== entity || parsed.file !== file) {
+  // A version's own (final) path is never an upload path: nothing is uploaded there.
+  if (parsed === undefined || parsed.area === "final" || parsed.entityId !== entity || parsed.file !== file) {
     const which = file === "package" ? "storage_path" : "package_lock_path";
     throw invalid(field, `${show(value)} is not a path this service issued for entity "${entity}": pass the ${which} that upload-url returned`);
   }

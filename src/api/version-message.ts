@@ -12,6 +12,7 @@ export function toVersionMessage(v: VersionRecord): MessageInitShape<typeof Vers
     sourceHash: v.sourceHash,
     storagePath: v.storagePath,
     fileSizeBytes: BigInt(v.fileSizeBytes),
+    ...(v.packageMd5 === undefined ? {} : { packageMd5: v.packageMd5 }),
     ...(v.packageLockPath === undefined ? {} : { packageLockPath: v.packageLockPath }),
     serviceDependencies: [...v.serviceDependencies],
     ...(v.packageJson === undefined ? {} : { packageJson: v.packageJson as never }),

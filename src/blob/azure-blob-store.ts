@@ -9,7 +9,7 @@ import {
   SASProtocol,
   StorageSharedKeyCredential,
 } from "@azure/storage-blob";
-import { type BlobListing, type BlobStat, type BlobStore, BlobStoreUnavailableError } from "./blob-store.js";
+import { type BlobListing, type BlobStat, type BlobStore, BlobStoreUnavailableError, type CopyOutcome } from "./blob-store.js";
 
 /** Options of the Azure blob store. */
 export interface AzureBlobStoreOptions {
@@ -39,6 +39,8 @@ export function blobUrl(containerUrl: string, path: string): string {
 }
 
 const uploadPermissions = BlobSASPermissions.parse("cw");
+/** Lifetime of the read SAS naming a copy's source: the copy is synchronous. */
+const copySourceSasMs = 5 * 60_000;
 const downloadPermissions = BlobSASPermissions.parse("r");
 const containerReadPermissions = ContainerSASPermissions.parse("r");
 
@@ -101,10 +103,17 @@ export class AzureBlobStore implements BlobStore {
     return this.#sign(path, downloadPermissions, expiresOn);
   }
 
-  async #call<T>(what: string, run: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  /**
+   * Runs one store call bounded by the store's timeout and the caller's
+   * signal. A call the caller gave up on rejects with the caller's reason
+   * (its deadline), anything else that fails as BlobStoreUnavailableError.
+   */
+  async #call<T>(what: string, run: (signal: AbortSignal) => Promise<T>, caller?: AbortSignal): Promise<T> {
+    const timeout = AbortSignal.timeout(this.#timeoutMs);
     try {
-      return await run(AbortSignal.timeout(this.#timeoutMs));
+      return await run(caller === undefined ? timeout : AbortSignal.any([caller, timeout]));
     } catch (error) {
+      if (caller?.aborted === true) throw caller.reason;
       throw new BlobStoreUnavailableError(`blob store: ${what} failed`, { cause: error });
     }
   }
@@ -120,7 +129,7 @@ export class AzureBlobStore implements BlobStore {
    * a confirm's CPU): a HEAD with Node's HTTP client on a read SAS signed
    * here, retried as the SDK retries, on network errors and 5xx answers.
    */
-  async stat(path: string): Promise<BlobStat | undefined> {
+  async stat(path: string, caller?: AbortSignal): Promise<BlobStat | undefined> {
     return this.#call("get properties", async (signal) => {
       let resigned = false;
       for (let attempt = 1; ; attempt++) {
@@ -140,13 +149,50 @@ export class AzureBlobStore implements BlobStore {
           continue;
         }
         if (res?.status === 200) {
-          return { size: Number(res.headers["content-length"] ?? 0), lastModified: new Date(res.headers["last-modified"] ?? 0) };
+          const md5 = res.headers["content-md5"];
+          return {
+            size: Number(res.headers["content-length"] ?? 0),
+            lastModified: new Date(res.headers["last-modified"] ?? 0),
+            md5: typeof md5 === "string" && md5 !== "" ? md5 : undefined,
+            etag: String(res.headers["etag"] ?? ""),
+          };
         }
         const retryable = res === undefined ? !signal.aborted : res.status >= 500;
         if (!retryable || attempt >= 3) throw failure ?? new Error(`blob HEAD answered HTTP ${res!.status}`);
         await new Promise((resolve) => setTimeout(resolve, 100 * attempt));
       }
-    });
+    }, caller);
+  }
+
+  /**
+   * Copy Blob From URL (synchronous, same account; up to 256 MiB): the
+   * source is named by a short read SAS signed here, the copy is refused
+   * when the source's ETag is no longer `ifMatch` (412) and when the
+   * destination exists (If-None-Match: *, 409), so a final blob is written
+   * once and never again.
+   */
+  async copyOnce(source: string, destination: string, ifMatch: string | undefined, caller?: AbortSignal): Promise<CopyOutcome> {
+    const sourceUrl = this.#sign(source, downloadPermissions, new Date(this.#now() + copySourceSasMs));
+    return this.#call(
+      "copy",
+      async (abortSignal) => {
+        try {
+          await this.#container.getBlockBlobClient(destination).syncCopyFromURL(sourceUrl, {
+            abortSignal,
+            conditions: { ifNoneMatch: "*" },
+            ...(ifMatch === undefined ? {} : { sourceConditions: { ifMatch } }),
+          });
+          return "copied";
+        } catch (error) {
+          const status = (error as { statusCode?: number }).statusCode;
+          if (status === 409) return "exists";
+          if (status === 404) return "source-missing";
+          if (status === 412) return "source-changed";
+          throw error;
+        }
+      },
+      caller,
+    );
   }
 
   /**
@@ -182,15 +228,15 @@ export class AzureBlobStore implements BlobStore {
     });
   }
 
-  async deleteIfExists(path: string): Promise<void> {
-    await this.#call("delete", (abortSignal) => this.#container.getBlobClient(path).deleteIfExists({ abortSignal }));
+  async deleteIfExists(path: string, caller?: AbortSignal): Promise<void> {
+    await this.#call("delete", (abortSignal) => this.#container.getBlobClient(path).deleteIfExists({ abortSignal }), caller);
   }
 
-  async *list(): AsyncIterable<BlobListing> {
+  async *list(prefix: string): AsyncIterable<BlobListing> {
     let continuationToken: string | undefined;
     do {
       const page = await this.#call("list", async (abortSignal) => {
-        const pages = this.#container.listBlobsFlat({ abortSignal }).byPage({ maxPageSize: 1000, ...(continuationToken === undefined ? {} : { continuationToken }) });
+        const pages = this.#container.listBlobsFlat({ abortSignal, prefix }).byPage({ maxPageSize: 1000, ...(continuationToken === undefined ? {} : { continuationToken }) });
         return (await pages.next()).value as { continuationToken?: string; segment: { blobItems: Array<{ name: string; properties: { lastModified: Date } }> } } | undefined;
       });
       if (page === undefined) return;

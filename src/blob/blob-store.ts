@@ -1,25 +1,47 @@
-/** Size and age of a stored blob. */
+/** Size, age and fingerprint of a stored blob. */
 export interface BlobStat {
   readonly size: number;
   readonly lastModified: Date;
+  /** Content-MD5 as the store reports it (base64); undefined when the blob has none (a block upload that set none). */
+  readonly md5: string | undefined;
+  /** The blob's ETag: changes whenever its content does. */
+  readonly etag: string;
 }
+
+/** How a copy into the final area ended. */
+export type CopyOutcome =
+  /** The destination now holds the source's content as it was at `ifMatch`. */
+  | "copied"
+  /** The destination already existed: it is never overwritten. */
+  | "exists"
+  /** There is no source blob. */
+  | "source-missing"
+  /** The source changed since it was checked (its ETag is no longer `ifMatch`). */
+  | "source-changed";
 
 /**
  * Where packages live. The service never moves package bytes itself: it
- * signs URLs that let a client PUT or GET exactly one blob, and checks or
- * deletes blobs by name.
+ * signs URLs that let a client PUT or GET exactly one blob, and checks,
+ * copies (server-side) or deletes blobs by name. Every call takes the
+ * caller's signal, so a call past its deadline stops waiting on the store.
  */
 export interface BlobStore {
   /** A URL that may create and write the one blob at `path` until `expiresOn`. */
   signUploadUrl(path: string, expiresOn: Date): string;
   /** A URL that may read the one blob at `path` until `expiresOn`. */
   signDownloadUrl(path: string, expiresOn: Date): string;
-  /** The blob's size and age; undefined when there is no blob at `path`. */
-  stat(path: string): Promise<BlobStat | undefined>;
+  /** The blob's size, age and fingerprint; undefined when there is no blob at `path`. */
+  stat(path: string, signal?: AbortSignal): Promise<BlobStat | undefined>;
+  /**
+   * Copies `source` to `destination` inside the store, only if the source
+   * still has ETag `ifMatch` (when given) and only if the destination does
+   * not exist yet, so the first copy to a destination is the only one.
+   */
+  copyOnce(source: string, destination: string, ifMatch: string | undefined, signal?: AbortSignal): Promise<CopyOutcome>;
   /** Deletes the blob at `path`; no blob there is not an error. */
-  deleteIfExists(path: string): Promise<void>;
-  /** Every blob in the container, page by page. */
-  list(): AsyncIterable<BlobListing>;
+  deleteIfExists(path: string, signal?: AbortSignal): Promise<void>;
+  /** Every blob whose name starts with `prefix`, page by page. */
+  list(prefix: string): AsyncIterable<BlobListing>;
   /** Resolves when the container is reachable; for readiness checks. */
   ping(): Promise<void>;
 }

@@ -133,6 +133,11 @@ export const catalog = Object.freeze({
     Code.FailedPrecondition,
     (p) => `The upload at "${p.path}" is ${p.actual} bytes, but file_size_bytes says ${p.expected}: upload the whole file again or send its real size.`,
   ),
+  UPLOAD_CHANGED: spec<{ path: string }>(
+    Code.Aborted,
+    (p) => `The upload at "${p.path}" changed while it was being confirmed: finish uploading, then confirm again.`,
+    { retryable: true },
+  ),
   UPLOAD_ALREADY_CONFIRMED: spec<{ path: string; versionId: string }>(
     Code.AlreadyExists,
     (p) => `The upload at "${p.path}" is already version "${p.versionId}": request a new upload URL for a new version.`,

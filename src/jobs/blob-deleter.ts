@@ -1,4 +1,4 @@
-import { uploadPaths } from "../blob/blob-paths.js";
+import { type BlobArea, uploadPaths } from "../blob/blob-paths.js";
 import type { BlobStore } from "../blob/blob-store.js";
 import type { Clock } from "../clock.js";
 import type { Metrics } from "../ops/metrics.js";
@@ -11,6 +11,7 @@ export interface DeleterLogger {
 }
 
 const leaseMs = 60_000;
+const areas: readonly BlobArea[] = ["staging", "final", "legacy"];
 const maxBackoffMs = 5 * 60_000;
 
 /**
@@ -38,15 +39,30 @@ export class BlobDeleter {
   }
 
   async #deleteBlobs(entityId: string, uploadId: string): Promise<void> {
-    const { storagePath, lockPath } = uploadPaths(entityId, uploadId);
+    // Every place an upload's blobs can be: staged, copied for its version,
+    // or in the layout of versions confirmed before staging existed.
+    const paths = areas.flatMap((area) => Object.values(uploadPaths(entityId, uploadId, area)));
     try {
-      await Promise.all([this.#blobs.deleteIfExists(storagePath), this.#blobs.deleteIfExists(lockPath)]);
+      await Promise.all(paths.map((path) => this.#blobs.deleteIfExists(path)));
       await this.#uploads.finish(entityId, uploadId);
     } catch (error) {
       this.#metrics?.blobDeletions.inc({ result: "error" });
       throw error;
     }
     this.#metrics?.blobDeletions.inc({ result: "ok" });
+  }
+
+  /**
+   * Deletes blobs nothing refers to any more (a confirmed upload's staged
+   * copy), best effort: what fails is left to the orphan sweeper, which
+   * deletes the staged blobs of confirmed uploads.
+   */
+  async discard(paths: readonly string[]): Promise<void> {
+    await Promise.all(
+      paths.map((path) =>
+        this.#blobs.deleteIfExists(path).catch((error: unknown) => this.#log.warn({ err: error, path }, "could not delete a staged upload; the sweeper will")),
+      ),
+    );
   }
 
   /** Deletes one upload's blobs now; on failure it stays queued for the periodic pass. */

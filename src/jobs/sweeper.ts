@@ -1,4 +1,4 @@
-import { parseUploadPath } from "../blob/blob-paths.js";
+import { areaPrefixes, parseUploadPath } from "../blob/blob-paths.js";
 import type { BlobStore } from "../blob/blob-store.js";
 import type { Clock } from "../clock.js";
 import type { UploadStore } from "../store/upload-store.js";
@@ -23,7 +23,9 @@ export interface SweeperOptions {
 
 /**
  * Deletes orphan uploads: blobs that were uploaded (or never uploaded) under
- * an upload URL that was never confirmed. It reconciles the container
+ * an upload URL that was never confirmed, and the staged copies of
+ * confirmed ones. It lists and deletes only under the service's own
+ * prefixes (`uploads/`, `versions/`). It reconciles the container
  * against the records rather than trusting URL expiry, since an upload that
  * started before its URL expired can land after: a blob is swept only when
  * it is older than the grace period AND its upload record is still
@@ -60,22 +62,23 @@ export class OrphanSweeper {
       abandonedUploads += marked;
     }
     let strayBlobs = 0;
-    for await (const blob of this.#blobs.list()) {
-      if (blob.lastModified >= cutoff) continue;
-      const path = parseUploadPath(blob.name);
-      if (path === undefined) {
-        // Not a path this service issues: nothing can reference it.
-        await this.#blobs.deleteIfExists(blob.name);
-        strayBlobs++;
-        continue;
+    // Only under the service's own prefixes: a container shared with
+    // anything else keeps everything else.
+    for (const prefix of Object.values(areaPrefixes)) {
+      for await (const blob of this.#blobs.list(prefix)) {
+        if (blob.lastModified >= cutoff) continue;
+        const path = parseUploadPath(blob.name);
+        // A name of ours that we never make: left alone, like anything foreign.
+        if (path === undefined || path.area === "legacy") continue;
+        const state = await this.#uploads.state(path.entityId, path.uploadId);
+        // No record: nothing can refer to it. A confirmed upload's staged
+        // blob: its version serves its own copy. "issued" past the cutoff
+        // was marked above; "deleting" belongs to the deleter.
+        if (state === undefined || (state === "confirmed" && path.area === "staging")) {
+          await this.#blobs.deleteIfExists(blob.name);
+          strayBlobs++;
+        }
       }
-      const state = await this.#uploads.state(path.entityId, path.uploadId);
-      if (state === undefined) {
-        await this.#blobs.deleteIfExists(blob.name);
-        strayBlobs++;
-      }
-      // "issued" past the cutoff was marked above; "confirmed" is kept;
-      // "deleting" belongs to the deleter.
     }
     await this.#deleter.runOnce(1000);
     const result = { abandonedUploads, strayBlobs };

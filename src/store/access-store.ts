@@ -24,6 +24,7 @@ export type AccessChange =
 /** How a change ended. */
 export type AccessChangeOutcome =
   | { readonly kind: "changed"; readonly access: EntityAccessRecord }
+  | { readonly kind: "entity-missing" }
   | { readonly kind: "last-publisher" };
 
 /** The raw columns the access facts are selected as. */
@@ -166,11 +167,16 @@ export class AccessStore {
     return this.#read(this.#knex, entityId);
   }
 
-  /** Applies one change under the entity lock; adding what is there and removing what is not change nothing. */
-  async change(entityId: string, change: AccessChange, now: Date): Promise<AccessChangeOutcome> {
+  /**
+   * Applies one change under the entity lock; adding what is there and
+   * removing what is not change nothing. An entity that does not exist is
+   * left so: it comes into being with its first push, never with an access
+   * change (which would leave a row with no publishers, claimable by anyone).
+   */
+  async change(entityId: string, change: AccessChange): Promise<AccessChangeOutcome> {
     return inTransaction<AccessChangeOutcome>(this.#knex, async (trx) => {
-      await trx("entities").insert({ id: entityId, last_seq: 0, created_at: now }).onConflict("id").merge(["id"]);
-      await trx("entities").where("id", entityId).forUpdate().first("id");
+      const entity = await trx("entities").where("id", entityId).forUpdate().first("id");
+      if (entity === undefined) return { commit: false, result: { kind: "entity-missing" as const } };
       switch (change.op) {
         case "add-publisher":
         case "add-share": {

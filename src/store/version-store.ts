@@ -24,6 +24,8 @@ export interface VersionRecord {
   readonly uploadId: string;
   readonly storagePath: string;
   readonly fileSizeBytes: number;
+  /** Content-MD5 of the package (base64) as the blob store reported it at confirm. */
+  readonly packageMd5: string | undefined;
   readonly packageLockPath: string | undefined;
   readonly serviceDependencies: readonly string[];
   readonly packageJson: JsonObject | undefined;
@@ -42,6 +44,7 @@ export interface NewVersion {
   readonly uploadId: string;
   readonly storagePath: string;
   readonly fileSizeBytes: number;
+  readonly packageMd5: string | undefined;
   readonly packageLockPath: string | undefined;
   readonly serviceDependencies: readonly string[];
   readonly packageJson: JsonObject | undefined;
@@ -136,6 +139,7 @@ interface VersionRow {
   upload_id: string;
   storage_path: string;
   file_size_bytes: number | string;
+  package_md5: string | null;
   package_lock_path: string | null;
   service_dependencies: string;
   package_json: string | null;
@@ -161,6 +165,7 @@ const versionColumns = [
   "v.upload_id",
   "v.storage_path",
   "v.file_size_bytes",
+  "v.package_md5",
   "v.package_lock_path",
   "v.service_dependencies",
   "v.package_json",
@@ -183,6 +188,7 @@ function toRecord(row: VersionRow): VersionRecord {
     uploadId: row.upload_id,
     storagePath: row.storage_path,
     fileSizeBytes: Number(row.file_size_bytes),
+    packageMd5: row.package_md5 ?? undefined,
     packageLockPath: row.package_lock_path ?? undefined,
     serviceDependencies: JSON.parse(row.service_dependencies) as string[],
     packageJson: row.package_json === null ? undefined : (JSON.parse(row.package_json) as JsonObject),
@@ -204,6 +210,7 @@ function versionRow(input: NewVersion, seq: number): Record<string, unknown> {
     upload_id: input.uploadId,
     storage_path: input.storagePath,
     file_size_bytes: input.fileSizeBytes,
+    package_md5: input.packageMd5 ?? null,
     package_lock_path: input.packageLockPath ?? null,
     service_dependencies: JSON.stringify(input.serviceDependencies),
     package_json: input.packageJson === undefined ? null : JSON.stringify(input.packageJson),
@@ -224,6 +231,7 @@ function createdVersion(input: NewVersion, seq: number): VersionRecord {
     uploadId: input.uploadId,
     storagePath: input.storagePath,
     fileSizeBytes: input.fileSizeBytes,
+    packageMd5: input.packageMd5,
     packageLockPath: input.packageLockPath,
     serviceDependencies: input.serviceDependencies,
     packageJson: input.packageJson,

@@ -84,16 +84,26 @@ export function authSuite(backend: Backend) {
     assert.equal(access.body.publishers, [winner]);
   });
 
-  s("managing access: no-ops, the last publisher, admin set-up before the first push", async ({ svc }) => {
+  s("managing access: no-ops, the last publisher, nothing created for an entity that does not exist", async ({ svc }) => {
     const e = newEntityId();
     const admin = svc.restAs(bearer(await token({ sub: "root", roles: ["admin"] })));
-    const setUp = await admin.post(`/api/entities/${e}/publishers`, { user_id: "carol" });
-    assert.is(setUp.status, 200);
-    assert.equal(setUp.body.publishers, ["carol"]);
-    // The entity is claimed: tester (a publisher, but not of it) cannot push.
-    assert.is((await push(svc, e)).res.body.code, "ENTITY_NOT_FOUND");
+    // An entity comes into being with its first push, not with an access change.
+    for (const change of [
+      () => admin.post(`/api/entities/${e}/publishers`, { user_id: "carol" }),
+      () => admin.post(`/api/entities/${e}/shares`, { user_id: "carol" }),
+      () => admin.put(`/api/entities/${e}/stores/public`, undefined),
+      () => admin.put(`/api/entities/${e}/stores/orgs/acme`, undefined),
+    ]) {
+      const r = await change();
+      assert.is(r.status, 404);
+      assert.is(r.body.code, "ENTITY_NOT_FOUND");
+    }
+    assert.is((await admin.get(`/api/entities/${e}/access`)).body.code, "ENTITY_NOT_FOUND", "no entity row was created");
     const carol = svc.restAs(bearer(await token({ sub: "carol", roles: ["publisher"] })));
     assert.is((await push({ rest: carol }, e)).confirm!.status, 201);
+    assert.equal((await admin.get(`/api/entities/${e}/access`)).body.publishers, ["carol"]);
+    // The entity is claimed: tester (a publisher, but not of it) cannot push.
+    assert.is((await push(svc, e)).res.body.code, "ENTITY_NOT_FOUND");
     assert.equal((await carol.post(`/api/entities/${e}/publishers`, { userId: "carol" })).body.publishers, ["carol"]);
     assert.equal((await carol.delete(`/api/entities/${e}/shares/nobody`)).body.shares, []);
     const last = await carol.delete(`/api/entities/${e}/publishers/carol`);

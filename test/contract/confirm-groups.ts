@@ -71,6 +71,7 @@ export function confirmGroupsSuite(backend: Backend) {
       uploadId,
       storagePath: `${entityId}/${uploadId}/package.tgz`,
       fileSizeBytes: 10,
+      packageMd5: undefined,
       packageLockPath: undefined,
       serviceDependencies: ["svc-a"],
       packageJson: { name: "x" },

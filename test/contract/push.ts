@@ -1,4 +1,7 @@
+import { createHash } from "node:crypto";
+import { BlobServiceClient } from "@azure/storage-blob";
 import * as assert from "uvu/assert";
+import { AzureBlobStore } from "../../src/blob/azure-blob-store.js";
 import type { Backend } from "../support/env.js";
 import { newEntityId, newSourceHash, nextVersionString, push, putBlob, uploadOnly } from "../support/service.js";
 import { serviceSuite } from "../support/suite.js";
@@ -16,11 +19,16 @@ export function pushSuite(backend: Backend) {
     assert.is(confirm!.status, 201);
     const v = confirm!.body.version;
     assert.is(confirm!.body.created, true);
-    assert.equal(Object.keys(v).sort(), ["created_at", "entity_id", "file_size_bytes", "id", "is_active", "package_json", "published_by", "service_dependencies", "source_hash", "storage_path", "version"].sort());
+    assert.equal(
+      Object.keys(v).sort(),
+      ["created_at", "entity_id", "file_size_bytes", "id", "is_active", "package_json", "package_md5", "published_by", "service_dependencies", "source_hash", "storage_path", "version"].sort(),
+    );
     assert.is(v.entity_id, e);
     assert.is(v.version, version);
     assert.is(v.source_hash, sourceHash);
-    assert.is(v.storage_path, res.body.storage_path);
+    // The version's own copy, not the staging path the client uploaded to.
+    assert.is(v.storage_path, res.body.storage_path.replace(/^uploads\//, "versions/"));
+    assert.is(v.package_md5, createHash("md5").update(`package ${version} ${sourceHash}`).digest("base64"));
     assert.type(v.file_size_bytes, "number");
     assert.is(v.file_size_bytes, Buffer.byteLength(`package ${version} ${sourceHash}`));
     assert.equal(v.service_dependencies, ["billing", "auth-api"]);
@@ -36,8 +44,8 @@ export function pushSuite(backend: Backend) {
     const { res } = await uploadOnly(svc, e);
     const b = res.body;
     assert.equal(Object.keys(b).sort(), ["expires_at", "lockfile_upload_url", "package_lock_path", "storage_path", "upload_headers", "upload_url"]);
-    assert.ok(b.storage_path.startsWith(`${e}/`) && b.storage_path.endsWith("/package"));
-    assert.ok(b.package_lock_path.startsWith(`${e}/`) && b.package_lock_path.endsWith("/package-lock.json"));
+    assert.ok(b.storage_path.startsWith(`uploads/${e}/`) && b.storage_path.endsWith("/package"));
+    assert.ok(b.package_lock_path.startsWith(`uploads/${e}/`) && b.package_lock_path.endsWith("/package-lock.json"));
     assert.equal(b.upload_headers, { "x-ms-blob-type": "BlockBlob", "Content-Type": "application/octet-stream" });
     const ttl = Date.parse(b.expires_at) - before;
     assert.ok(ttl > 14 * 60_000 && ttl <= 15 * 60_000, `upload URL ttl ${ttl} ms`);
@@ -195,7 +203,10 @@ export function pushSuite(backend: Backend) {
     const cases: Array<[Record<string, unknown>, number, string]> = [
       [{ storage_path: theirs.res.body.storage_path }, 400, "INVALID_ARGUMENT"],
       [{ storage_path: `${e}/../${other}/x/package` }, 400, "INVALID_ARGUMENT"],
+      [{ storage_path: `uploads/${e}/00000000-0000-4000-8000-000000000000/package` }, 400, "UPLOAD_NOT_FOUND"],
       [{ storage_path: `${e}/00000000-0000-4000-8000-000000000000/package` }, 400, "UPLOAD_NOT_FOUND"],
+      [{ storage_path: `versions/${e}/00000000-0000-4000-8000-000000000000/package` }, 400, "INVALID_ARGUMENT"],
+      [{ storage_path: v1.storage_path }, 400, "INVALID_ARGUMENT"],
       [{ file_size_bytes: Buffer.byteLength(mine.content) + 1 }, 400, "UPLOAD_SIZE_MISMATCH"],
       [{ package_lock_path: theirs.res.body.package_lock_path }, 400, "INVALID_ARGUMENT"],
       [{ package_lock_path: mine.res.body.package_lock_path }, 400, "UPLOAD_NOT_FOUND"],
@@ -211,10 +222,10 @@ export function pushSuite(backend: Backend) {
     assert.is((await svc.rest.get(`/api/entities/${e}/versions`)).body.versions.length, 1);
     const ok = await svc.rest.post(`/api/entities/${e}/versions/confirm`, body({}));
     assert.is(ok.status, 201);
-    // The same upload confirmed again as a forced new version: refused.
+    // The same upload confirmed again as a forced new version: its staged blob is gone.
     const reuse = await svc.rest.post(`/api/entities/${e}/versions/confirm`, body({ base_version_id: ok.body.version.id, version: nextVersionString(), source_hash: newSourceHash(), force: true }));
-    assert.is(reuse.status, 409);
-    assert.is(reuse.body.code, "UPLOAD_ALREADY_CONFIRMED");
+    assert.is(reuse.status, 400);
+    assert.is(reuse.body.code, "UPLOAD_NOT_FOUND");
     assert.ok(blank.res.status === 200);
     assert.is((await svc.rest.get(`/api/entities/${e}/versions`)).body.versions.length, 2);
   });
@@ -224,10 +235,58 @@ export function pushSuite(backend: Backend) {
     const p = await push(svc, e, { lockfile: '{"lockfileVersion":3}' });
     assert.is(p.confirm!.status, 201);
     const v = p.confirm!.body.version;
-    assert.is(v.package_lock_path, p.res.body.package_lock_path);
+    assert.is(v.package_lock_path, p.res.body.package_lock_path.replace(/^uploads\//, "versions/"));
     const dl = await svc.rest.get(`/api/entities/${e}/versions/${v.id}/download`);
     const lock = await fetch(dl.body.lockfile_download_url);
     assert.is(await lock.text(), '{"lockfileVersion":3}');
+  });
+
+  s("a published package never changes: the old upload URL writes only the staging area, which confirm left empty", async ({ svc }) => {
+    const e = newEntityId();
+    const p = await push(svc, e, { content: "twenty bytes exactly", lockfile: '{"lock":1}' });
+    const v = p.confirm!.body.version;
+    const store = new AzureBlobStore({ connectionString: svc.env["AZURE_STORAGE_CONNECTION_STRING"]!, container: svc.env["AZURE_STORAGE_CONTAINER"]! });
+    assert.is(await store.stat(p.res.body.storage_path), undefined, "the staged package is gone after confirm");
+    assert.is(await store.stat(p.res.body.package_lock_path), undefined, "the staged lockfile is gone after confirm");
+    // The upload URL is still within its lifetime: it may write, but only where no version reads.
+    const evil = Buffer.alloc(3 * 1024 * 1024, 0x65);
+    assert.is(await putBlob(p.res.body.upload_url, evil, p.res.body.upload_headers), 201);
+    assert.is(await putBlob(p.res.body.lockfile_upload_url, "evil", p.res.body.upload_headers), 201);
+    const dl = await svc.rest.get(`/api/entities/${e}/versions/${v.id}/download`);
+    const bytes = Buffer.from(await (await fetch(dl.body.download_url)).arrayBuffer());
+    assert.is(bytes.toString(), "twenty bytes exactly");
+    assert.is(bytes.length, v.file_size_bytes);
+    assert.is(createHash("md5").update(bytes).digest("base64"), dl.body.version.package_md5);
+    assert.is(await (await fetch(dl.body.lockfile_download_url)).text(), '{"lock":1}');
+    // A retried confirm of that upload cannot swap it in either.
+    const again = await svc.rest.post(`/api/entities/${e}/versions/confirm`, {
+      storage_path: p.res.body.storage_path,
+      version: p.version,
+      source_hash: p.sourceHash,
+      file_size_bytes: evil.length,
+      base_version_id: v.id,
+      force: true,
+    });
+    assert.ok(again.status >= 400 || again.body.version.id === v.id, JSON.stringify(again.body));
+    assert.is(Buffer.from(await (await fetch((await svc.rest.get(`/api/entities/${e}/versions/${v.id}/download`)).body.download_url)).arrayBuffer()).toString(), "twenty bytes exactly");
+  });
+
+  s("an upload issued in the layout before staging is still confirmed, into a sealed copy", async ({ svc }) => {
+    const e = newEntityId();
+    const up = await svc.rest.post(`/api/entities/${e}/versions/upload-url`, { version: nextVersionString(), source_hash: newSourceHash() });
+    const legacy = up.body.storage_path.replace(/^uploads\//, "");
+    const container = BlobServiceClient.fromConnectionString(svc.env["AZURE_STORAGE_CONNECTION_STRING"]!).getContainerClient(svc.env["AZURE_STORAGE_CONTAINER"]!);
+    await container.getBlockBlobClient(legacy).upload("legacy bytes", 12);
+    const confirm = await svc.rest.post(`/api/entities/${e}/versions/confirm`, {
+      storage_path: legacy,
+      version: nextVersionString(),
+      source_hash: newSourceHash(),
+      file_size_bytes: 12,
+    });
+    assert.is(confirm.status, 201, JSON.stringify(confirm.body));
+    assert.match(confirm.body.version.storage_path, /^versions\//);
+    const dl = await svc.rest.get(`/api/entities/${e}/versions/${confirm.body.version.id}/download`);
+    assert.is(await (await fetch(dl.body.download_url)).text(), "legacy bytes");
   });
 
   s("bad input is 400 INVALID_ARGUMENT naming the field", async ({ svc }) => {

@@ -1,5 +1,6 @@
 import * as assert from "uvu/assert";
 import { AzureBlobStore } from "../../src/blob/azure-blob-store.js";
+import { areaPrefixes, parseUploadPath } from "../../src/blob/blob-paths.js";
 import type { App } from "../../src/app.js";
 import type { Backend } from "../support/env.js";
 import { newEntityId, push, putBlob, startService, uploadOnly, type TestService } from "../support/service.js";
@@ -20,8 +21,13 @@ export async function assertStorageConsistent(svc: TestService, entities: string
     }
   }
   const cutoff = Date.now() - graceMs;
-  for await (const blob of blobs.list()) {
-    if (blob.lastModified.getTime() < cutoff) assert.ok(referenced.has(blob.name), `blob ${blob.name} is older than the grace period and unreferenced`);
+  for (const prefix of Object.values(areaPrefixes)) {
+    for await (const blob of blobs.list(prefix)) {
+      // Names of the service's making only: anything else there is not its own.
+      const ours = parseUploadPath(blob.name);
+      if (ours === undefined || ours.area === "legacy") continue;
+      if (blob.lastModified.getTime() < cutoff) assert.ok(referenced.has(blob.name), `blob ${blob.name} is older than the grace period and unreferenced`);
+    }
   }
 }
 
@@ -43,20 +49,27 @@ export function sweeperSuite(backend: Backend) {
       const kept = (await push(svc, e, { lockfile: "{}" })).confirm!.body.version;
       const orphan = await uploadOnly(svc, e, { base: kept.id, lockfile: "{}" });
       const neverUploaded = await svc.rest.post(`/api/entities/${e}/versions/upload-url`, { version: "2030.01.01-000000", source_hash: "d".repeat(64), base_version_id: kept.id });
-      // Stray blobs: one with no upload record, one outside this service's path scheme.
+      // Stray blobs: in each of the service's areas one with no upload
+      // record; and three it must leave alone: another application's blob,
+      // a name of the layout before staging, one under a prefix of ours
+      // that is not a name we make.
       const sas = (await svc.rest.post(`/api/entities/${e}/versions/upload-url`, { version: "2030.01.01-000001", source_hash: "e".repeat(64), base_version_id: kept.id })).body;
       const strayUrl = sas.upload_url.replace(/[0-9a-f-]{36}\/package\?/, "00000000-0000-4000-8000-000000000000/package?");
       assert.is(await putBlob(strayUrl, "x", sas.upload_headers), 403, "a SAS cannot write elsewhere, so strays come from outside");
       const { BlobServiceClient } = await import("@azure/storage-blob");
       const container = BlobServiceClient.fromConnectionString(svc.env["AZURE_STORAGE_CONNECTION_STRING"]!).getContainerClient(svc.env["AZURE_STORAGE_CONTAINER"]!);
-      await container.getBlockBlobClient(`${e}/00000000-0000-4000-8000-000000000000/package`).upload("stray", 5);
-      await container.getBlockBlobClient("not-ours/readme.txt").upload("stray", 5);
+      const nobody = "00000000-0000-4000-8000-000000000000";
+      await container.getBlockBlobClient(`uploads/${e}/${nobody}/package`).upload("stray", 5);
+      await container.getBlockBlobClient(`versions/${e}/${nobody}/package`).upload("stray", 5);
+      const foreign = [`${e}/${nobody}/package`, "not-ours/readme.txt", "uploads/readme.txt"];
+      for (const name of foreign) await container.getBlockBlobClient(name).upload("foreign", 7);
 
       await sleep(2_500);
       const fresh = await uploadOnly(svc, e, { base: kept.id });
       const result = await app.sweeper.runOnce();
       assert.is(result.abandonedUploads, 3, "the orphan, the never-uploaded and the SAS-only upload");
       assert.is(result.strayBlobs, 2);
+      for (const name of foreign) assert.ok((await blobs.stat(name)) !== undefined, `${name} is not the service's to delete`);
       assert.is(await blobs.stat(orphan.res.body.storage_path), undefined);
       assert.is(await blobs.stat(orphan.res.body.package_lock_path), undefined);
       assert.ok((await blobs.stat(kept.storage_path)) !== undefined, "a version's package is never swept");
