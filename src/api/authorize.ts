@@ -1,4 +1,4 @@
-import type { HandlerContext } from "@connectrpc/connect";
+import type { ConnectError, HandlerContext } from "@connectrpc/connect";
 import { type Caller, callerOf } from "../auth/caller.js";
 import type { Decision } from "../auth/policy.js";
 import { apiError } from "../errors/api-error.js";
@@ -11,20 +11,22 @@ export function requireCaller(ctx: HandlerContext): Caller {
 }
 
 /**
- * Turns a refusing access decision into its error: NOT_FOUND exactly as for
- * an entity that does not exist (a caller without access learns nothing),
- * or PERMISSION_DENIED for a caller who may read the entity. Returns the
- * decision when it allows.
+ * The error of a refusing access decision: NOT_FOUND exactly as for an
+ * entity that does not exist (a caller without access learns nothing), or
+ * PERMISSION_DENIED for a caller who may read the entity.
  */
+export function refusal(decision: "hidden" | "forbidden", entityId: string, caller: Caller): ConnectError {
+  if (decision === "hidden") return apiError("ENTITY_NOT_FOUND", { entityId });
+  return apiError("PERMISSION_DENIED", {
+    entityId,
+    problem: caller.roles.includes("publisher")
+      ? "only its publishers may change it or manage its access; ask one of them to add you as a publisher."
+      : "changing it needs the publisher role, and being one of its publishers.",
+  });
+}
+
+/** Throws the error of a refusing access decision; returns the decision when it allows. */
 export function enforce(decision: Decision, entityId: string, caller: Caller): Decision {
-  if (decision === "hidden") throw apiError("ENTITY_NOT_FOUND", { entityId });
-  if (decision === "forbidden") {
-    throw apiError("PERMISSION_DENIED", {
-      entityId,
-      problem: caller.roles.includes("publisher")
-        ? "only its publishers may change it or manage its access; ask one of them to add you as a publisher."
-        : "changing it needs the publisher role, and being one of its publishers.",
-    });
-  }
+  if (decision === "hidden" || decision === "forbidden") throw refusal(decision, entityId, caller);
   return decision;
 }

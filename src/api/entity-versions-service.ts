@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { DescMessage, MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import type { ConnectError, HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import {
   type ConfirmUploadRequest,
   type ConfirmUploadResponseSchema,
@@ -24,14 +24,15 @@ import {
 } from "../../gen/entityversions/v1/entity_versions_pb.js";
 import type { Caller } from "../auth/caller.js";
 import { type AccessFacts, type Decision, decidePushAccess, decideRead, decideWrite } from "../auth/policy.js";
+import type { PushOutcome } from "../domain/push-decision.js";
 import { type ParsedUploadPath, uploadPaths } from "../blob/blob-paths.js";
 import type { BlobStore } from "../blob/blob-store.js";
 import type { Clock } from "../clock.js";
 import { apiError, detail } from "../errors/api-error.js";
 import type { BlobDeleter } from "../jobs/blob-deleter.js";
 import type { AccessStore } from "../store/access-store.js";
-import type { VersionRecord, VersionStore } from "../store/version-store.js";
-import { enforce, requireCaller } from "./authorize.js";
+import type { ConfirmOutcome, PushRequest, VersionRecord, VersionStore } from "../store/version-store.js";
+import { enforce, refusal, requireCaller } from "./authorize.js";
 import type { PageTokens } from "./page-token.js";
 import * as valid from "./validate.js";
 import { toVersionMessage, toVersionRef } from "./version-message.js";
@@ -66,20 +67,38 @@ export const uploadHeaders: Readonly<Record<string, string>> = Object.freeze({
   "Content-Type": "application/octet-stream",
 });
 
-function staleBase(baseVersionId: string, tip: VersionRecord | undefined) {
-  return apiError(
-    "STALE_BASE",
-    { baseVersionId, tipVersionId: tip?.id },
-    { details: [detail(StaleBaseSchema, tip === undefined ? {} : { latestVersion: toVersionRef(tip) })] },
-  );
+/** The facts of a push an error names. */
+interface PushErrorContext {
+  readonly entityId: string;
+  readonly caller: Caller;
+  readonly baseVersionId: string;
+  readonly storagePath?: string;
 }
 
-function versionTaken(existing: VersionRecord) {
-  return apiError("VERSION_ALREADY_EXISTS", {
-    entityId: existing.entityId,
-    version: existing.version,
-    versionId: existing.id,
-  });
+/**
+ * The error a push outcome is answered with; undefined for the outcomes
+ * that answer with a version or go on (create, existing). The one place a
+ * push's refusals become API errors, for both endpoints and every path.
+ */
+function pushError(outcome: ConfirmOutcome | PushOutcome<VersionRecord>, c: PushErrorContext, tip?: VersionRecord): ConnectError | undefined {
+  switch (outcome.kind) {
+    case "refused":
+      return refusal(outcome.decision, c.entityId, c.caller);
+    case "stale": {
+      const latest = "tip" in outcome ? outcome.tip : tip;
+      return apiError(
+        "STALE_BASE",
+        { baseVersionId: c.baseVersionId, tipVersionId: latest?.id },
+        { details: [detail(StaleBaseSchema, latest === undefined ? {} : { latestVersion: toVersionRef(latest) })] },
+      );
+    }
+    case "version-taken":
+      return apiError("VERSION_ALREADY_EXISTS", { entityId: outcome.existing.entityId, version: outcome.existing.version, versionId: outcome.existing.id });
+    case "upload-missing":
+      return apiError("UPLOAD_NOT_FOUND", { path: c.storagePath ?? "" });
+    default:
+      return undefined;
+  }
 }
 
 /**
@@ -113,52 +132,26 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     return { caller, decision };
   }
 
-  /**
-   * The rules both push endpoints share, in order: access (spec 5, with the
-   * first push's claim), deduplication, push protection, then the version
-   * string; all from one query. Returns the existing version for a
-   * duplicate (none when the push may go on) and whether the entity
-   * exists, and throws when the push is refused.
-   */
-  async #decide(
-    caller: Caller,
-    entityId: string,
-    sourceHash: string,
-    version: string,
-    baseVersionId: string,
-    force: boolean,
-  ): Promise<{ existing: VersionRecord | undefined; entityExists: boolean }> {
-    const early = await this.#d.store.precheck({
-      entityId,
-      sourceHash,
-      version,
-      baseVersionId,
-      force,
-      caller,
-      authorize: (facts) => decidePushAccess(caller, facts),
-    });
-    switch (early.kind) {
-      case "hidden":
-      case "forbidden":
-        throw enforce(early.kind, entityId, caller);
-      case "existing":
-        return { existing: early.version, entityExists: true };
-      case "stale":
-        throw staleBase(baseVersionId, early.tip);
-      case "version-taken":
-        throw versionTaken(early.existing);
-      case "proceed":
-        return { existing: undefined, entityExists: early.entityExists };
-    }
+  /** The push facts every push is decided from: the request's own, with the policy of pushes. */
+  #push(caller: Caller, entityId: string, p: Omit<PushRequest, "entityId" | "caller" | "authorize">): PushRequest {
+    return { ...p, entityId, caller, authorize: (facts) => decidePushAccess(caller, facts) };
   }
 
   async getUploadUrl(req: GetUploadUrlRequest, ctx: HandlerContext): Promise<Init<typeof GetUploadUrlResponseSchema>> {
     const entityId = valid.entityId(req.entityId);
-    const version = valid.versionString(req.version);
-    const sourceHash = valid.sourceHash(req.sourceHash);
-    const baseVersionId = valid.baseVersionId(req.baseVersionId);
-    const { existing } = await this.#decide(requireCaller(ctx), entityId, sourceHash, version, baseVersionId, req.force);
-    if (existing !== undefined) return { existingVersion: toVersionMessage(existing) };
+    const push = this.#push(requireCaller(ctx), entityId, {
+      version: valid.versionString(req.version),
+      sourceHash: valid.sourceHash(req.sourceHash),
+      baseVersionId: valid.baseVersionId(req.baseVersionId),
+      force: req.force,
+      setAsActive: false,
+    });
+    // Decided as confirm will decide it, so a push that is going to be
+    // refused learns it before it uploads anything.
+    const { outcome, tip } = await this.#d.store.precheck(push);
+    const refused = pushError(outcome, push, tip);
+    if (refused !== undefined) throw refused;
+    if (outcome.kind === "existing") return { existingVersion: toVersionMessage(outcome.version) };
 
     const uploadId = this.#newId();
     const { storagePath, lockPath } = uploadPaths(entityId, uploadId, "staging");
@@ -192,54 +185,47 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
         problem: "must be the package_lock_path upload-url returned together with storage_path",
       });
     }
-
     const caller = requireCaller(ctx);
-    // Decide as upload-url does before touching the blob store: duplicates
-    // answer 200 whatever else the request says (spec 4.2), and a doomed push
-    // learns STALE_BASE before any upload problem. The transaction decides
-    // again under the entity lock; these reads only answer early.
-    const early = await this.#decide(caller, entityId, sourceHash, version, baseVersionId, req.force);
-    if (early.existing !== undefined) return { version: toVersionMessage(early.existing), created: false };
+    const push = this.#push(caller, entityId, { version, sourceHash, baseVersionId, force: req.force, setAsActive: req.setAsActive, uploadId: upload.uploadId });
+    const context: PushErrorContext = { ...push, storagePath: req.storagePath };
 
-    const sealed = await this.#seal(upload, lock, fileSizeBytes, ctx.signal);
-    const outcome = await this.#d.store.confirm({
-      id: this.#newId(),
-      entityId,
-      version,
-      sourceHash,
-      uploadId: upload.uploadId,
-      storagePath: sealed.storagePath,
-      fileSizeBytes,
-      packageMd5: sealed.md5,
-      packageLockPath: sealed.lockPath,
-      serviceDependencies,
-      packageJson,
-      baseVersionId,
-      caller,
-      authorize: (facts) => decidePushAccess(caller, facts),
-      setAsActive: req.setAsActive,
-      force: req.force,
-      now: this.#d.clock.now(),
-      entityExisted: early.entityExists,
-    });
-    switch (outcome.kind) {
-      case "hidden":
-      case "forbidden":
-        throw enforce(outcome.kind, entityId, caller);
-      case "created":
+    // Decided first from a plain read, before touching the blob store: a
+    // retried confirm and a duplicate answer 200 whatever else the request
+    // says, a doomed push learns STALE_BASE before any upload problem.
+    // Writes are decided again under the entity lock. Should that decision
+    // have changed from answering an existing version to creating one (the
+    // duplicate was deleted meanwhile), the confirm starts over, once.
+    for (let round = 1; ; round++) {
+      const { outcome, entityExists, tip } = await this.#d.store.precheck(push);
+      const refused = pushError(outcome, context, tip);
+      if (refused !== undefined) throw refused;
+      if (outcome.kind === "existing" && !outcome.activate) return { version: toVersionMessage(outcome.version), created: false };
+      const create = outcome.kind === "create";
+      const sealed = create ? await this.#seal(upload, lock, fileSizeBytes, ctx.signal) : undefined;
+      const result = await this.#d.store.confirm({
+        ...push,
+        id: this.#newId(),
+        uploadId: upload.uploadId,
+        storagePath: sealed?.storagePath ?? "",
+        fileSizeBytes,
+        packageMd5: sealed?.md5,
+        packageLockPath: sealed?.lockPath,
+        serviceDependencies,
+        packageJson,
+        now: this.#d.clock.now(),
+        mayCreate: create,
+        entityExisted: entityExists,
+      });
+      if (result.kind === "changed" && round < 2) continue;
+      const failed = pushError(result, context);
+      if (failed !== undefined) throw failed;
+      if (result.kind === "created") {
         // The version serves its own copy now; the staged upload is only in the way.
         await this.#d.deleter.discard([upload.path, ...(lock === undefined ? [] : [lock.path])]);
-        return { version: toVersionMessage(outcome.version), created: true };
-      case "existing":
-        return { version: toVersionMessage(outcome.version), created: false };
-      case "stale":
-        throw staleBase(baseVersionId, outcome.tip);
-      case "version-taken":
-        throw versionTaken(outcome.existing);
-      case "upload-missing":
-        throw apiError("UPLOAD_NOT_FOUND", { path: req.storagePath });
-      case "upload-used":
-        throw apiError("UPLOAD_ALREADY_CONFIRMED", { path: req.storagePath, versionId: outcome.versionId });
+        return { version: toVersionMessage(result.version), created: true };
+      }
+      if (result.kind === "existing") return { version: toVersionMessage(result.version), created: false };
+      throw apiError("DATABASE_BUSY", {});
     }
   }
 

@@ -3,6 +3,7 @@ import type { Caller } from "../auth/caller.js";
 import type { AccessFacts } from "../auth/policy.js";
 import type { Database } from "./database.js";
 import { preparedRunner, type RunPrepared } from "./prepared.js";
+import { type Sql, sql } from "./sql.js";
 import { nextPowerOfTwo } from "./statement-shapes.js";
 import { inTransaction } from "./transaction.js";
 
@@ -54,16 +55,12 @@ export function toAccessFacts(row: AccessFactRow | undefined): AccessFacts {
 /** Per-org joins up to this many of the caller's organizations; beyond, one EXISTS … IN. */
 const maxOrgJoins = 8;
 
-/** The SQL that reads one caller's access facts, split by where each part goes in a statement. */
+/** The SQL that reads one caller's access facts, in the two places a statement needs it, each with its own values. */
 export interface AccessFactsSql {
   /** Select-list columns named as in AccessFactRow. */
-  readonly columns: string;
-  /** Parameters of `columns`, in order. */
-  readonly columnParams: readonly unknown[];
+  readonly columns: Sql;
   /** LEFT JOINs to write right after `from entities e`. */
-  readonly joins: string;
-  /** Parameters of `joins`, in order. */
-  readonly joinParams: readonly unknown[];
+  readonly joins: Sql;
 }
 
 function padToPowerOfTwo(values: readonly string[]): readonly string[] {
@@ -78,9 +75,8 @@ const factsSqlCache = new Map<string, { columns: string; joins: string; orgsInCo
  * so that any statement on an entity carries its own access check and a
  * read costs one round trip. The caller's rows are LEFT JOINs on primary
  * keys (entity, user) and (entity, org), which MariaDB resolves as eq_ref
- * lookups: measured here, about 40 µs of database CPU less per read than
- * the same facts as EXISTS subqueries, which it re-plans on every
- * execution. Each join matches at most one row, so the joins never
+ * lookups, cheaper than the same facts as EXISTS subqueries it re-plans on
+ * every execution. Each join matches at most one row, so the joins never
  * multiply the statement's rows. `has_publishers` (only pushes decide on
  * it) is computed only when asked for. Memoised by shape, so each shape is
  * one prepared statement.
@@ -119,10 +115,8 @@ export function accessFactsSql(caller: Caller, options: { readonly hasPublishers
     factsSqlCache.set(key, shape);
   }
   return {
-    columns: shape.columns,
-    columnParams: shape.orgsInColumns ? orgs : [],
-    joins: shape.joins,
-    joinParams: shape.orgsInColumns ? [caller.id, caller.id] : [caller.id, caller.id, ...orgs],
+    columns: { text: shape.columns, params: shape.orgsInColumns ? orgs : [] },
+    joins: { text: shape.joins, params: shape.orgsInColumns ? [caller.id, caller.id] : [caller.id, caller.id, ...orgs] },
   };
 }
 
@@ -143,11 +137,8 @@ export class AccessStore {
   /** One caller's access facts for one entity, in one prepared query. */
   async facts(entityId: string, caller: Caller): Promise<AccessFacts> {
     const facts = accessFactsSql(caller, { hasPublishers: true });
-    const rows = await this.#prepared<AccessFactRow>(`select ${facts.columns} from entities e ${facts.joins} where e.id = ?`, [
-      ...facts.columnParams,
-      ...facts.joinParams,
-      entityId,
-    ]);
+    const q = sql`select ${facts.columns} from entities e ${facts.joins} where e.id = ${entityId}`;
+    const rows = await this.#prepared<AccessFactRow>(q.text, q.params);
     return toAccessFacts(rows[0]);
   }
 

@@ -1,13 +1,14 @@
 import type { Knex } from "knex";
 import type { Caller } from "../auth/caller.js";
 import type { AccessFacts, Decision } from "../auth/policy.js";
-import { decidePush } from "../domain/push-rules.js";
-import { type AccessFactRow, accessFactsSql, toAccessFacts } from "./access-store.js";
+import { decidePush, type PushFacts, type PushIntent, type PushOutcome } from "../domain/push-decision.js";
+import { type AccessFactRow, toAccessFacts } from "./access-store.js";
 import { confirmGrouper } from "./confirm-grouper.js";
 import type { Database } from "./database.js";
 import { preparedRunner } from "./prepared.js";
 import { readBatcher, type RunBatched } from "./read-batcher.js";
-import { nextPowerOfTwo } from "./statement-shapes.js";
+import { joinSql, rawSql, type Sql, sql } from "./sql.js";
+import { activeVersionSql, pushFactsSql, versionByIdSql, versionColumns, versionPageSql, versionWithFactsSql } from "./version-queries.js";
 import { inTransaction } from "./transaction.js";
 
 /** A JSON object, as package_json is stored. */
@@ -35,12 +36,25 @@ export interface VersionRecord {
   readonly isActive: boolean;
 }
 
-/** What ConfirmUpload asks the store to record. */
-export interface NewVersion {
-  readonly id: string;
+/** What a push is, as the store decides it: the request's own parameters. */
+export interface PushRequest {
   readonly entityId: string;
-  readonly version: string;
   readonly sourceHash: string;
+  readonly version: string;
+  /** The base the client named; "" when none. */
+  readonly baseVersionId: string;
+  readonly force: boolean;
+  readonly setAsActive: boolean;
+  readonly caller: Caller;
+  /** Decides, from the caller's access facts, whether the push may go on (with a first push's claim). */
+  readonly authorize: (facts: AccessFacts) => Decision;
+  /** Confirm only: the upload it confirms. */
+  readonly uploadId?: string | undefined;
+}
+
+/** What ConfirmUpload asks the store to record. */
+export interface NewVersion extends PushRequest {
+  readonly id: string;
   readonly uploadId: string;
   readonly storagePath: string;
   readonly fileSizeBytes: number;
@@ -48,49 +62,37 @@ export interface NewVersion {
   readonly packageLockPath: string | undefined;
   readonly serviceDependencies: readonly string[];
   readonly packageJson: JsonObject | undefined;
-  /** The base the client named; "" when none. */
-  readonly baseVersionId: string;
-  readonly caller: Caller;
-  /** Decides, from the caller's access facts read under the entity lock, whether the push may go on. */
-  readonly authorize: (facts: AccessFacts) => Decision;
-  readonly setAsActive: boolean;
-  readonly force: boolean;
   readonly now: Date;
   /**
-   * Whether the entity existed when the push's pre-check read it. Only a
-   * hint for grouping concurrent confirms (the transaction decides again
-   * under the lock); a confirm without it is never grouped.
+   * Whether the version's blobs are in place, so that the transaction may
+   * create it. False for a confirm expected to answer an existing version
+   * (and activate it): should the locked decision be a creation after all,
+   * it answers "changed" instead, and the caller starts over.
+   */
+  readonly mayCreate: boolean;
+  /**
+   * Whether the entity existed when the push's pre-check read it: its row
+   * is then locked directly (else made first), and only such a confirm may
+   * join a group. The transaction decides again under the lock either way.
    */
   readonly entityExisted?: boolean | undefined;
 }
 
-/** How a confirm ended; only "created" wrote anything. */
+/** How a confirm ended; "created", and "existing" when it was activated, wrote. */
 export type ConfirmOutcome =
-  | { readonly kind: "hidden" | "forbidden" }
+  | Extract<PushOutcome<VersionRecord>, { readonly kind: "refused" | "existing" | "version-taken" | "upload-missing" }>
   | { readonly kind: "created"; readonly version: VersionRecord }
-  | { readonly kind: "existing"; readonly version: VersionRecord }
   | { readonly kind: "stale"; readonly tip: VersionRecord | undefined }
-  | { readonly kind: "version-taken"; readonly existing: VersionRecord }
-  | { readonly kind: "upload-missing" }
-  | { readonly kind: "upload-used"; readonly versionId: string };
+  /** Only for a confirm that may not create: the locked decision was a creation; decide again from the start. */
+  | { readonly kind: "changed" };
 
-/** What a push decided from a plain read: go on to the transaction, or an answer already. */
-export type PushPrecheck =
-  | { readonly kind: "proceed"; readonly entityExists: boolean }
-  | Extract<ConfirmOutcome, { readonly kind: "hidden" | "forbidden" | "existing" | "stale" | "version-taken" }>;
-
-/** What a push needs to know before it goes on, read in one query. */
-interface PushCheck {
-  readonly facts: AccessFacts;
+/** A push decided from a plain read, before any lock: what the endpoints answer early. */
+export interface PushPrecheck {
+  readonly outcome: PushOutcome<VersionRecord>;
   /** Whether the entity had a row (it has one from its first push on). */
   readonly entityExists: boolean;
-  readonly tipVersionId: string | undefined;
-  /** The newest version with the pushed source hash. */
-  readonly duplicate: VersionRecord | undefined;
-  /** The version that already has the pushed version string. */
-  readonly versionTaken: VersionRecord | undefined;
-  /** Reads the tip, for a STALE_BASE answer. */
-  tip(): Promise<VersionRecord | undefined>;
+  /** The tip, read only when the outcome is "stale" (the STALE_BASE answer carries it). */
+  readonly tip: VersionRecord | undefined;
 }
 
 /** How a delete ended; "deleted" names the upload whose blobs are now to be deleted. */
@@ -156,28 +158,6 @@ interface EntityRow {
   last_seq: number | string;
 }
 
-const versionColumns = [
-  "v.id",
-  "v.entity_id",
-  "v.seq",
-  "v.version",
-  "v.source_hash",
-  "v.upload_id",
-  "v.storage_path",
-  "v.file_size_bytes",
-  "v.package_md5",
-  "v.package_lock_path",
-  "v.service_dependencies",
-  "v.package_json",
-  "v.base_version_id",
-  "v.published_by",
-  "v.created_at",
-  "e.active_version_id",
-];
-
-/** The same columns as SQL text, for the prepared reads. */
-const versionColumnsSql = versionColumns.join(", ");
-
 function toRecord(row: VersionRow): VersionRecord {
   return {
     id: row.id,
@@ -242,6 +222,29 @@ function createdVersion(input: NewVersion, seq: number): VersionRecord {
   };
 }
 
+/** The row a push is decided from: the entity, the caller's access, and the ids of the versions that matter. */
+interface PushFactsRow extends AccessFactRow {
+  /** The entity's id when it has a row; null before its first push. */
+  entity_found: string | null;
+  tip_version_id: string | null;
+  active_version_id: string | null;
+  last_seq: number | string;
+  duplicate_id: string | null;
+  taken_id: string | null;
+  upload_version_id: string | null;
+  upload_state: string | null;
+}
+
+/** The intent of a push, as the decision reads it. */
+function intentOf(push: PushRequest): PushIntent {
+  return {
+    step: push.uploadId === undefined ? "upload-url" : "confirm",
+    baseVersionId: push.baseVersionId,
+    force: push.force,
+    setAsActive: push.setAsActive,
+  };
+}
+
 /** Rows changed by a raw UPDATE or DELETE on MySQL (mysql2 answers [ResultSetHeader, undefined]). */
 function rawAffected(result: unknown): number {
   return Number((Array.isArray(result) ? (result[0] as { affectedRows?: number }) : undefined)?.affectedRows ?? Number.NaN);
@@ -260,9 +263,7 @@ function isUniqueViolation(error: unknown): boolean {
 /**
  * Longest a confirm waits for the group transaction in flight before it
  * goes anyway: that transaction is stuck (on a first push's lock, say).
- * Under load a group takes 5 to 20 ms here; 5 ms split the groups (2.9
- * confirms a transaction, 318 confirms/s), 20 and 50 ms measured alike
- * (5.5 and 6.2 a transaction, 444 and 455/s).
+ * The choice of 20 ms is recorded in docs/performance.md.
  */
 const confirmGroupWaitMs = 20;
 
@@ -270,15 +271,16 @@ const confirmGroupWaitMs = 20;
  * Versions, entities and uploads in SQL, through Knex, the same code on MySQL
  * and SQLite. Every query is scoped by entity id (the future shard key).
  * Every change takes the entity row's lock (SELECT … FOR UPDATE) first and
- * the upload row's second, in one transaction, so concurrent pushes on one
- * entity serialise and pushes on different entities never wait on each
- * other.
+ * decides under it, in one transaction, so concurrent pushes on one entity
+ * serialise and pushes on different entities never wait on each other.
+ * Every push is decided by decidePush, from the same facts, read by the
+ * same statement (pushFactsSql): before any lock to answer early, and again
+ * under the lock to write.
  */
 export class VersionStore {
   readonly #knex: Knex;
   /** The single-entity reads (the three gets, lists and the push pre-check), batched where round trips cost (MySQL). */
   readonly #batched: RunBatched;
-
   /** Confirms, grouped where round trips cost (MySQL). */
   readonly #confirm: (input: NewVersion) => Promise<ConfirmOutcome>;
 
@@ -298,7 +300,7 @@ export class VersionStore {
             alone: (input) => this.#confirmAlone(input),
             released: (input) => this.#confirmAfterRecheck(input),
             together: (inputs) => this.#confirmTogether(inputs),
-            groupable: (input) => input.entityExisted !== undefined,
+            groupable: (input) => input.entityExisted !== undefined && input.mayCreate,
             maxGroup: db.confirmGroupMax,
             maxWaitMs: confirmGroupWaitMs,
             onGroup: options.onConfirmGroup,
@@ -306,73 +308,66 @@ export class VersionStore {
         : (input) => this.#confirmAlone(input);
   }
 
-  #versions(q: Knex | Knex.Transaction) {
-    return q({ v: "versions" })
-      .join({ e: "entities" }, "e.id", "v.entity_id")
-      .select<VersionRow[]>(versionColumns);
-  }
-
   async #versionById(q: Knex | Knex.Transaction, entityId: string, versionId: string): Promise<VersionRecord | undefined> {
-    const row = await this.#versions(q).where("v.entity_id", entityId).andWhere("v.id", versionId).first();
+    const row = await q({ v: "versions" })
+      .join({ e: "entities" }, "e.id", "v.entity_id")
+      .select<VersionRow[]>(versionColumns)
+      .where("v.entity_id", entityId)
+      .andWhere("v.id", versionId)
+      .first();
     return row === undefined ? undefined : toRecord(row);
   }
 
-  async #byVersionString(q: Knex | Knex.Transaction, entityId: string, version: string): Promise<VersionRecord | undefined> {
-    const row = await this.#versions(q).where("v.entity_id", entityId).andWhere("v.version", version).first();
-    return row === undefined ? undefined : toRecord(row);
+  /** One version by id, through the batched reads. */
+  async #versionByIdBatched(entityId: string, versionId: string): Promise<VersionRecord | undefined> {
+    const q = versionByIdSql(entityId, versionId);
+    const [found] = await this.#batched<VersionRow>(q.text, q.params);
+    return found === undefined ? undefined : toRecord(found);
   }
 
+  /** The entity row, locked until the transaction ends: the tip every decision under it reads. */
   async #lockEntity(trx: Knex.Transaction, entityId: string): Promise<EntityRow | undefined> {
-    return trx<EntityRow>("entities").where("id", entityId).forUpdate().first();
+    return trx<EntityRow>("entities").where("id", entityId).forUpdate().first("id", "tip_version_id", "active_version_id", "last_seq");
   }
 
   /**
-   * Reads what a push decides on before any lock, in one prepared query:
-   * the caller's access, the tip's id, and the ids of a version with the
-   * same source hash or version string; the records themselves only when
-   * there are such (a duplicate or a conflict, the rare paths).
-   * ConfirmUpload decides again under the entity lock.
+   * Decides a push from its facts row (undefined: no entity row), reading
+   * the versions the decision names with `byId` (rare paths: a duplicate,
+   * a taken version string, a retried confirm).
    */
-  async #checkPush(entityId: string, sourceHash: string, version: string, caller: Caller): Promise<PushCheck> {
-    const facts = accessFactsSql(caller, { hasPublishers: true });
-    const [row] = await this.#batched<AccessFactRow & { tip_version_id: string | null; duplicate_id: string | null; taken_id: string | null }>(
-      `select ${facts.columns}, e.tip_version_id, ` +
-        "(select d.id from versions d where d.entity_id = e.id and d.source_hash = ? order by d.seq desc limit 1) as duplicate_id, " +
-        "(select t.id from versions t where t.entity_id = e.id and t.version = ?) as taken_id " +
-        `from entities e ${facts.joins} where e.id = ?`,
-      [...facts.columnParams, sourceHash, version, ...facts.joinParams, entityId],
-    );
-    const byId = async (id: string | null | undefined) => {
-      if (id === null || id === undefined) return undefined;
-      const [found] = await this.#batched<VersionRow>(
-        `select ${versionColumnsSql} from entities e join versions v on v.entity_id = e.id and v.id = ? where e.id = ?`,
-        [id, entityId],
-      );
-      return found === undefined ? undefined : toRecord(found);
+  async #decide(
+    row: PushFactsRow | undefined,
+    push: PushRequest,
+    tipVersionId: string | null | undefined,
+    byId: (id: string) => Promise<VersionRecord | undefined>,
+  ): Promise<PushOutcome<VersionRecord>> {
+    const read = (id: string | null | undefined) => (id === null || id === undefined ? Promise.resolve(undefined) : byId(id));
+    const [duplicate, versionTaken, uploadVersion] = await Promise.all([read(row?.duplicate_id), read(row?.taken_id), read(row?.upload_version_id)]);
+    const facts: PushFacts<VersionRecord> = {
+      access: push.authorize(toAccessFacts(row)),
+      tipVersionId: tipVersionId ?? undefined,
+      duplicate,
+      versionTaken,
+      uploadVersion,
+      uploadIssued: row?.upload_state === "issued",
     };
-    const [duplicate, versionTaken] = await Promise.all([byId(row?.duplicate_id), byId(row?.taken_id)]);
-    const tipVersionId = row?.tip_version_id ?? undefined;
-    return { facts: toAccessFacts(row), entityExists: row !== undefined, tipVersionId, duplicate, versionTaken, tip: () => byId(tipVersionId) };
+    return decidePush(facts, intentOf(push));
   }
 
   /**
-   * Decides a push from one plain (batched) read, in the rules' order:
-   * access (with the first push's claim), deduplication, push protection,
-   * then the version string. Both push endpoints answer early from it, and
-   * a confirm that waited behind another on its entity is decided again by
-   * it; only "proceed" needs the locked transaction, which decides again.
+   * Decides a push from one plain (batched) read, with decidePush: both
+   * push endpoints answer from it at once unless it is a write, and a
+   * confirm that waited behind another on its entity is decided again by
+   * it. A write (a creation, an activation) is decided again under the
+   * entity lock by confirm.
    */
-  async precheck(
-    push: Pick<NewVersion, "entityId" | "sourceHash" | "version" | "baseVersionId" | "force" | "caller" | "authorize">,
-  ): Promise<PushPrecheck> {
-    const check = await this.#checkPush(push.entityId, push.sourceHash, push.version, push.caller);
-    const access = push.authorize(check.facts);
-    if (access === "hidden" || access === "forbidden") return { kind: access };
-    const decision = decidePush({ duplicate: check.duplicate, tipVersionId: check.tipVersionId }, push);
-    if (decision.kind === "existing") return { kind: "existing", version: decision.version };
-    if (decision.kind === "stale") return { kind: "stale", tip: await check.tip() };
-    if (check.versionTaken !== undefined) return { kind: "version-taken", existing: check.versionTaken };
-    return { kind: "proceed", entityExists: check.entityExists };
+  async precheck(push: PushRequest): Promise<PushPrecheck> {
+    const q = pushFactsSql(push);
+    const [row] = await this.#batched<PushFactsRow>(q.text, q.params);
+    const byId = (id: string) => this.#versionByIdBatched(push.entityId, id);
+    const outcome = await this.#decide(row, push, row?.tip_version_id, byId);
+    const tip = outcome.kind === "stale" && row?.tip_version_id ? await byId(row.tip_version_id) : undefined;
+    return { outcome, entityExists: row?.entity_found != null, tip };
   }
 
   /** Records an issued upload, so that confirm accepts its paths and the sweeper can find it. */
@@ -381,96 +376,105 @@ export class VersionStore {
   }
 
   /**
-   * Records a version: alone, or together with confirms on other entities
-   * that arrived at the same time (MySQL; see confirmGrouper), which
-   * answers exactly as alone.
+   * Records a version, or activates the existing one it is answered with:
+   * alone, or together with confirms on other entities that arrived at the
+   * same time (MySQL; see confirmGrouper), which answers exactly as alone.
    */
   confirm(input: NewVersion): Promise<ConfirmOutcome> {
     return this.#confirm(input);
   }
 
   /**
-   * Records a version in one transaction: creates the entity row on its first
-   * push, locks it, decides deduplication and push protection against the
-   * locked tip, claims the upload, inserts the version and moves the tip (and
-   * the active pointer when asked). Two confirms on one base serialise on the
-   * entity lock, so the second sees the first's tip and is stale.
+   * Decides and writes one confirm in one transaction: locks the entity row
+   * (SELECT … FOR UPDATE; a first push makes the row first, and a refused
+   * one rolls it back), reads the push's facts under the lock, decides with
+   * decidePush, then claims the upload, inserts the version and moves the
+   * tip (and the active pointer when asked), or activates the existing
+   * version it answers with. Two confirms on one base serialise on the
+   * lock, so the second sees the first's tip and is stale.
    */
   async #confirmAlone(input: NewVersion): Promise<ConfirmOutcome> {
-    // Seven round trips on the common path: begin, lock, read, claim the
-    // upload, insert, move the tip, commit.
     return inTransaction<ConfirmOutcome>(this.#knex, async (trx) => {
-      // Creates the entity row on a first push and takes its lock either way.
-      await trx("entities")
-        .insert({ id: input.entityId, last_seq: 0, created_at: input.now })
-        .onConflict("id")
-        .merge(["id"]);
-      // Read under the lock (the snapshot starts here): access, tip and a
-      // duplicate, in one statement. Of two racing first pushes the second
-      // sees the first's claim.
-      const facts = accessFactsSql(input.caller, { hasPublishers: true });
-      const [entity] = rawRows<EntityRow & AccessFactRow & { duplicate_id: string | null }>(
-        await trx.raw(
-          `select e.tip_version_id, e.active_version_id, e.last_seq, ${facts.columns}, ` +
-            "(select d.id from versions d where d.entity_id = e.id and d.source_hash = ? order by d.seq desc limit 1) as duplicate_id " +
-            `from entities e ${facts.joins} where e.id = ?`,
-          [...facts.columnParams, input.sourceHash, ...facts.joinParams, input.entityId] as never,
-        ),
-      );
-      const access = input.authorize(toAccessFacts(entity));
-      if (access === "hidden" || access === "forbidden") return { commit: false, result: { kind: access } };
-      const tipVersionId = entity!.tip_version_id ?? undefined;
-      const duplicate = entity!.duplicate_id === null ? undefined : await this.#versionById(trx, input.entityId, entity!.duplicate_id);
-      const decision = decidePush({ duplicate, tipVersionId }, input);
-      if (decision.kind === "existing") return { commit: false, result: { kind: "existing", version: decision.version } };
-      if (decision.kind === "stale") {
-        const tip = tipVersionId === undefined ? undefined : await this.#versionById(trx, input.entityId, tipVersionId);
-        return { commit: false, result: { kind: "stale", tip } };
+      let entity = input.entityExisted === true ? await this.#lockEntity(trx, input.entityId) : undefined;
+      if (entity === undefined) {
+        // Made and locked by the insert (or found and locked by its
+        // update); a FOR UPDATE on a missing row would take gap locks that
+        // deadlock racing first pushes.
+        await trx("entities").insert({ id: input.entityId, last_seq: 0, created_at: input.now }).onConflict("id").merge(["id"]);
+        entity = (await this.#lockEntity(trx, input.entityId))!;
       }
-      // Claims the upload: only an "issued" upload of this entity turns
-      // "confirmed", under the row's lock, so the sweeper cannot take it.
-      const claimed = await trx("uploads")
-        .where({ id: input.uploadId, entity_id: input.entityId, state: "issued" })
-        .update({ state: "confirmed" });
-      if (claimed !== 1) {
-        const upload = await trx<{ entity_id: string; state: string }>("uploads").where("id", input.uploadId).first();
-        if (upload?.entity_id === input.entityId && upload.state === "confirmed") {
-          const owner = await trx<{ id: string }>("versions").where("upload_id", input.uploadId).first("id");
-          return { commit: false, result: { kind: "upload-used", versionId: owner?.id ?? "" } };
-        }
-        return { commit: false, result: { kind: "upload-missing" } };
-      }
-      const seq = Number(entity!.last_seq) + 1;
-      try {
-        await trx("versions").insert(versionRow(input, seq));
-      } catch (error) {
-        if (!isUniqueViolation(error)) throw error;
-        const existing = await this.#byVersionString(trx, input.entityId, input.version);
-        if (existing === undefined) throw error;
-        return { commit: false, result: { kind: "version-taken", existing } };
-      }
-      if (access === "claim") await trx("entity_publishers").insert({ entity_id: input.entityId, user_id: input.caller.id });
-      await trx("entities")
-        .where("id", input.entityId)
-        .update({
-          tip_version_id: input.id,
-          last_seq: seq,
-          ...(input.setAsActive ? { active_version_id: input.id } : {}),
-        });
-      return { commit: true, result: { kind: "created", version: createdVersion(input, seq) } };
+      // The first plain read of the transaction: its snapshot starts with
+      // the lock held, so it sees every change to this entity.
+      const q = pushFactsSql(input);
+      const [row] = rawRows<PushFactsRow>(await trx.raw(q.text, q.params as never));
+      const outcome = await this.#decide(row, input, entity.tip_version_id, (id) => this.#versionById(trx, input.entityId, id));
+      return this.#apply(trx, input, entity, outcome);
     });
   }
 
+  /** Carries out a decision made under the entity lock: whether to commit, and the answer. */
+  async #apply(
+    trx: Knex.Transaction,
+    input: NewVersion,
+    entity: EntityRow,
+    outcome: PushOutcome<VersionRecord>,
+  ): Promise<{ commit: boolean; result: ConfirmOutcome }> {
+    switch (outcome.kind) {
+      case "create": {
+        if (!input.mayCreate) return { commit: false, result: { kind: "changed" } };
+        // Only an "issued" upload of this entity turns "confirmed": the
+        // sweeper's conditional update may have taken it meanwhile.
+        const claimed = await trx("uploads").where({ id: input.uploadId, entity_id: input.entityId, state: "issued" }).update({ state: "confirmed" });
+        if (claimed !== 1) return { commit: false, result: { kind: "upload-missing" } };
+        const seq = Number(entity.last_seq) + 1;
+        try {
+          await trx("versions").insert(versionRow(input, seq));
+        } catch (error) {
+          if (!isUniqueViolation(error)) throw error;
+          const taken = await trx<{ id: string }>("versions").where("entity_id", input.entityId).andWhere("version", input.version).first("id");
+          const existing = taken === undefined ? undefined : await this.#versionById(trx, input.entityId, taken.id);
+          if (existing === undefined) throw error;
+          return { commit: false, result: { kind: "version-taken", existing } };
+        }
+        if (outcome.claim) await trx("entity_publishers").insert({ entity_id: input.entityId, user_id: input.caller.id });
+        await trx("entities")
+          .where("id", input.entityId)
+          .update({ tip_version_id: input.id, last_seq: seq, ...(input.setAsActive ? { active_version_id: input.id } : {}) });
+        return { commit: true, result: { kind: "created", version: createdVersion(input, seq) } };
+      }
+      case "existing": {
+        if (!outcome.activate) return { commit: false, result: outcome };
+        await trx("entities").where("id", input.entityId).update({ active_version_id: outcome.version.id });
+        return { commit: true, result: { ...outcome, version: { ...outcome.version, isActive: true } } };
+      }
+      case "stale": {
+        const tip = entity.tip_version_id === null ? undefined : await this.#versionById(trx, input.entityId, entity.tip_version_id);
+        return { commit: false, result: { kind: "stale", tip } };
+      }
+      default:
+        return { commit: false, result: outcome };
+    }
+  }
+
   /**
-   * Decides a confirm again with precheck before taking the entity's lock,
-   * and only one that may still create goes on to #confirmAlone. Used for
-   * confirms that waited for another on their entity: of many racing on
-   * one base, all but one are stale once it landed, and need not each
-   * queue for the lock to learn it.
+   * Decides a confirm again with precheck before taking the entity's lock;
+   * only one that will write goes on to #confirmAlone. Used for confirms
+   * that waited for another on their entity: of many racing on one base,
+   * all but one are stale once it landed, and need not each queue for the
+   * lock to learn it.
    */
   async #confirmAfterRecheck(input: NewVersion): Promise<ConfirmOutcome> {
-    const early = await this.precheck(input);
-    return early.kind === "proceed" ? this.#confirmAlone(input) : early;
+    const { outcome, tip } = await this.precheck(input);
+    switch (outcome.kind) {
+      case "create":
+        return this.#confirmAlone(input);
+      case "existing":
+        return outcome.activate ? this.#confirmAlone(input) : outcome;
+      case "stale":
+        return { kind: "stale", tip };
+      default:
+        return outcome;
+    }
   }
 
   /**
@@ -480,15 +484,15 @@ export class VersionStore {
    * steps as alone, each done for the whole group at once:
    *
    * 1. Lock the entities: a first push's row is inserted (its lock comes
-   *    with it); rows that exist are locked with SKIP LOCKED, so that an
-   *    entity another transaction holds never makes the group, and the
-   *    pushes to other entities in it, wait: its confirm goes alone.
-   * 2. Read, under the locks, each one's access, tip, last seq, duplicate
-   *    and whether its version string is taken: one UNION ALL statement.
-   * 3. Keep the plain creations: access allowed (or a first push's claim),
-   *    no duplicate (or force), the base is the tip, the version string
-   *    free. A first push's row inserted for a confirm not kept is deleted
-   *    again, so that a refused push leaves no trace.
+   *    with it); rows that exist are locked with SELECT … FOR UPDATE SKIP
+   *    LOCKED, reading their tips, so that an entity another transaction
+   *    holds never makes the group, and the pushes to other entities in it,
+   *    wait: its confirm goes alone.
+   * 2. Read, under the locks, each one's push facts (pushFactsSql): one
+   *    UNION ALL statement.
+   * 3. Decide each with decidePush and keep the creations. A first push's
+   *    row inserted for a confirm not kept is deleted again, so that a
+   *    refused push leaves no trace.
    * 4. Claim every kept confirm's upload with one conditional UPDATE. If
    *    it claimed fewer than all (an upload swept, used or of another
    *    entity), the whole group rolls back and each is decided alone.
@@ -508,50 +512,52 @@ export class VersionStore {
       async (trx) => {
         const firstPushes = sorted.filter((c) => c.input.entityExisted !== true).map((c) => c.input);
         const existing = sorted.filter((c) => c.input.entityExisted === true).map((c) => c.input.entityId);
-        const locked = new Set<string>();
+        const locked = new Map<string, EntityRow>();
         if (firstPushes.length > 0) {
           await trx("entities").insert(firstPushes.map((i) => ({ id: i.entityId, last_seq: 0, created_at: i.now })));
-          for (const i of firstPushes) locked.add(i.entityId);
+          for (const i of firstPushes) locked.set(i.entityId, { id: i.entityId, tip_version_id: null, active_version_id: null, last_seq: 0 });
         }
         if (existing.length > 0) {
           // FORCE INDEX: on a small table the optimizer may prefer a scan,
           // which would lock every row it reads, other entities' too.
-          const rows = rawRows<{ id: string }>(
-            await trx.raw(`select id from entities force index (primary) where id in (${placeholders(existing.length)}) for update skip locked`, existing),
+          const rows = rawRows<EntityRow>(
+            await trx.raw(
+              `select id, tip_version_id, active_version_id, last_seq from entities force index (primary) where id in (${placeholders(existing.length)}) for update skip locked`,
+              existing,
+            ),
           );
-          for (const r of rows) locked.add(r.id);
+          for (const r of rows) locked.set(r.id, r);
         }
         const candidates = sorted.filter((c) => locked.has(c.input.entityId));
         if (candidates.length === 0) return { commit: false, result: undefined };
 
         // The first plain read of the transaction, so its snapshot starts
         // after every lock is held, as alone.
-        const parts: string[] = [];
-        const params: unknown[] = [];
-        candidates.forEach(({ input }, part) => {
-          const facts = accessFactsSql(input.caller, { hasPublishers: true });
-          parts.push(
-            `(select ${part} as group_part, e.tip_version_id, e.last_seq, ${facts.columns}, ` +
-              "(select d.id from versions d where d.entity_id = e.id and d.source_hash = ? order by d.seq desc limit 1) as duplicate_id, " +
-              "(select t.id from versions t where t.entity_id = e.id and t.version = ?) as taken_id " +
-              `from entities e ${facts.joins} where e.id = ?)`,
-          );
-          params.push(...facts.columnParams, input.sourceHash, input.version, ...facts.joinParams, input.entityId);
-        });
-        const rows = rawRows<EntityRow & AccessFactRow & { group_part: number | string; duplicate_id: string | null; taken_id: string | null }>(
-          await trx.raw(parts.join(" union all "), params as never),
+        const read = joinSql(
+          candidates.map(({ input }, part) => sql`(${pushFactsSql(input, sql`${part} as group_part, `)})`),
+          " union all ",
         );
+        const rows = rawRows<PushFactsRow & { group_part: number | string }>(await trx.raw(read.text, read.params as never));
 
         const creating: Array<{ input: NewVersion; index: number; seq: number; claim: boolean }> = [];
         for (const row of rows) {
           const { input, index } = candidates[Number(row.group_part)]!;
-          const access = input.authorize(toAccessFacts(row));
-          const plain =
-            (access === "allow" || access === "claim") &&
-            (row.duplicate_id === null || input.force) &&
-            row.taken_id === null &&
-            decidePush({ duplicate: undefined, tipVersionId: row.tip_version_id ?? undefined }, input).kind === "proceed";
-          if (plain) creating.push({ input, index, seq: Number(row.last_seq) + 1, claim: access === "claim" });
+          const entity = locked.get(input.entityId)!;
+          // Only "create" is acted on here; the versions a decision names
+          // matter only to answers, which are made alone.
+          const named = (id: string | null) => (id === null ? undefined : { id, isActive: id === entity.active_version_id });
+          const outcome = decidePush(
+            {
+              access: input.authorize(toAccessFacts(row)),
+              tipVersionId: entity.tip_version_id ?? undefined,
+              duplicate: named(row.duplicate_id),
+              versionTaken: named(row.taken_id),
+              uploadVersion: named(row.upload_version_id),
+              uploadIssued: row.upload_state === "issued",
+            },
+            intentOf(input),
+          );
+          if (outcome.kind === "create") creating.push({ input, index, seq: Number(entity.last_seq) + 1, claim: outcome.claim });
         }
         if (creating.length === 0) return { commit: false, result: undefined };
         // A union's rows come in no set order.
@@ -568,34 +574,29 @@ export class VersionStore {
         // Claims every upload, each only if it is this entity's and still
         // "issued" (the sweeper marks abandoned ones "deleting"); if any is
         // not, the group rolls back and each is decided alone.
-        const claimed = rawAffected(
-          await trx.raw(
-            `update uploads force index (primary) set state = 'confirmed' where id in (${placeholders(creating.length)}) and state = 'issued' and (` +
-              creating.map(() => "(id = ? and entity_id = ?)").join(" or ") +
-              ")",
-            [...creating.map((c) => c.input.uploadId), ...creating.flatMap((c) => [c.input.uploadId, c.input.entityId])],
-          ),
-        );
+        const claim = sql`update uploads force index (primary) set state = 'confirmed' where state = 'issued' and (${joinSql(
+          creating.map((c) => sql`(id = ${c.input.uploadId} and entity_id = ${c.input.entityId})`),
+          " or ",
+        )})`;
+        const claimed = rawAffected(await trx.raw(claim.text, claim.params as never));
         if (claimed !== creating.length) return { commit: false, result: undefined };
 
         await trx("versions").insert(creating.map((c) => versionRow(c.input, c.seq)));
         const claims = creating.filter((c) => c.claim);
         if (claims.length > 0) await trx("entity_publishers").insert(claims.map((c) => ({ entity_id: c.input.entityId, user_id: c.input.caller.id })));
-        const tips: unknown[] = [];
-        const seqs: unknown[] = [];
-        const actives: unknown[] = [];
-        for (const c of creating) {
-          tips.push(c.input.entityId, c.input.id);
-          seqs.push(c.input.entityId, c.seq);
-          if (c.input.setAsActive) actives.push(c.input.entityId, c.input.id);
-        }
-        const when = (n: number) => " when ? then ?".repeat(n);
-        await trx.raw(
-          `update entities force index (primary) set tip_version_id = case id${when(creating.length)} end, last_seq = case id${when(creating.length)} end` +
-            (actives.length === 0 ? "" : `, active_version_id = case id${when(actives.length / 2)} else active_version_id end`) +
-            ` where id in (${placeholders(creating.length)})`,
-          [...tips, ...seqs, ...actives, ...creating.map((c) => c.input.entityId)] as never,
-        );
+        const caseOf = (pairs: readonly Sql[]) => joinSql(pairs, " ");
+        const activated = creating.filter((c) => c.input.setAsActive);
+        const move = sql`update entities force index (primary) set tip_version_id = case id ${caseOf(
+          creating.map((c) => sql`when ${c.input.entityId} then ${c.input.id}`),
+        )} end, last_seq = case id ${caseOf(creating.map((c) => sql`when ${c.input.entityId} then ${c.seq}`))} end${
+          activated.length === 0
+            ? rawSql("")
+            : sql`, active_version_id = case id ${caseOf(activated.map((c) => sql`when ${c.input.entityId} then ${c.input.id}`))} else active_version_id end`
+        } where id in (${joinSql(
+          creating.map((c) => sql`${c.input.entityId}`),
+          ", ",
+        )})`;
+        await trx.raw(move.text, move.params as never);
         for (const c of creating) outcomes[c.index] = { kind: "created", version: createdVersion(c.input, c.seq) };
         return { commit: true, result: undefined };
       },
@@ -608,12 +609,8 @@ export class VersionStore {
 
   /** The active version and the caller's access to the entity: one prepared query. */
   async getActive(entityId: string, caller: Caller): Promise<ActiveLookup> {
-    const facts = accessFactsSql(caller);
-    const [row] = await this.#batched<VersionRow & AccessFactRow>(
-      `select ${versionColumnsSql}, ${facts.columns} from entities e ${facts.joins} ` +
-        "left join versions v on v.id = e.active_version_id and v.entity_id = e.id where e.id = ?",
-      [...facts.columnParams, ...facts.joinParams, entityId],
-    );
+    const q = activeVersionSql(entityId, caller);
+    const [row] = await this.#batched<VersionRow & AccessFactRow>(q.text, q.params);
     const access = toAccessFacts(row);
     if (row === undefined) return { kind: "entity-missing", facts: access };
     if (row.id === null) return { kind: "none-active", facts: access };
@@ -622,30 +619,18 @@ export class VersionStore {
 
   /** A version by id and the caller's access to its entity: one prepared query. */
   async getVersionWithFacts(entityId: string, versionId: string, caller: Caller): Promise<VersionLookupWithFacts> {
-    const facts = accessFactsSql(caller);
-    const [row] = await this.#batched<VersionRow & AccessFactRow>(
-      `select ${versionColumnsSql}, ${facts.columns} from entities e ${facts.joins} ` +
-        "left join versions v on v.entity_id = e.id and v.id = ? where e.id = ?",
-      [...facts.columnParams, ...facts.joinParams, versionId, entityId],
-    );
+    const q = versionWithFactsSql(entityId, versionId, caller);
+    const [row] = await this.#batched<VersionRow & AccessFactRow>(q.text, q.params);
     const access = toAccessFacts(row);
     if (row === undefined) return { kind: "entity-missing", facts: access };
     if (row.id === null) return { kind: "version-missing", facts: access };
     return { kind: "found", version: toRecord(row), facts: access };
   }
 
-  /** A page of versions, newest first, and the caller's access: one prepared query. */
+  /** A page of versions, newest first, and the caller's access: one prepared query (versionPageSql). */
   async listVersionsWithFacts(entityId: string, beforeSeq: number | undefined, limit: number, caller: Caller): Promise<VersionPageWithFacts> {
-    const facts = accessFactsSql(caller);
-    const rows = await this.#batched<VersionRow & AccessFactRow>(
-      `select ${versionColumnsSql}, ${facts.columns} from entities e ${facts.joins} ` +
-        `left join versions v on v.entity_id = e.id${beforeSeq === undefined ? "" : " and v.seq < ?"} where e.id = ? ` +
-        // The limit is written into the SQL, rounded up to a power of two so
-        // that a handful of prepared statements serve every page size (the
-        // server caps how many a session may hold).
-        `order by v.seq desc limit ${nextPowerOfTwo(Math.trunc(limit) + 1)}`,
-      [...facts.columnParams, ...facts.joinParams, ...(beforeSeq === undefined ? [] : [beforeSeq]), entityId],
-    );
+    const q = versionPageSql(entityId, beforeSeq, limit, caller);
+    const rows = await this.#batched<VersionRow & AccessFactRow>(q.text, q.params);
     const access = toAccessFacts(rows[0]);
     if (rows.length === 0) return { kind: "entity-missing", facts: access };
     // Sorted here: a batched read's rows come back in no set order.
@@ -683,14 +668,9 @@ export class VersionStore {
       if (version === undefined) return { commit: false, result: { kind: "version-missing" } };
       if (entity.active_version_id === versionId) return { commit: false, result: { kind: "active" } };
       await trx("versions").where("entity_id", entityId).andWhere("id", versionId).delete();
-      await trx("uploads")
-        .where("id", version.upload_id)
-        .update({ state: "deleting", next_attempt_at: now, attempts: 0 });
+      await trx("uploads").where("id", version.upload_id).update({ state: "deleting", next_attempt_at: now, attempts: 0 });
       if (entity.tip_version_id === versionId) {
-        const next = await trx<{ id: string }>("versions")
-          .where("entity_id", entityId)
-          .orderBy("seq", "desc")
-          .first("id");
+        const next = await trx<{ id: string }>("versions").where("entity_id", entityId).orderBy("seq", "desc").first("id");
         await trx("entities")
           .where("id", entityId)
           .update({ tip_version_id: next?.id ?? null });

@@ -73,6 +73,7 @@ export function confirmGroupsSuite(backend: Backend) {
       fileSizeBytes: 10,
       packageMd5: undefined,
       packageLockPath: undefined,
+      mayCreate: true,
       serviceDependencies: ["svc-a"],
       packageJson: { name: "x" },
       baseVersionId: "",
@@ -142,7 +143,7 @@ export function confirmGroupsSuite(backend: Backend) {
     // The rest, answered as alone, with nothing written.
     const staleTip = await ctx.store.getVersionWithFacts(stale.entityId, stale.v1.id, publisher);
     assert.equal(outcomes.stale, { kind: "stale", tip: staleTip.kind === "found" ? staleTip.version : undefined });
-    assert.equal(outcomes.refused, { kind: "forbidden" });
+    assert.equal(outcomes.refused, { kind: "refused", decision: "forbidden" });
     assert.is(await entity(refused), undefined, "a refused first push leaves no entity row");
     assert.is(outcomes.taken.kind, "version-taken");
     assert.is(outcomes.taken.kind === "version-taken" ? outcomes.taken.existing.id : undefined, taken.v1.id);
@@ -156,7 +157,7 @@ export function confirmGroupsSuite(backend: Backend) {
     }
   });
 
-  s("an upload already used fails the group's claim: the group rolls back and each confirm is decided alone", async (ctx) => {
+  s("an upload that already produced a version is answered that version, never claimed again; the others are recorded together", async (ctx) => {
     const used = await seeded(ctx);
     const inputs = [
       await input(ctx, newEntityId("grp-a"), { entityExisted: false }),
@@ -165,14 +166,14 @@ export function confirmGroupsSuite(backend: Backend) {
     ];
     ctx.groups.length = 0;
     const outcomes = await Promise.all(inputs.map((i) => ctx.store.confirm(i)));
-    if (backend === "mysql") assert.equal(ctx.groups, [[3, 0]]);
+    if (backend === "mysql") assert.equal(ctx.groups, [[3, 2]]);
     assert.is(created(outcomes[0]!).seq, 1);
-    assert.equal(outcomes[1], { kind: "upload-used", versionId: used.v1.id });
+    assert.equal(outcomes[1]!.kind === "existing" ? [outcomes[1]!.reason, outcomes[1]!.version.id] : outcomes[1], ["retry", inputs[1]!.uploadId === used.v1.uploadId ? used.v1.id : ""]);
     assert.is(created(outcomes[2]!).seq, 1);
     assert.is(Number((await ctx.db.knex("entities").where("id", used.entityId).first()).last_seq), 1);
   });
 
-  s("an upload swept by the sweeper or of another entity is never claimed by a group: each is decided alone", async (ctx) => {
+  s("an upload swept by the sweeper or of another entity is never claimed by a group: it is answered as alone", async (ctx) => {
     for (const bad of ["swept", "another entity's"] as const) {
       const entityId = newEntityId("grp-bad");
       const uploadId = randomUUID();
@@ -182,7 +183,7 @@ export function confirmGroupsSuite(backend: Backend) {
       const inputs = [good, await input(ctx, entityId, { entityExisted: false, uploadId })];
       ctx.groups.length = 0;
       const outcomes = await Promise.all(inputs.map((i) => ctx.store.confirm(i)));
-      if (backend === "mysql") assert.equal(ctx.groups, [[2, 0]], `${bad}: the group rolled back`);
+      if (backend === "mysql") assert.equal(ctx.groups, [[2, 1]], `${bad}: the group recorded only the good one`);
       assert.is(created(outcomes[0]!).seq, 1);
       assert.equal(outcomes[1], { kind: "upload-missing" }, bad);
       assert.is(await ctx.db.knex("entities").where("id", entityId).first(), undefined, `${bad}: no entity row left`);

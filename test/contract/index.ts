@@ -10,6 +10,7 @@ import { logsSuite, opsSuite } from "./ops.js";
 import { grpcSuite } from "./grpc.js";
 import { protocolsSuite } from "./protocols.js";
 import { pushSuite } from "./push.js";
+import { queryPlansSuite } from "./query-plans.js";
 import { readsSuite } from "./reads.js";
 import { shutdownSuite } from "./shutdown.js";
 import { sweeperSuite } from "./sweeper.js";
@@ -17,4 +18,6 @@ import { sweeperSuite } from "./sweeper.js";
 /** Registers every contract suite for one backend. */
 export function defineContract(backend: Backend): void {
   for (const define of [pushSuite, readsSuite, deleteSuite, grpcSuite, protocolsSuite, concurrencySuite, confirmGroupsSuite, faultsSuite, authSuite, authMatrixSuite, authKeysSuite, opsSuite, logsSuite, fuzzSuite, sweeperSuite, shutdownSuite]) define(backend).run();
+  // MariaDB's ANALYZE reports what each statement read; production runs on MySQL.
+  if (backend === "mysql") queryPlansSuite().run();
 }

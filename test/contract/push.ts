@@ -222,10 +222,11 @@ export function pushSuite(backend: Backend) {
     assert.is((await svc.rest.get(`/api/entities/${e}/versions`)).body.versions.length, 1);
     const ok = await svc.rest.post(`/api/entities/${e}/versions/confirm`, body({}));
     assert.is(ok.status, 201);
-    // The same upload confirmed again as a forced new version: its staged blob is gone.
+    // The same upload confirmed again, even as a forced new version: it is
+    // answered the version it produced (retrying a confirm is always safe).
     const reuse = await svc.rest.post(`/api/entities/${e}/versions/confirm`, body({ base_version_id: ok.body.version.id, version: nextVersionString(), source_hash: newSourceHash(), force: true }));
-    assert.is(reuse.status, 400);
-    assert.is(reuse.body.code, "UPLOAD_NOT_FOUND");
+    assert.is(reuse.status, 200);
+    assert.equal([reuse.body.created, reuse.body.version.id], [false, ok.body.version.id]);
     assert.ok(blank.res.status === 200);
     assert.is((await svc.rest.get(`/api/entities/${e}/versions`)).body.versions.length, 2);
   });
@@ -287,6 +288,67 @@ export function pushSuite(backend: Backend) {
     assert.match(confirm.body.version.storage_path, /^versions\//);
     const dl = await svc.rest.get(`/api/entities/${e}/versions/${confirm.body.version.id}/download`);
     assert.is(await (await fetch(dl.body.download_url)).text(), "legacy bytes");
+  });
+
+  s("retrying a confirm is always safe: a plain retry and a forced one answer the version it created", async ({ svc }) => {
+    const e = newEntityId();
+    const v1 = (await push(svc, e)).confirm!.body.version;
+    for (const force of [false, true]) {
+      const up = await uploadOnly(svc, e, { base: (await svc.rest.get(`/api/entities/${e}/versions?page_size=1`)).body.versions[0].id, force });
+      const body = {
+        storage_path: up.res.body.storage_path,
+        version: up.version,
+        source_hash: force ? v1.source_hash : up.sourceHash,
+        file_size_bytes: Buffer.byteLength(up.content),
+        base_version_id: (await svc.rest.get(`/api/entities/${e}/versions?page_size=1`)).body.versions[0].id,
+        force,
+      };
+      const first = await svc.rest.post(`/api/entities/${e}/versions/confirm`, body);
+      assert.is(first.status, 201, JSON.stringify(first.body));
+      // The answer was lost: the client sends the same confirm again (its base is no longer the tip).
+      const retry = await svc.rest.post(`/api/entities/${e}/versions/confirm`, body);
+      assert.is(retry.status, 200, `force ${force}: ${JSON.stringify(retry.body)}`);
+      assert.equal([retry.body.created, retry.body.version.id], [false, first.body.version.id]);
+    }
+    assert.is((await svc.rest.get(`/api/entities/${e}/versions`)).body.versions.length, 3);
+  });
+
+  s("a deduplicated confirm with set_as_active makes the existing version active", async ({ svc }) => {
+    const e = newEntityId();
+    const content = "the same source";
+    const hash = createHash("sha256").update(content).digest("hex");
+    const v1 = (await push(svc, e, { sourceHash: hash, content })).confirm!.body.version;
+    assert.is(v1.is_active, false);
+    // A second upload of the same source (upload-url forced, to get URLs), confirmed with set_as_active.
+    const again = await push(svc, e, { sourceHash: hash, content, base: v1.id, setAsActive: true, force: false, uploadForce: true });
+    assert.is(again.confirm!.status, 200, JSON.stringify(again.confirm!.body));
+    assert.equal([again.confirm!.body.created, again.confirm!.body.version.id, again.confirm!.body.version.is_active], [false, v1.id, true]);
+    assert.is((await svc.rest.get(`/api/entities/${e}/active-version`)).body.id, v1.id);
+  });
+
+  s("racing uploads of the same new source, confirmed with set_as_active: one version, and it is active", async ({ svc }) => {
+    const e = newEntityId();
+    const v0 = (await push(svc, e)).confirm!.body.version;
+    const content = "raced source";
+    const hash = createHash("sha256").update(content).digest("hex");
+    const uploads = await Promise.all([1, 2, 3, 4].map(() => uploadOnly(svc, e, { sourceHash: hash, content, base: v0.id })));
+    const confirms = await Promise.all(
+      uploads.map((u, i) =>
+        svc.rest.post(`/api/entities/${e}/versions/confirm`, {
+          storage_path: u.res.body.storage_path,
+          version: u.version,
+          source_hash: hash,
+          file_size_bytes: Buffer.byteLength(content),
+          base_version_id: v0.id,
+          set_as_active: i % 2 === 1,
+        }),
+      ),
+    );
+    assert.is(confirms.filter((c) => c.status === 201).length, 1, JSON.stringify(confirms.map((c) => [c.status, c.body.code])));
+    const ids = new Set(confirms.map((c) => c.body.version?.id));
+    assert.is(ids.size, 1, "every confirm answers the one version");
+    const active = await svc.rest.get(`/api/entities/${e}/active-version`);
+    assert.is(active.body.id, [...ids][0], "a confirm that asked for activation got it, whichever created the version");
   });
 
   s("bad input is 400 INVALID_ARGUMENT naming the field", async ({ svc }) => {

@@ -207,6 +207,8 @@ export interface PushOptions {
   lockfile?: string;
   setAsActive?: boolean;
   force?: boolean;
+  /** upload-url's force only (confirm's comes from `force`): to get URLs for source already published. */
+  uploadForce?: boolean;
   extra?: Record<string, unknown>;
 }
 
@@ -218,7 +220,7 @@ export async function uploadOnly(svc: { rest: RestClient }, entityId: string, o:
     version,
     source_hash: sourceHash,
     ...(o.base === undefined ? {} : { base_version_id: o.base }),
-    ...(o.force === undefined ? {} : { force: o.force }),
+    ...(o.force === undefined && o.uploadForce === undefined ? {} : { force: o.uploadForce ?? o.force }),
   });
   if (res.status !== 200 || res.body.upload_url === undefined) return { res, version, sourceHash, content: "" };
   const content = o.content ?? `package ${version} ${sourceHash}`;

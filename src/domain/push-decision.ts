@@ -1,0 +1,91 @@
+import type { Decision } from "../auth/policy.js";
+
+/** The least a push decision needs to know of a version. */
+export interface DecidedVersion {
+  readonly id: string;
+  readonly isActive: boolean;
+}
+
+/** Everything a push is decided from, as read (under the entity's lock, for a confirm that writes). */
+export interface PushFacts<V extends DecidedVersion> {
+  /** The caller's access to the entity, as the policy decided it from the access facts (with a first push's claim). */
+  readonly access: Decision;
+  /** The entity's tip id; undefined when it has no versions. */
+  readonly tipVersionId: string | undefined;
+  /** The newest version with the pushed source hash. */
+  readonly duplicate: V | undefined;
+  /** The version that already has the pushed version string. */
+  readonly versionTaken: V | undefined;
+  /** Confirm only: the version this upload already produced (an earlier confirm of it succeeded). */
+  readonly uploadVersion: V | undefined;
+  /** Confirm only: whether the upload was issued for this entity and may still be confirmed. */
+  readonly uploadIssued: boolean;
+}
+
+/** What the caller asked for. */
+export interface PushIntent {
+  /** Which endpoint: GetUploadUrl only asks; ConfirmUpload also names an upload and may activate. */
+  readonly step: "upload-url" | "confirm";
+  /** The base the client built on; "" when it named none. */
+  readonly baseVersionId: string;
+  readonly force: boolean;
+  /** Confirm only: make the version (created or existing) active. */
+  readonly setAsActive: boolean;
+}
+
+/** How a push is answered; only "create" and an "existing" that activates write anything. */
+export type PushOutcome<V extends DecidedVersion> =
+  /** Refused for access: NOT_FOUND (hidden) or PERMISSION_DENIED (forbidden). */
+  | { readonly kind: "refused"; readonly decision: "hidden" | "forbidden" }
+  /**
+   * Answered with a version that exists: the one this upload already
+   * produced (a retried confirm), or the newest with the same source
+   * (deduplication). `activate`: it must become active (set_as_active), and is not yet.
+   */
+  | { readonly kind: "existing"; readonly version: V; readonly reason: "retry" | "duplicate"; readonly activate: boolean }
+  /** The base is not the tip (or missing once the entity has versions): STALE_BASE. */
+  | { readonly kind: "stale" }
+  /** The entity already has the version string. */
+  | { readonly kind: "version-taken"; readonly existing: V }
+  /** Confirm only: the upload is unknown here, swept, or its version was deleted. */
+  | { readonly kind: "upload-missing" }
+  /** A new version: record it; `claim` makes the caller the entity's first publisher. */
+  | { readonly kind: "create"; readonly claim: boolean };
+
+/**
+ * Decides a push (GetUploadUrl or ConfirmUpload) from what is known, in the
+ * one order the service applies everywhere:
+ *
+ * 1. access: a caller without it learns nothing more;
+ * 2. a confirm of an upload that already produced a version answers that
+ *    version, whatever force and the base say: retrying a confirm is
+ *    always safe;
+ * 3. deduplication: the same source answers its newest version unless
+ *    `force` (spec 4.2 rule 2: before push protection);
+ * 4. push protection: the base must be the tip (spec 4.7; `force` never
+ *    bypasses it);
+ * 5. the version string is free;
+ * 6. a confirm's upload is still there to confirm.
+ *
+ * An existing version answered to a confirm with `set_as_active` becomes
+ * active (the same rights as SetActiveVersion: those of a push). Pure, so
+ * the pre-check, the locked transaction and the grouped transaction all
+ * decide with it, and the tests can walk its whole table.
+ */
+export function decidePush<V extends DecidedVersion>(facts: PushFacts<V>, intent: PushIntent): PushOutcome<V> {
+  if (facts.access === "hidden" || facts.access === "forbidden") return { kind: "refused", decision: facts.access };
+  const confirm = intent.step === "confirm";
+  const existing = (version: V, reason: "retry" | "duplicate"): PushOutcome<V> => ({
+    kind: "existing",
+    version,
+    reason,
+    activate: confirm && intent.setAsActive && !version.isActive,
+  });
+  if (confirm && facts.uploadVersion !== undefined) return existing(facts.uploadVersion, "retry");
+  if (facts.duplicate !== undefined && !intent.force) return existing(facts.duplicate, "duplicate");
+  const fresh = facts.tipVersionId === undefined ? intent.baseVersionId === "" : intent.baseVersionId === facts.tipVersionId;
+  if (!fresh) return { kind: "stale" };
+  if (facts.versionTaken !== undefined) return { kind: "version-taken", existing: facts.versionTaken };
+  if (confirm && !facts.uploadIssued) return { kind: "upload-missing" };
+  return { kind: "create", claim: facts.access === "claim" };
+}

@@ -1,0 +1,24 @@
+import type { Knex } from "knex";
+
+/**
+ * Deduplication reads the newest version with a source hash: with `seq` in
+ * the index that is one index lookup however many versions share the hash,
+ * rather than a sort of all of them.
+ */
+export async function up(knex: Knex): Promise<void> {
+  await knex.schema.alterTable("versions", (t) => {
+    t.index(["entity_id", "source_hash", "seq"], "versions_entity_id_source_hash_seq_index");
+  });
+  await knex.schema.alterTable("versions", (t) => {
+    t.dropIndex(["entity_id", "source_hash"]);
+  });
+}
+
+export async function down(knex: Knex): Promise<void> {
+  await knex.schema.alterTable("versions", (t) => {
+    t.index(["entity_id", "source_hash"]);
+  });
+  await knex.schema.alterTable("versions", (t) => {
+    t.dropIndex(["entity_id", "source_hash", "seq"], "versions_entity_id_source_hash_seq_index");
+  });
+}

@@ -1,0 +1,88 @@
+// The push decision's whole table: named cases, then rules that must hold
+// over every combination of facts and intent.
+import { test } from "uvu";
+import * as assert from "uvu/assert";
+import type { Decision } from "../../src/auth/policy.js";
+import { decidePush, type PushFacts, type PushIntent } from "../../src/domain/push-decision.js";
+
+type V = { id: string; isActive: boolean };
+const v = (id: string, isActive = false): V => ({ id, isActive });
+const facts = (over: Partial<PushFacts<V>> = {}): PushFacts<V> => ({
+  access: "allow",
+  tipVersionId: "tip",
+  duplicate: undefined,
+  versionTaken: undefined,
+  uploadVersion: undefined,
+  uploadIssued: true,
+  ...over,
+});
+const intent = (over: Partial<PushIntent> = {}): PushIntent => ({ step: "confirm", baseVersionId: "tip", force: false, setAsActive: false, ...over });
+
+test("named cases", () => {
+  const cases: Array<[string, PushFacts<V>, PushIntent, unknown]> = [
+    ["a first push needs no base, and claims the entity", facts({ access: "claim", tipVersionId: undefined }), intent({ baseVersionId: "" }), { kind: "create", claim: true }],
+    ["a base named on an entity with no versions is stale", facts({ tipVersionId: undefined }), intent({ baseVersionId: "x" }), { kind: "stale" }],
+    ["the tip as base creates", facts(), intent(), { kind: "create", claim: false }],
+    ["no base once the entity has versions is stale", facts(), intent({ baseVersionId: "" }), { kind: "stale" }],
+    ["a stale base is stale even with force", facts(), intent({ baseVersionId: "old", force: true }), { kind: "stale" }],
+    ["published source answers the existing version, even from a stale base", facts({ duplicate: v("d") }), intent({ baseVersionId: "old" }), { kind: "existing", version: v("d"), reason: "duplicate", activate: false }],
+    ["force skips deduplication but not push protection", facts({ duplicate: v("d") }), intent({ force: true }), { kind: "create", claim: false }],
+    ["deduplication with set_as_active activates the existing version", facts({ duplicate: v("d") }), intent({ setAsActive: true }), { kind: "existing", version: v("d"), reason: "duplicate", activate: true }],
+    ["an existing version already active is not activated again", facts({ duplicate: v("d", true) }), intent({ setAsActive: true }), { kind: "existing", version: v("d", true), reason: "duplicate", activate: false }],
+    ["a reused upload answers its version, whatever force and the base say", facts({ uploadVersion: v("u"), tipVersionId: "newer" }), intent({ baseVersionId: "tip", force: true }), { kind: "existing", version: v("u"), reason: "retry", activate: false }],
+    ["a retried confirm with set_as_active activates its version", facts({ uploadVersion: v("u") }), intent({ setAsActive: true }), { kind: "existing", version: v("u"), reason: "retry", activate: true }],
+    ["the retry is answered before deduplication", facts({ uploadVersion: v("u"), duplicate: v("d") }), intent(), { kind: "existing", version: v("u"), reason: "retry", activate: false }],
+    ["upload-url has no upload: an upload version is not looked at", facts({ uploadVersion: v("u"), uploadIssued: false }), intent({ step: "upload-url" }), { kind: "create", claim: false }],
+    ["upload-url never activates", facts({ duplicate: v("d") }), intent({ step: "upload-url", setAsActive: true }), { kind: "existing", version: v("d"), reason: "duplicate", activate: false }],
+    ["a taken version string", facts({ versionTaken: v("t") }), intent(), { kind: "version-taken", existing: v("t") }],
+    ["push protection before the version string", facts({ versionTaken: v("t") }), intent({ baseVersionId: "old" }), { kind: "stale" }],
+    ["a swept or unknown upload", facts({ uploadIssued: false }), intent(), { kind: "upload-missing" }],
+    ["a stale push learns STALE_BASE before any upload problem", facts({ uploadIssued: false }), intent({ baseVersionId: "old" }), { kind: "stale" }],
+    ["no access: nothing else is told", facts({ access: "hidden", duplicate: v("d"), uploadVersion: v("u") }), intent(), { kind: "refused", decision: "hidden" }],
+    ["a reader may not push", facts({ access: "forbidden" }), intent(), { kind: "refused", decision: "forbidden" }],
+  ];
+  for (const [name, f, i, expected] of cases) assert.equal(decidePush(f, i), expected, name);
+});
+
+test("rules that hold over every combination", () => {
+  const accesses: Decision[] = ["allow", "claim", "hidden", "forbidden"];
+  const versions = [undefined, v("a"), v("b", true)];
+  let n = 0;
+  for (const access of accesses)
+    for (const step of ["upload-url", "confirm"] as const)
+      for (const uploadVersion of versions)
+        for (const duplicate of versions)
+          for (const tipVersionId of [undefined, "tip"])
+            for (const baseVersionId of ["", "tip", "other"])
+              for (const versionTaken of [undefined, v("t")])
+                for (const uploadIssued of [false, true])
+                  for (const force of [false, true])
+                    for (const setAsActive of [false, true]) {
+                      n++;
+                      const f = facts({ access, tipVersionId, duplicate, versionTaken, uploadVersion, uploadIssued });
+                      const i = intent({ step, baseVersionId, force, setAsActive });
+                      const o = decidePush(f, i);
+                      const label = JSON.stringify({ f, i, o });
+                      const refused = access === "hidden" || access === "forbidden";
+                      assert.is(o.kind === "refused", refused, `refused exactly without access: ${label}`);
+                      if (refused) continue;
+                      const fresh = tipVersionId === undefined ? baseVersionId === "" : baseVersionId === tipVersionId;
+                      const retry = step === "confirm" && uploadVersion !== undefined;
+                      const dedup = duplicate !== undefined && !force;
+                      if (o.kind === "create") {
+                        assert.ok(fresh && versionTaken === undefined && !retry && !dedup, `created only on the tip, with a free version string: ${label}`);
+                        assert.ok(step === "upload-url" || uploadIssued, `a confirm creates only from an issued upload: ${label}`);
+                        assert.is(o.claim, access === "claim");
+                      }
+                      if (o.kind === "stale") assert.ok(!fresh && !retry && !dedup, label);
+                      if (!fresh && !retry && !dedup) assert.is(o.kind, "stale", `push protection is never bypassed, force or not: ${label}`);
+                      if (retry) assert.ok(o.kind === "existing" && o.reason === "retry", `a retried confirm is always answered its version: ${label}`);
+                      if (o.kind === "existing") {
+                        assert.is(o.activate, step === "confirm" && setAsActive && !o.version.isActive, `activates exactly when asked and needed: ${label}`);
+                      }
+                      if (o.kind === "upload-missing") assert.is(step, "confirm");
+                    }
+  assert.is(n, 4 * 2 * 3 * 3 * 2 * 3 * 2 * 2 * 2 * 2);
+});
+
+test.run();
