@@ -1,10 +1,12 @@
+import path from "node:path";
 import type { RestVersion } from "./rest-types.js";
 
 /**
  * Where a command's words go. The result goes to stdout: with `--json`
  * exactly one JSON document (the REST answer of the command's final call),
  * otherwise text for people. Notes on the way (packed, uploading, retrying)
- * go to stderr in both modes, so stdout stays one parseable document.
+ * go to stderr, and only without `--json`: there stderr carries nothing but
+ * the error document when the command fails, so a script can parse it.
  */
 export class Output {
   constructor(
@@ -18,10 +20,16 @@ export class Output {
     this.stdout.write(this.json ? `${JSON.stringify(document, null, 2)}\n` : `${human()}\n`);
   }
 
-  /** A line about progress, on stderr. */
+  /** A line about progress, on stderr; none with --json. */
   note(line: string): void {
-    this.stderr.write(`${line}\n`);
+    if (!this.json) this.stderr.write(`${line}\n`);
   }
+}
+
+/** A path as the user would type it from here: relative to the current directory when inside it. */
+export function displayPath(file: string): string {
+  const relative = path.relative(process.cwd(), file);
+  return relative === "" || relative.startsWith("..") || path.isAbsolute(relative) ? file : relative;
 }
 
 /** Bytes for people: 512 B, 3.4 kB, 12.0 MB (powers of 1000, as npm and Docker print them). */

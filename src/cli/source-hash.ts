@@ -1,6 +1,5 @@
 import { createHash } from "node:crypto";
-import { createReadStream } from "node:fs";
-import { pipeline } from "node:stream/promises";
+import { sha256OfFile } from "./file-digest.js";
 import { comparePaths, type SourceFile } from "./source-tree.js";
 
 /** A file of a tree with the SHA-256 of its content (lowercase hex). */
@@ -13,13 +12,6 @@ export interface HashedFile extends SourceFile {
  * future change of it gives different hashes rather than colliding ones.
  */
 const listingHeader = "entity-versions source tree v1\n";
-
-/** SHA-256 of a file's bytes, streamed (packages may be large). */
-export async function sha256OfFile(file: string): Promise<string> {
-  const hash = createHash("sha256");
-  await pipeline(createReadStream(file), hash);
-  return hash.digest("hex");
-}
 
 /**
  * The source hash of a tree: SHA-256 over a canonical listing, one record
