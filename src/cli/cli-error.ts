@@ -13,7 +13,7 @@ export class CliError extends Error {
     readonly exitCode: ExitCodeValue = ExitCode.failure,
     readonly body: Record<string, unknown> = { error: message, code },
     /** Further lines printed under the message in human output (hints, the tip of a STALE_BASE). */
-    readonly details: readonly string[] = [],
+    readonly hints: readonly string[] = [],
   ) {
     super(message);
     this.name = "CliError";

@@ -51,13 +51,13 @@ function wantsJson(argv: readonly string[]): boolean {
   return argv.includes("--json");
 }
 
-/** Prints an error the way the CLI always does: `error: <message> (<CODE>)` and its details, or the JSON body with --json. */
+/** Prints an error the way the CLI always does: `error: <message> (<CODE>)` and its hints, or the JSON body with --json. */
 function report(error: CliError, json: boolean): void {
   if (json) {
     process.stderr.write(`${JSON.stringify(error.body)}\n`);
     return;
   }
-  process.stderr.write(`error: ${error.message} (${error.code})\n${error.details.map((d) => `  ${d}\n`).join("")}`);
+  process.stderr.write(`error: ${error.message} (${error.code})\n${error.hints.map((d) => `  ${d}\n`).join("")}`);
 }
 
 /** Runs the CLI on `argv` (the user's arguments) and resolves with the exit code. */
@@ -73,6 +73,12 @@ export async function run(argv: readonly string[]): Promise<number> {
     if (error instanceof CliError) {
       report(error, wantsJson(argv));
       return error.exitCode;
+    }
+    const system = error as NodeJS.ErrnoException;
+    if (error instanceof Error && typeof system.code === "string" && typeof system.syscall === "string") {
+      // A file that cannot be read or written (permissions, a full disk, a missing folder): the system says what and where.
+      report(new CliError(error.message, system.code), wantsJson(argv));
+      return ExitCode.failure;
     }
     const message = error instanceof Error ? (error.stack ?? error.message) : String(error);
     process.stderr.write(`error: ${message} (INTERNAL)\nThis is a bug in the CLI; please report it with the command you ran.\n`);

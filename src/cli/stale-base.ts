@@ -14,23 +14,23 @@ export function staleBaseError(
 ): CliError {
   const { entity, target, base, baseFrom } = push;
   const tip = error.body["latest_version"] as RestVersionRef | null | undefined;
-  const details: string[] = [];
+  const hints: string[] = [];
   if (tip !== null && tip !== undefined) {
-    details.push(`the tip of ${entity} is ${tip.version} (id ${tip.id}), published by ${tip.published_by} at ${tip.created_at}.`);
+    hints.push(`the tip of ${entity} is ${tip.version} (id ${tip.id}), published by ${tip.published_by} at ${tip.created_at}.`);
   } else {
-    details.push(`${entity} has no versions (they were deleted): a push on it is a first push, with no base; delete this folder's .entity-versions.json (or its entry for ${entity}) and push again.`);
+    hints.push(`${entity} has no versions (they were deleted): a push on it is a first push, with no base; delete this folder's .entity-versions.json (or its entry for ${entity}) and push again.`);
   }
-  details.push(
+  hints.push(
     base === undefined
       ? "this push named no base: this folder has no record of what it builds on (.entity-versions.json)."
       : `this push built on ${base} (from ${baseFrom ?? "--base"}).`,
   );
   if (tip !== null && tip !== undefined) {
-    details.push(
+    hints.push(
       "to reconcile, get the tip, merge its changes into your tree, then push on top of it:",
       `  entity-versions download ${entity} --version-id ${tip.id} -o tip.tgz`,
       `  entity-versions push ${target} --entity ${entity} --base ${tip.id}`,
     );
   }
-  return new CliError(error.message, "STALE_BASE", ExitCode.staleBase, error.body, details);
+  return new CliError(error.message, "STALE_BASE", ExitCode.staleBase, error.body, hints);
 }

@@ -33,6 +33,9 @@ function verify(version: RestVersion, got: { sizeBytes: number; md5Base64: strin
 
 async function download(entity: string, options: DownloadOptions): Promise<void> {
   if (options.versionId !== undefined && options.active === true) throw usageError("give --version-id or --active, not both.");
+  const target = path.resolve(options.output);
+  const folder = await fs.stat(path.dirname(target)).catch(() => undefined);
+  if (folder?.isDirectory() !== true) throw usageError(`the folder of -o ${options.output} does not exist: create it first.`);
   const { output, settings, api: makeApi } = contextOf(options);
   const api = makeApi();
   const versionId =
@@ -40,7 +43,6 @@ async function download(entity: string, options: DownloadOptions): Promise<void>
   const answer = (await api.call<RestDownloadAnswer>("GET", apiPath("entities", entity, "versions", versionId, "download"))).body;
   const version = answer.version;
 
-  const target = path.resolve(options.output);
   // Written beside the target and renamed once verified, so a failed download never leaves a file that looks complete.
   const partial = path.join(path.dirname(target), `.${path.basename(target)}.${randomBytes(4).toString("hex")}.part`);
   // Loaded here: the Azure SDK is most of the CLI's start-up time, and only push and download need it.
