@@ -32,13 +32,20 @@ export class ServiceError extends CliError {
     message: string,
     body: Record<string, unknown>,
   ) {
-    super(message, code, exitCodeForServiceError(code, status), body, status === 401 ? [tokenHint] : []);
+    super(message, code, exitCodeForServiceError(code, status), body, status === 401 ? [tokenHint] : (hintsByCode[code] ?? []));
     this.name = "ServiceError";
   }
 }
 
 const tokenHint =
   "The service refused the token: pass a valid one with --token or ENTITY_VERSIONS_TOKEN (`entity-versions whoami` shows what it holds).";
+
+/** What to type next, for the service errors whose own message speaks REST. */
+const hintsByCode: Readonly<Record<string, string[]>> = {
+  NO_ACTIVE_VERSION: ["activate one with `entity-versions activate ENTITY VERSION_ID` (`entity-versions list ENTITY` shows the ids)."],
+  ACTIVE_VERSION_NOT_DELETABLE: ["activate another version first with `entity-versions activate ENTITY VERSION_ID`."],
+  VERSION_ALREADY_EXISTS: ["choose another --version, or leave it out to use the current time."],
+};
 
 /** A usage error (exit 2): a flag or argument the CLI can tell is wrong before calling anything. */
 export function usageError(message: string, code = "INVALID_ARGUMENT"): CliError {

@@ -55,10 +55,11 @@ class GzipHeaderNormaliser extends Transform {
 }
 
 /**
- * Packs a listed, hashed tree into a deterministic `.tgz` at `out`: entries
- * sorted by path (UTF-8 bytes, whatever order they are given in), regular files only, named by
- * their relative paths, mode 0755 or 0644, uid and gid 0, no user or group
- * name, mtime {@link packMtime}; long or non-ASCII names in PAX headers;
+ * Packs a listed, hashed tree into a deterministic `.tgz` at `out`:
+ * regular files only, sorted by path (UTF-8 bytes, whatever order they are
+ * given in), named by their relative paths, mode 0755 or 0644, uid and gid
+ * 0, no user or group name, mtime {@link packMtime}; long or non-ASCII
+ * names in PAX headers;
  * gzip at a fixed level with mtime 0, no name and an unknown OS. The same
  * tree therefore gives the same bytes (with the same zlib). Each file's
  * content is hashed again as it is packed: a file changed since it was

@@ -15,6 +15,7 @@ const redrawMs = 100;
 export class ProgressBar {
   readonly #stream: WriteStream | undefined;
   #lastDraw = 0;
+  #drawn = -1;
 
   constructor(
     private readonly label: string,
@@ -30,6 +31,7 @@ export class ProgressBar {
     const now = Date.now();
     if (now - this.#lastDraw < redrawMs && loaded < this.total) return;
     this.#lastDraw = now;
+    this.#drawn = loaded;
     const fraction = Math.min(1, loaded / this.total);
     const filled = Math.round(fraction * width);
     this.#stream.write(
@@ -40,7 +42,7 @@ export class ProgressBar {
   /** Ends the line, so what follows starts on its own. */
   done(): void {
     if (this.#stream === undefined) return;
-    this.update(this.total);
+    if (this.#drawn < this.total) this.update(this.total);
     this.#stream.write("\n");
   }
 }
