@@ -1,0 +1,155 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import { CliError, ServiceError } from "./cli-error.js";
+import type { Settings } from "./settings.js";
+
+/** How long one call may take before it counts as a network failure. */
+const callTimeoutMs = 60_000;
+/** Longest wait between attempts, whatever Retry-After asks. */
+const maxBackoffMs = 5_000;
+
+/** How a call may be retried. */
+export interface CallOptions {
+  /**
+   * Attempts in all (1: never retried). Retried are network failures after
+   * the request may have left, and 503s (the service's "nothing was changed,
+   * retry"); calls that are not safe to repeat pass 1.
+   */
+  attempts?: number;
+  /**
+   * Also retry when the connection is refused: for the calls that finish a
+   * push (confirm), where a service restarting for a few seconds should not
+   * lose an upload already made. Elsewhere a refused connection fails at
+   * once, so a wrong URL is reported without delay.
+   */
+  retryRefused?: boolean;
+}
+
+/** A successful answer: the HTTP status (ConfirmUpload tells 201 from 200) and the JSON body. */
+export interface ApiAnswer<T> {
+  readonly status: number;
+  readonly body: T;
+  /** How many attempts it took: more than one means an earlier answer may have been lost. */
+  readonly attempts: number;
+}
+
+const refusedCodes = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH"]);
+
+/** The code of a fetch failure's cause (ECONNREFUSED, UND_ERR_SOCKET, …), else the innermost cause's message. */
+function networkCause(error: unknown): string {
+  let e: unknown = error;
+  let message = error instanceof Error ? error.message : String(error);
+  for (let depth = 0; depth < 4 && e instanceof Error; depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string") return code;
+    if (e.name === "TimeoutError" || e.name === "AbortError") return e.name;
+    message = e.message;
+    e = e.cause;
+  }
+  return message;
+}
+
+/** Encodes path segments of a REST route (ids are plain, but never trusted to be). */
+export function apiPath(...segments: string[]): string {
+  return `/api/${segments.map(encodeURIComponent).join("/")}`;
+}
+
+/**
+ * The REST JSON API over fetch, as any CLI would call it: bearer token,
+ * JSON bodies, errors turned into {@link ServiceError} with the service's
+ * code, message and body, and a service that cannot be reached into one
+ * clear message naming the URL and how to change it.
+ */
+export class ApiClient {
+  constructor(
+    readonly settings: Settings,
+    private readonly token: string,
+    /** Where notes about retries go (stderr); never stdout, which --json keeps for the answer. */
+    private readonly note: (line: string) => void = () => {},
+  ) {}
+
+  /** Calls one REST route; resolves with a 2xx answer, rejects with a CliError otherwise. */
+  async call<T>(method: string, path: string, body?: unknown, options: CallOptions = {}): Promise<ApiAnswer<T>> {
+    const attempts = options.attempts ?? 3;
+    const url = `${this.settings.url}${path}`;
+    for (let attempt = 1; ; attempt++) {
+      const last = attempt >= attempts;
+      let res: Response;
+      try {
+        res = await fetch(url, {
+          method,
+          headers: {
+            authorization: `Bearer ${this.token}`,
+            accept: "application/json",
+            ...(body === undefined ? {} : { "content-type": "application/json" }),
+          },
+          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+          signal: AbortSignal.timeout(callTimeoutMs),
+        });
+      } catch (error) {
+        const cause = networkCause(error);
+        const refused = refusedCodes.has(cause);
+        if (last || (refused && options.retryRefused !== true)) throw this.#unreachable(cause, error);
+        const wait = backoff(attempt);
+        this.note(`${method} ${path}: ${cause}; retrying in ${wait} ms (attempt ${attempt + 1} of ${attempts})`);
+        await sleep(wait);
+        continue;
+      }
+      const text = await res.text();
+      const parsed = parseJson(text);
+      if (res.ok) {
+        if (parsed === undefined) throw this.#unexpected(res.status, text);
+        return { status: res.status, body: parsed as T, attempts: attempt };
+      }
+      if (res.status === 503 && !last) {
+        const wait = Math.min(maxBackoffMs, retryAfterMs(res.headers.get("retry-after")) ?? backoff(attempt));
+        this.note(`${method} ${path}: HTTP 503 ${errorCode(parsed) ?? ""}; retrying in ${wait} ms (attempt ${attempt + 1} of ${attempts})`);
+        await sleep(wait);
+        continue;
+      }
+      const code = errorCode(parsed);
+      if (code === undefined) throw this.#unexpected(res.status, text);
+      const record = parsed as Record<string, unknown>;
+      throw new ServiceError(res.status, code, typeof record["error"] === "string" ? record["error"] : `HTTP ${res.status}`, record);
+    }
+  }
+
+  #unreachable(cause: string, error: unknown): CliError {
+    const err = new CliError(
+      `cannot reach the entity-versions service at ${this.settings.url} (${cause}): start it (\`npm start\`) or point the CLI at it with --url or ENTITY_VERSIONS_URL (the URL came from ${this.settings.urlSource}).`,
+      "SERVICE_UNREACHABLE",
+    );
+    err.cause = error;
+    return err;
+  }
+
+  #unexpected(status: number, text: string): CliError {
+    return new CliError(
+      `${this.settings.url} answered HTTP ${status} with ${text === "" ? "an empty body" : `a body that is not the API's JSON (${JSON.stringify(text.slice(0, 120))})`}: is it the entity-versions service? Check --url or ENTITY_VERSIONS_URL.`,
+      "UNEXPECTED_RESPONSE",
+    );
+  }
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+function errorCode(body: unknown): string | undefined {
+  if (typeof body !== "object" || body === null) return undefined;
+  const code = (body as Record<string, unknown>)["code"];
+  return typeof code === "string" ? code : undefined;
+}
+
+function backoff(attempt: number): number {
+  return Math.min(maxBackoffMs, 500 * 2 ** (attempt - 1));
+}
+
+function retryAfterMs(header: string | null): number | undefined {
+  if (header === null) return undefined;
+  const seconds = Number(header);
+  return Number.isFinite(seconds) && seconds >= 0 ? seconds * 1000 : undefined;
+}

@@ -1,0 +1,101 @@
+import { createHash } from "node:crypto";
+import { createWriteStream } from "node:fs";
+import { Transform, type TransformCallback } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import { BlobClient, BlockBlobClient, type StoragePipelineOptions } from "@azure/storage-blob";
+import { CliError } from "./cli-error.js";
+import { ProgressBar } from "./progress-bar.js";
+
+/** Retries of each blob request by the SDK (exponential, from 1 s): a dropped connection mid-upload costs a block, not the push. */
+const retryOptions: StoragePipelineOptions["retryOptions"] = { maxTries: 5, retryDelayInMs: 1000, maxRetryDelayInMs: 15_000, tryTimeoutInMs: 120_000 };
+/** Packages above this go up in blocks, several at once, each retried alone. */
+const maxSingleShotBytes = 8 * 1024 * 1024;
+const blockBytes = 4 * 1024 * 1024;
+const concurrency = 4;
+
+/** Where a blob came from in an error: the URL without its signature, which is a credential. */
+function withoutSas(url: string): string {
+  const u = new URL(url);
+  u.search = "";
+  return u.toString();
+}
+
+function transferError(what: string, url: string, error: unknown): CliError {
+  const status = (error as { statusCode?: unknown }).statusCode;
+  const detail = error instanceof Error ? error.message.split("\n")[0] : String(error);
+  const hint = status === 403 ? " (the signed URL was refused: it may have expired; run the command again for a fresh one)" : "";
+  const err = new CliError(`${what} ${withoutSas(url)} failed${status === undefined ? "" : ` with HTTP ${String(status)}`}: ${detail}${hint}`, "BLOB_TRANSFER_FAILED");
+  err.cause = error;
+  return err;
+}
+
+/**
+ * Uploads a file to a signed upload URL with @azure/storage-blob: one
+ * request for small files, blocks in parallel for large ones, each request
+ * retried by the SDK; a progress bar on a terminal. Content-Type is
+ * application/octet-stream as the service asks, and the blob's Content-MD5
+ * is set to the file's, so every later download can be checked against it
+ * (Azure computes none itself for a block upload).
+ */
+export async function uploadFile(url: string, file: string, sizeBytes: number, md5Base64: string, label: string): Promise<void> {
+  const bar = new ProgressBar(label, sizeBytes);
+  try {
+    await new BlockBlobClient(url, undefined, { retryOptions }).uploadFile(file, {
+      blockSize: blockBytes,
+      maxSingleShotSize: maxSingleShotBytes,
+      concurrency,
+      blobHTTPHeaders: { blobContentType: "application/octet-stream", blobContentMD5: Buffer.from(md5Base64, "base64") },
+      onProgress: (p) => bar.update(p.loadedBytes),
+    });
+  } catch (error) {
+    throw transferError("upload to", url, error);
+  } finally {
+    bar.done();
+  }
+}
+
+/** What a download wrote and what the blob store said about it. */
+export interface DownloadResult {
+  readonly sizeBytes: number;
+  readonly md5Base64: string;
+  /** The blob's Content-MD5, base64, when the store reported one. */
+  readonly reportedMd5Base64: string | undefined;
+}
+
+/** Feeds bytes to an MD5 and counts them on their way to the file. */
+class Md5Meter extends Transform {
+  bytes = 0;
+  readonly md5 = createHash("md5");
+  constructor(private readonly bar: ProgressBar) {
+    super();
+  }
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback): void {
+    this.bytes += chunk.length;
+    this.md5.update(chunk);
+    this.bar.update(this.bytes);
+    done(null, chunk);
+  }
+}
+
+/**
+ * Downloads a signed download URL to `file` (which the caller renames into
+ * place once it is verified), computing its MD5 on the way. The SDK resumes
+ * a stream that breaks off, from where it broke off.
+ */
+export async function downloadFile(url: string, file: string, expectedBytes: number, label: string): Promise<DownloadResult> {
+  const bar = new ProgressBar(label, expectedBytes);
+  const meter = new Md5Meter(bar);
+  try {
+    const res = await new BlobClient(url, undefined, { retryOptions }).download(0, undefined, { maxRetryRequests: 5 });
+    if (res.readableStreamBody === undefined) throw new Error("the blob store answered without a body");
+    await pipeline(res.readableStreamBody, meter, createWriteStream(file));
+    // Content-MD5 on a whole-blob read; x-ms-blob-content-md5 where the store answers a read as a range.
+    const md5 = res.contentMD5 ?? res.blobContentMD5;
+    const reported = md5 === undefined ? undefined : Buffer.from(md5).toString("base64");
+    return { sizeBytes: meter.bytes, md5Base64: meter.md5.digest("base64"), reportedMd5Base64: reported };
+  } catch (error) {
+    throw transferError("download from", url, error);
+  } finally {
+    bar.done();
+  }
+}

@@ -1,0 +1,51 @@
+import type { Command } from "commander";
+import { ApiClient } from "./api-client.js";
+import { Output } from "./output.js";
+import { requireToken, resolveSettings, type Settings } from "./settings.js";
+
+/** The options every command takes: where, as whom, and how to print. */
+export interface CommonOptions {
+  url?: string;
+  token?: string;
+  json?: boolean;
+}
+
+/**
+ * Adds the options every command takes. They are declared on each command
+ * rather than once on the program, because `push` has a `--version` of its
+ * own which a program-wide option parser would take for the CLI's version.
+ */
+export function withCommonOptions(command: Command): Command {
+  return command
+    .option("--url <url>", "the service's base URL (default: $ENTITY_VERSIONS_URL, else http://localhost:8080)")
+    .option("--token <jwt>", "bearer token (default: $ENTITY_VERSIONS_TOKEN, else ./data/dev-token when present)")
+    .option("--json", "print exactly one JSON document on stdout: the REST answer of the final call");
+}
+
+/**
+ * Help text written as wrapped lines in the source, made into paragraphs
+ * (single line breaks become spaces), so that commander wraps it to the
+ * terminal's width instead of breaking lines twice.
+ */
+export function prose(text: string): string {
+  return text.replace(/(?<!\n)\n(?!\n)/g, " ");
+}
+
+/** What a command's action works with. */
+export interface CommandContext {
+  readonly output: Output;
+  readonly settings: Settings;
+  /** A client with the token; fails with NO_TOKEN (exit 4) when there is none. */
+  api(): ApiClient;
+}
+
+/** The context of a command from its parsed common options. */
+export function contextOf(options: CommonOptions): CommandContext {
+  const output = new Output(options.json === true);
+  const settings = resolveSettings({ url: options.url, token: options.token });
+  return {
+    output,
+    settings,
+    api: () => new ApiClient(settings, requireToken(settings), (line) => output.note(line)),
+  };
+}

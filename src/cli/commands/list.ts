@@ -1,0 +1,42 @@
+import type { Command } from "commander";
+import { apiPath } from "../api-client.js";
+import { parseEntityId, parsePageSize } from "../arguments.js";
+import { type CommonOptions, contextOf, withCommonOptions } from "../command-context.js";
+import { formatBytes, formatTable } from "../output.js";
+import type { RestVersionList } from "../rest-types.js";
+
+interface ListOptions extends CommonOptions {
+  limit?: number;
+  pageToken?: string;
+}
+
+async function list(entity: string, options: ListOptions): Promise<void> {
+  const { output, api } = contextOf(options);
+  const query = new URLSearchParams();
+  if (options.limit !== undefined) query.set("page_size", String(options.limit));
+  if (options.pageToken !== undefined) query.set("page_token", options.pageToken);
+  const q = query.size === 0 ? "" : `?${query.toString()}`;
+  const page = (await api().call<RestVersionList>("GET", `${apiPath("entities", entity, "versions")}${q}`)).body;
+  output.result(page, () => {
+    if (page.versions.length === 0) return `${entity} has no versions.`;
+    const table = formatTable(
+      ["version", "id", "active", "published by", "created at", "size"],
+      page.versions.map((v) => [v.version, v.id, v.is_active ? "*" : "", v.published_by, v.created_at, formatBytes(Number(v.file_size_bytes))]),
+    );
+    return page.next_page_token === "" ? table : `${table}\n\nMore: entity-versions list ${entity} --page-token ${page.next_page_token}`;
+  });
+}
+
+/** `list`: one page of an entity's versions, newest first, as a table. */
+export function registerList(program: Command): void {
+  withCommonOptions(
+    program.command("list")
+      .summary("list an entity's versions, newest first")
+      .description("Lists an entity's versions, newest first, one page at a time (the active one is marked *).")
+      .argument("<entity>", "the entity", parseEntityId)
+      .option("--limit <n>", "versions per page, 1-1000 (default: the service's, 50)", parsePageSize)
+      .option("--page-token <token>", "the page after the one that printed this token")
+      .addHelpText("after", "\nExamples:\n  $ entity-versions list my-app\n  $ entity-versions list my-app --limit 5 --json")
+      .action((entity: string, options: ListOptions) => list(entity, options)),
+  );
+}

@@ -1,0 +1,229 @@
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import type { Command } from "commander";
+import { type ApiClient, apiPath } from "../api-client.js";
+import { parseEntityId, parseVersionId, parseVersionString } from "../arguments.js";
+import { CliError, ServiceError } from "../cli-error.js";
+import { type CommonOptions, contextOf, prose, withCommonOptions } from "../command-context.js";
+import { staleBaseError } from "../stale-base.js";
+import { describeVersion, displayPath, formatBytes, type Output } from "../output.js";
+import { md5OfFile } from "../file-digest.js";
+import { packTree } from "../pack.js";
+import { type PushSource, readPushSource } from "../push-source.js";
+import type { RestConfirmAnswer, RestUploadUrlAnswer, RestVersion, RestVersionList } from "../rest-types.js";
+import { readBase, recordBase, stateFileName } from "../state-file.js";
+import { secondAfter, versionStringAt } from "../version-clock.js";
+
+interface PushOptions extends CommonOptions {
+  entity: string;
+  version?: string;
+  activate?: boolean;
+  force?: boolean;
+  base?: string;
+}
+
+/** How many seconds a default version moves on when its second is taken (each try is one upload-url call). */
+const maxVersionBumps = 10;
+/** Confirm is idempotent: a lost answer is retried, and a retry returns the version the first attempt made. */
+const confirmAttempts = 4;
+
+/** The base a push builds on, and where it came from (said when the service finds it stale). */
+interface Base {
+  readonly id: string | undefined;
+  readonly from: string | undefined;
+}
+
+function resolveBase(flag: string | undefined, stateDir: string, service: string, entity: string): Base {
+  if (flag !== undefined) return { id: flag, from: "--base" };
+  const recorded = readBase(stateDir, service, entity);
+  return recorded === undefined ? { id: undefined, from: undefined } : { id: recorded.version_id, from: displayPath(path.join(stateDir, stateFileName)) };
+}
+
+/** The package to upload: packed into a scratch folder for a directory, the file itself otherwise. */
+async function packageOf(source: PushSource, scratch: string): Promise<{ file: string; sizeBytes: number; md5Base64: string }> {
+  if (source.kind === "file") return { file: source.file, sizeBytes: source.sizeBytes, md5Base64: await md5OfFile(source.file) };
+  const file = path.join(scratch, "package.tgz");
+  return { file, ...(await packTree(source.files, file)) };
+}
+
+/** Asks for upload URLs, moving a default version on by a second while that second is taken. */
+async function requestUpload(
+  api: ApiClient,
+  entity: string,
+  body: { version: string; source_hash: string; base_version_id?: string; force?: boolean },
+  versionIsDefault: boolean,
+): Promise<{ answer: RestUploadUrlAnswer; version: string }> {
+  let version = body.version;
+  for (let bump = 0; ; bump++) {
+    try {
+      const res = await api.call<RestUploadUrlAnswer>("POST", apiPath("entities", entity, "versions", "upload-url"), { ...body, version });
+      return { answer: res.body, version };
+    } catch (error) {
+      if (!(error instanceof ServiceError && error.code === "VERSION_ALREADY_EXISTS" && versionIsDefault && bump < maxVersionBumps)) throw error;
+      version = secondAfter(version);
+    }
+  }
+}
+
+/**
+ * After a retried confirm of a forced push, the service may answer
+ * UPLOAD_ALREADY_CONFIRMED: the first attempt did create the version. Only
+ * this push knew the storage path, so the version holding it is ours.
+ */
+async function versionHoldingUpload(api: ApiClient, entity: string, storagePath: string): Promise<RestVersion | undefined> {
+  const page = (await api.call<RestVersionList>("GET", `${apiPath("entities", entity, "versions")}?page_size=20`)).body;
+  return page.versions.find((v) => v.storage_path === storagePath);
+}
+
+/** Uploads the package (and the lockfile) to the URLs upload-url issued, then confirms; the confirm answer and whether it took a retry. */
+async function uploadAndConfirm(
+  api: ApiClient,
+  output: Output,
+  entity: string,
+  source: PushSource,
+  answer: RestUploadUrlAnswer & { upload_url: string; storage_path: string },
+  confirm: { version: string; base_version_id?: string; set_as_active: boolean; force?: boolean },
+): Promise<{ confirmed: RestConfirmAnswer; retried: boolean }> {
+  // Loaded here: the Azure SDK is most of the CLI's start-up time, and only push and download need it.
+  const { uploadFile } = await import("../blob-transfer.js");
+  const scratch = await fs.mkdtemp(path.join(os.tmpdir(), "entity-versions-"));
+  try {
+    const pkg = await packageOf(source, scratch);
+    output.note(`Uploading the package (${formatBytes(pkg.sizeBytes)})`);
+    await uploadFile(answer.upload_url, pkg.file, pkg.sizeBytes, pkg.md5Base64, "package");
+    let lockPath: string | undefined;
+    const lockfile = source.kind === "directory" ? source.lockfile : undefined;
+    if (lockfile !== undefined && answer.lockfile_upload_url !== undefined && answer.package_lock_path !== undefined) {
+      const { size } = await fs.stat(lockfile);
+      output.note(`Uploading package-lock.json (${formatBytes(size)})`);
+      await uploadFile(answer.lockfile_upload_url, lockfile, size, await md5OfFile(lockfile), "lockfile");
+      lockPath = answer.package_lock_path;
+    }
+    const body = {
+      ...confirm,
+      storage_path: answer.storage_path,
+      source_hash: source.sourceHash,
+      file_size_bytes: pkg.sizeBytes,
+      ...(source.kind === "directory" && source.packageJson !== undefined ? { package_json: source.packageJson } : {}),
+      ...(lockPath === undefined ? {} : { package_lock_path: lockPath }),
+    };
+    try {
+      const res = await api.call<RestConfirmAnswer>("POST", apiPath("entities", entity, "versions", "confirm"), body, {
+        attempts: confirmAttempts,
+        retryRefused: true,
+      });
+      return { confirmed: res.body, retried: res.attempts > 1 };
+    } catch (error) {
+      const mine = error instanceof ServiceError && error.code === "UPLOAD_ALREADY_CONFIRMED" ? await versionHoldingUpload(api, entity, answer.storage_path) : undefined;
+      if (mine === undefined) throw error;
+      return { confirmed: { version: mine, created: true }, retried: true };
+    }
+  } finally {
+    await fs.rm(scratch, { recursive: true, force: true });
+  }
+}
+
+/** Records a pushed version as the folder's base; the state file's path. */
+function recordPushed(stateDir: string, service: string, entity: string, v: RestVersion): string {
+  return recordBase(stateDir, service, entity, { version_id: v.id, version: v.version, source_hash: v.source_hash, via: "push", recorded_at: new Date().toISOString() });
+}
+
+/** A push of source that is already published: success, the existing version, activated if asked. */
+async function finishDeduplicated(api: ApiClient, output: Output, entity: string, existing: RestVersion, activate: boolean, stateFile: () => string): Promise<void> {
+  let version = existing;
+  if (activate && !existing.is_active) {
+    version = (await api.call<RestVersion>("PUT", apiPath("entities", entity, "active-version"), { version_id: existing.id })).body;
+  }
+  const file = stateFile();
+  output.result({ version, created: false }, () =>
+    [
+      `${entity}: this source is already published as ${describeVersion(version)}; nothing was uploaded${version.is_active && !existing.is_active ? " (it is now active)" : ""}.`,
+      `Use --force to publish it again as a new version. The next push from here builds on it (recorded in ${displayPath(file)}).`,
+    ].join("\n"),
+  );
+}
+
+async function push(target: string, options: PushOptions): Promise<void> {
+  const { output, settings, api: makeApi } = contextOf(options);
+  const api = makeApi();
+  const entity = options.entity;
+  const source = await readPushSource(target);
+  output.note(`Source ${source.summary}, source hash ${source.sourceHash}`);
+  const base = resolveBase(options.base, source.stateDir, settings.url, entity);
+  const force = options.force === true ? { force: true } : {};
+  const baseField = base.id === undefined ? {} : { base_version_id: base.id };
+  try {
+    const { answer, version } = await requestUpload(
+      api,
+      entity,
+      { version: options.version ?? versionStringAt(new Date()), source_hash: source.sourceHash, ...baseField, ...force },
+      options.version === undefined,
+    );
+    if (answer.existing_version !== undefined) {
+      const existing = answer.existing_version;
+      await finishDeduplicated(api, output, entity, existing, options.activate === true, () => recordPushed(source.stateDir, settings.url, entity, existing));
+      return;
+    }
+    const { upload_url: uploadUrl, storage_path: storagePath } = answer;
+    if (uploadUrl === undefined || storagePath === undefined) {
+      throw new CliError("the service answered upload-url with neither upload URLs nor an existing version.", "UNEXPECTED_RESPONSE");
+    }
+    const { confirmed, retried } = await uploadAndConfirm(
+      api,
+      output,
+      entity,
+      source,
+      { ...answer, upload_url: uploadUrl, storage_path: storagePath },
+      { version, ...baseField, set_as_active: options.activate === true, ...force },
+    );
+    const v = confirmed.version;
+    const file = recordPushed(source.stateDir, settings.url, entity, v);
+    output.result(confirmed, () =>
+      [
+        confirmed.created
+          ? `Published ${entity} ${describeVersion(v)} ${base.id === undefined ? "as its first version" : `on top of ${base.id}`}${v.is_active ? ", now active" : ""}.`
+          : `${entity}: this source is already published as ${describeVersion(v)}${retried ? " (the first confirm's answer was lost; the retry found the version)" : ""}.`,
+        `The next push from here builds on it (recorded in ${displayPath(file)}).`,
+      ].join("\n"),
+    );
+  } catch (error) {
+    if (error instanceof ServiceError && error.code === "STALE_BASE") throw staleBaseError(error, { entity, target, base: base.id, baseFrom: base.from });
+    throw error;
+  }
+}
+
+/** `push`: pack, hash, upload and confirm, with the folder's recorded base. */
+export function registerPush(program: Command): void {
+  withCommonOptions(
+    program.command("push")
+      .summary("publish a directory or a package file as a new version")
+      .description(
+        prose(`Publishes a new version of an entity. A directory is packed into a deterministic .tgz (sorted entries, fixed
+mtimes and owners; .git, node_modules, .entity-versions.json and what .entityversionsignore lists are left out;
+symbolic links are refused); a file is uploaded as it is. The source hash is a SHA-256 over the tree's paths,
+executable bits and contents (over the file's bytes for a file), so pushing the same source again is
+deduplicated: success, with the existing version printed. The directory's package.json is sent as the
+version's package_json, and its package-lock.json is uploaded as the version's lockfile.
+
+The push builds on the version this folder last pushed or downloaded (kept in .entity-versions.json, per
+service and entity; for a file, in the current directory), or on --base. If someone else published since,
+the service refuses with STALE_BASE (exit 3) and the CLI prints the tip and how to reconcile.`),
+      )
+      .argument("<path>", "a directory to pack, or a package file (e.g. a .tgz) to upload as is")
+      .requiredOption("--entity <id>", "the entity to publish to", parseEntityId)
+      .option("--version <version>", "the version string, YYYY.MM.DD-HHMMSS (default: now, UTC; moved on a second if taken)", parseVersionString)
+      .option("--activate", "make the new version the active one (also activates an already published one)")
+      .option("--force", "publish even if this source hash is already published (never bypasses STALE_BASE)")
+      .option("--base <version-id>", "the version this push builds on (default: the one recorded for this folder)", parseVersionId)
+      .addHelpText(
+        "after",
+        `
+Examples:
+  $ entity-versions push ./my-app --entity my-app
+  $ entity-versions push ./my-app --entity my-app --activate
+  $ entity-versions push dist/my-app.tgz --entity my-app --base 0b5c2f0e-3a1d-4c55-9f7e-2d8a4c1b9e10 --json`,
+      )
+      .action((target: string, options: PushOptions) => push(target, options)),
+  );
+}

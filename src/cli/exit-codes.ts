@@ -1,0 +1,40 @@
+/**
+ * The CLI's exit codes. Scripts branch on them, so a code's meaning never
+ * changes: 3 is the one a publishing pipeline waits for (reconcile and push
+ * again), 4 the one that says "check the entity id, the version id or your
+ * access" rather than "retry".
+ */
+export const ExitCode = Object.freeze({
+  ok: 0,
+  failure: 1,
+  usage: 2,
+  staleBase: 3,
+  noAccess: 4,
+});
+
+/** One of the values of {@link ExitCode}. */
+export type ExitCodeValue = (typeof ExitCode)[keyof typeof ExitCode];
+
+/**
+ * Service error codes that mean "not found or no access". The service
+ * answers ENTITY_NOT_FOUND both for an entity that does not exist and for one
+ * the caller may not see, so the CLI cannot tell them apart either; a token
+ * that is missing, expired or not accepted (every 401) is no access too.
+ */
+const noAccessCodes = new Set(["ENTITY_NOT_FOUND", "VERSION_NOT_FOUND", "NO_ACTIVE_VERSION", "PERMISSION_DENIED"]);
+
+/** The exit code for an error the service answered, from its `code` and HTTP status. */
+export function exitCodeForServiceError(code: string, status: number): ExitCodeValue {
+  if (code === "STALE_BASE") return ExitCode.staleBase;
+  if (noAccessCodes.has(code) || status === 401) return ExitCode.noAccess;
+  return ExitCode.failure;
+}
+
+/** The table printed by `--help` and written in the README, kept next to the codes it describes. */
+export const exitCodeHelp = `Exit codes:
+  0  success (a push of source that is already published is success)
+  1  failure (the service's error code is printed; the service unreachable)
+  2  usage: unknown command or option, a missing or malformed argument
+  3  STALE_BASE: another version was published after your base; reconcile and push again
+  4  not found or no access: ENTITY_NOT_FOUND, VERSION_NOT_FOUND, NO_ACTIVE_VERSION,
+     PERMISSION_DENIED, or no usable token (missing, malformed, expired, refused)`;

@@ -1,0 +1,88 @@
+import fs from "node:fs";
+import { Command, CommanderError } from "commander";
+import { CliError } from "./cli-error.js";
+import { registerAccessCommands } from "./commands/access.js";
+import { registerActivate } from "./commands/activate.js";
+import { registerDelete } from "./commands/delete.js";
+import { registerDownload } from "./commands/download.js";
+import { registerGet } from "./commands/get.js";
+import { registerList } from "./commands/list.js";
+import { registerPush } from "./commands/push.js";
+import { registerRollback } from "./commands/rollback.js";
+import { registerWhoami } from "./commands/whoami.js";
+import { ExitCode, exitCodeHelp } from "./exit-codes.js";
+
+const packageVersion = (JSON.parse(fs.readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
+
+/** The whole command tree; commander parses, prints help and reports usage errors. */
+export function buildProgram(): Command {
+  const program = new Command("entity-versions")
+    .description("Publish, download and manage the versions of an entity through the entity-versions REST API.")
+    .version(packageVersion, "-V, --version", "print the CLI's version")
+    // Options belong to the command they follow, so `push --version` is push's option, not the CLI's version.
+    .enablePositionalOptions()
+    .exitOverride()
+    .showSuggestionAfterError()
+    .addHelpText(
+      "after",
+      `
+Settings: --url and --token on every command, else ENTITY_VERSIONS_URL and ENTITY_VERSIONS_TOKEN, else
+http://localhost:8080 and ./data/dev-token (what \`npm start\` writes) when present.
+
+${exitCodeHelp}
+
+Example:
+  $ entity-versions push ./my-app --entity my-app --activate`,
+    );
+  registerPush(program);
+  registerDownload(program);
+  registerList(program);
+  registerGet(program);
+  registerActivate(program);
+  registerRollback(program);
+  registerDelete(program);
+  registerAccessCommands(program);
+  registerWhoami(program);
+  return program;
+}
+
+/** Whether --json was asked for, read from the raw arguments (an error can come before commander has parsed them). */
+function wantsJson(argv: readonly string[]): boolean {
+  return argv.includes("--json");
+}
+
+/** Prints an error the way the CLI always does: `error: <message> (<CODE>)` and its hints, or the JSON body with --json. */
+function report(error: CliError, json: boolean): void {
+  if (json) {
+    process.stderr.write(`${JSON.stringify(error.body)}\n`);
+    return;
+  }
+  process.stderr.write(`error: ${error.message} (${error.code})\n${error.hints.map((d) => `  ${d}\n`).join("")}`);
+}
+
+/** Runs the CLI on `argv` (the user's arguments) and resolves with the exit code. */
+export async function run(argv: readonly string[]): Promise<number> {
+  try {
+    await buildProgram().parseAsync([...argv], { from: "user" });
+    return ExitCode.ok;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      // commander has printed its message (or the help, or the version) already.
+      return error.code === "commander.helpDisplayed" || error.code === "commander.version" ? ExitCode.ok : ExitCode.usage;
+    }
+    if (error instanceof CliError) {
+      report(error, wantsJson(argv));
+      return error.exitCode;
+    }
+    const system = error as NodeJS.ErrnoException;
+    if (error instanceof Error && typeof system.code === "string" && typeof system.syscall === "string") {
+      // A file that cannot be read or written (permissions, a full disk, a missing folder): the system says what and where.
+      report(new CliError(error.message, system.code), wantsJson(argv));
+      return ExitCode.failure;
+    }
+    const message = error instanceof Error ? (error.stack ?? error.message) : String(error);
+    process.stderr.write(`error: ${message} (INTERNAL)\nThis is a bug in the CLI; please report it with the command you ran.\n`);
+    return ExitCode.failure;
+  }
+}
+

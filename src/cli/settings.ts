@@ -1,0 +1,75 @@
+import fs from "node:fs";
+import path from "node:path";
+import { CliError } from "./cli-error.js";
+import { ExitCode } from "./exit-codes.js";
+
+/** The service `npm start` runs with no configuration. */
+export const defaultServiceUrl = "http://localhost:8080";
+
+/** Where `npm start` writes its development token, relative to the folder it runs in. */
+export const devTokenFile = path.join("data", "dev-token");
+
+/** Where the CLI talks to and as whom, and where each came from (said in messages). */
+export interface Settings {
+  /** The service's base URL, without a trailing slash. */
+  readonly url: string;
+  readonly urlSource: string;
+  readonly token: string | undefined;
+  readonly tokenSource: string | undefined;
+}
+
+/** The global flags that override the environment. */
+export interface SettingsFlags {
+  url?: string | undefined;
+  token?: string | undefined;
+}
+
+const nonEmpty = (value: string | undefined): string | undefined => (value === undefined || value.trim() === "" ? undefined : value.trim());
+
+/**
+ * Settings from flags, then the environment (ENTITY_VERSIONS_URL,
+ * ENTITY_VERSIONS_TOKEN), then the development defaults: the local service
+ * and the token `npm start` left in ./data/dev-token, so that a developer
+ * who ran `npm start` in this folder needs no configuration at all.
+ */
+export function resolveSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): Settings {
+  const flagUrl = nonEmpty(flags.url);
+  const envUrl = nonEmpty(env["ENTITY_VERSIONS_URL"]);
+  const [rawUrl, urlSource] =
+    flagUrl !== undefined ? [flagUrl, "--url"] : envUrl !== undefined ? [envUrl, "ENTITY_VERSIONS_URL"] : [defaultServiceUrl, "the default"];
+  let url: URL;
+  try {
+    url = new URL(rawUrl);
+  } catch {
+    throw new CliError(`${urlSource} is not a URL: ${JSON.stringify(rawUrl)}; give the service's base URL, e.g. ${defaultServiceUrl}.`, "INVALID_ARGUMENT", ExitCode.usage);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") {
+    throw new CliError(`${urlSource} must be an http or https URL, not ${JSON.stringify(rawUrl)}.`, "INVALID_ARGUMENT", ExitCode.usage);
+  }
+  const base = url.toString().replace(/\/+$/, "");
+
+  const flagToken = nonEmpty(flags.token);
+  if (flagToken !== undefined) return { url: base, urlSource, token: flagToken, tokenSource: "--token" };
+  const envToken = nonEmpty(env["ENTITY_VERSIONS_TOKEN"]);
+  if (envToken !== undefined) return { url: base, urlSource, token: envToken, tokenSource: "ENTITY_VERSIONS_TOKEN" };
+  const file = path.join(cwd, devTokenFile);
+  let fileToken: string | undefined;
+  try {
+    fileToken = nonEmpty(fs.readFileSync(file, "utf8"));
+  } catch {
+    fileToken = undefined;
+  }
+  return fileToken === undefined
+    ? { url: base, urlSource, token: undefined, tokenSource: undefined }
+    : { url: base, urlSource, token: fileToken, tokenSource: `./${devTokenFile.split(path.sep).join("/")}` };
+}
+
+/** The token, or an error saying the three ways to give one (exit 4: no access without it). */
+export function requireToken(settings: Settings): string {
+  if (settings.token !== undefined) return settings.token;
+  throw new CliError(
+    `no token: pass --token, set ENTITY_VERSIONS_TOKEN, or run this where \`npm start\` wrote ./${devTokenFile.split(path.sep).join("/")} (mint one with \`npm run token -- --sub you --roles publisher\`).`,
+    "NO_TOKEN",
+    ExitCode.noAccess,
+  );
+}

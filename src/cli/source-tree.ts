@@ -1,0 +1,89 @@
+import fs from "node:fs/promises";
+import path from "node:path";
+import ignore, { type Ignore } from "ignore";
+import { CliError } from "./cli-error.js";
+import { ExitCode } from "./exit-codes.js";
+import { stateFileName } from "./state-file.js";
+
+/** The ignore file read at the root of a pushed directory (gitignore syntax). */
+export const ignoreFileName = ".entityversionsignore";
+
+/**
+ * Names never packed, at any depth: version control, installed
+ * dependencies (the lockfile says how to get them back) and the CLI's own
+ * state, which would otherwise change the source hash on every push.
+ */
+export const alwaysExcluded: readonly string[] = Object.freeze([".git", "node_modules", stateFileName]);
+
+/** Whether a file or folder name is never packed: {@link alwaysExcluded}, or a state file's temporary a killed CLI left. */
+function isAlwaysExcluded(name: string): boolean {
+  return alwaysExcluded.includes(name) || (name.startsWith(`${stateFileName}.`) && name.endsWith(".tmp"));
+}
+
+/** One regular file of a pushed tree. */
+export interface SourceFile {
+  /** Path relative to the root, with "/" separators: the tar entry name and the hash listing's path. */
+  readonly path: string;
+  readonly absolute: string;
+  /** Whether the owner may execute it: packed as 0755, else 0644. */
+  readonly executable: boolean;
+  readonly size: number;
+}
+
+/**
+ * Orders paths by their UTF-8 bytes, not by UTF-16 code units or a locale,
+ * so that every platform sorts a tree the same way.
+ */
+export function comparePaths(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a, "utf8"), Buffer.from(b, "utf8"));
+}
+
+/** Reads the root's ignore file into a matcher; no file means nothing but the fixed exclusions. */
+async function loadIgnore(root: string): Promise<Ignore> {
+  const matcher = ignore();
+  try {
+    matcher.add(await fs.readFile(path.join(root, ignoreFileName), "utf8"));
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+  }
+  return matcher;
+}
+
+/**
+ * The files of a directory that a push packs, sorted by path: regular files
+ * only, minus {@link alwaysExcluded} and what the root's
+ * `.entityversionsignore` excludes. Empty directories are not part of a
+ * tree. A symbolic link (or a socket, a device) is refused with the path
+ * named: following it could pack files from outside the tree and storing it
+ * would make the package depend on where it is unpacked, so the user either
+ * ignores it or replaces it with the file.
+ */
+export async function listSourceTree(root: string): Promise<SourceFile[]> {
+  const matcher = await loadIgnore(root);
+  const files: SourceFile[] = [];
+  const walk = async (dir: string, relative: string): Promise<void> => {
+    const entries = await fs.readdir(dir, { withFileTypes: true });
+    for (const entry of entries) {
+      if (isAlwaysExcluded(entry.name)) continue;
+      const rel = relative === "" ? entry.name : `${relative}/${entry.name}`;
+      const absolute = path.join(dir, entry.name);
+      if (entry.isDirectory()) {
+        if (!matcher.ignores(`${rel}/`)) await walk(absolute, rel);
+        continue;
+      }
+      if (matcher.ignores(rel)) continue;
+      if (!entry.isFile()) {
+        const kind = entry.isSymbolicLink() ? "a symbolic link" : "not a regular file";
+        throw new CliError(
+          `${rel} is ${kind}: packages hold regular files only. Add it to ${ignoreFileName} or replace it with the file it stands for.`,
+          "UNSUPPORTED_FILE_TYPE",
+          ExitCode.failure,
+        );
+      }
+      const stat = await fs.stat(absolute);
+      files.push({ path: rel, absolute, executable: (stat.mode & 0o100) !== 0, size: stat.size });
+    }
+  };
+  await walk(root, "");
+  return files.sort((a, b) => comparePaths(a.path, b.path));
+}

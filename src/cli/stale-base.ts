@@ -1,0 +1,36 @@
+import { CliError, type ServiceError } from "./cli-error.js";
+import { ExitCode } from "./exit-codes.js";
+import type { RestVersionRef } from "./rest-types.js";
+
+/**
+ * Turns the service's STALE_BASE into what a person needs to reconcile:
+ * who published the tip, when and its id, what this push built on and where
+ * that came from, and the commands that get the tip and push on top of it.
+ * Exit 3; with --json the service's error body is printed as it came.
+ */
+export function staleBaseError(
+  error: ServiceError,
+  push: { entity: string; target: string; base: string | undefined; baseFrom: string | undefined },
+): CliError {
+  const { entity, target, base, baseFrom } = push;
+  const tip = error.body["latest_version"] as RestVersionRef | null | undefined;
+  const hints: string[] = [];
+  if (tip !== null && tip !== undefined) {
+    hints.push(`the tip of ${entity} is ${tip.version} (id ${tip.id}), published by ${tip.published_by} at ${tip.created_at}.`);
+  } else {
+    hints.push(`${entity} has no versions (they were deleted): a push on it is a first push, with no base; delete this folder's .entity-versions.json (or its entry for ${entity}) and push again.`);
+  }
+  hints.push(
+    base === undefined
+      ? "this push named no base: this folder has no record of what it builds on (.entity-versions.json)."
+      : `this push built on ${base} (from ${baseFrom ?? "--base"}).`,
+  );
+  if (tip !== null && tip !== undefined) {
+    hints.push(
+      "to reconcile, get the tip, merge its changes into your tree, then push on top of it:",
+      `  entity-versions download ${entity} --version-id ${tip.id} -o tip.tgz`,
+      `  entity-versions push ${target} --entity ${entity} --base ${tip.id}`,
+    );
+  }
+  return new CliError(error.message, "STALE_BASE", ExitCode.staleBase, error.body, hints);
+}

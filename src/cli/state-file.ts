@@ -1,0 +1,78 @@
+import { randomBytes } from "node:crypto";
+import fs from "node:fs";
+import path from "node:path";
+import { CliError } from "./cli-error.js";
+
+/** The state file's name: in a pushed directory, or the current directory for file pushes and downloads. Never packed. */
+export const stateFileName = ".entity-versions.json";
+
+/** What the CLI remembers about one entity on one service: the base of the next push. */
+export interface BaseRecord {
+  readonly version_id: string;
+  readonly version: string;
+  readonly source_hash: string;
+  /** How this folder came to build on it. */
+  readonly via: "push" | "download";
+  readonly recorded_at: string;
+}
+
+/**
+ * The file's shape: bases by service URL, then by entity id. Keyed by
+ * service too, so one folder pushed to a staging and a production service
+ * keeps a base for each instead of sending one service's version id to the
+ * other.
+ */
+interface StateDocument {
+  format: 1;
+  services: Record<string, Record<string, BaseRecord>>;
+}
+
+function read(file: string): StateDocument {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, "utf8");
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return { format: 1, services: {} };
+    throw error;
+  }
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch {
+    doc = undefined;
+  }
+  const services = (doc as { services?: unknown } | undefined)?.services;
+  if (typeof doc !== "object" || doc === null || (doc as { format?: unknown }).format !== 1 || typeof services !== "object" || services === null) {
+    throw new CliError(
+      `${file} is not a state file this CLI wrote: delete it (the next push then needs --base) or fix it.`,
+      "STATE_FILE_INVALID",
+    );
+  }
+  return doc as StateDocument;
+}
+
+/** The base recorded in `dir` for this entity on this service, if any. */
+export function readBase(dir: string, service: string, entity: string): BaseRecord | undefined {
+  return read(path.join(dir, stateFileName)).services[service]?.[entity];
+}
+
+/**
+ * Records the base for this entity on this service in `dir`, keeping every
+ * other record. Written to a temporary file and renamed over the old one,
+ * so an interrupted CLI leaves the previous file or the new one, never half
+ * of one.
+ */
+export function recordBase(dir: string, service: string, entity: string, record: BaseRecord): string {
+  const file = path.join(dir, stateFileName);
+  const doc = read(file);
+  doc.services[service] = { ...doc.services[service], [entity]: record };
+  const temporary = path.join(dir, `${stateFileName}.${randomBytes(6).toString("hex")}.tmp`);
+  try {
+    fs.writeFileSync(temporary, `${JSON.stringify(doc, null, 2)}\n`);
+    fs.renameSync(temporary, file);
+  } catch (error) {
+    fs.rmSync(temporary, { force: true });
+    throw error;
+  }
+  return file;
+}

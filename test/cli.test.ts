@@ -1,0 +1,316 @@
+// The entity-versions CLI end to end: `node bin/entity-versions.js` run as
+// a real child process against a real service (SQLite, and MySQL when it is
+// reachable, as the contract suites do), with Azurite behind the signed URLs.
+import { spawn } from "node:child_process";
+import { createHash } from "node:crypto";
+import fs from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { packTree } from "../src/cli/pack.js";
+import { hashFiles } from "../src/cli/source-hash.js";
+import { listSourceTree } from "../src/cli/source-tree.js";
+import { type Backend, mysqlAvailable } from "./support/env.js";
+import { newEntityId, startService, type TestService } from "./support/service.js";
+import { bearer, token } from "./support/tokens.js";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const bin = path.join(root, "bin", "entity-versions.js");
+
+interface CliRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs the CLI as a child process. Asynchronously: the service under test
+ * runs in this process and must keep answering while the CLI waits. The
+ * environment is only what is given (no ENTITY_VERSIONS_* leaks in).
+ */
+function cli(args: string[], options: { cwd: string; env?: Record<string, string> }): Promise<CliRun> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [bin, ...args], {
+      cwd: options.cwd,
+      env: { PATH: process.env["PATH"] ?? "", ...options.env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+    const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
+    child.once("error", reject);
+    child.once("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** Fails with the CLI's output when the exit code is not the one expected. */
+function expectExit(run: CliRun, code: number, what: string): void {
+  assert.is(run.code, code, `${what}: exit ${run.code}, expected ${code}\n--- stdout\n${run.stdout}\n--- stderr\n${run.stderr}`);
+}
+
+/** The one JSON document a --json run prints. */
+function json<T = any>(run: CliRun): T {
+  return JSON.parse(run.stdout) as T;
+}
+
+/** Writes files under a folder (created). */
+function write(dir: string, files: Record<string, string>): void {
+  for (const [name, content] of Object.entries(files)) {
+    fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
+    fs.writeFileSync(path.join(dir, name), content);
+  }
+}
+
+/** The package a push of `dir` uploads, packed here with the same code. */
+async function expectedPackage(dir: string): Promise<Buffer> {
+  const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "ev-cli-expect-")), "p.tgz");
+  await packTree(await hashFiles(await listSourceTree(dir)), out);
+  return fs.readFileSync(out);
+}
+
+interface Ctx {
+  svc: TestService;
+  work: string;
+  alice: Record<string, string>;
+  bob: Record<string, string>;
+}
+
+/** The CLI against a service on `backend`; the access commands need no second backend (they add no storage of their own). */
+function defineCliSuite(backend: Backend, options: { accessCommands: boolean }): void {
+  const s = suite<Ctx>(`${backend}: cli`, {} as Ctx);
+  s.before(async (ctx) => {
+    try {
+      ctx.svc = await startService(backend);
+    } catch (error) {
+      console.error(`\n  ${backend}: cli: could not start the service:`, error);
+      throw error;
+    }
+    ctx.work = fs.mkdtempSync(path.join(os.tmpdir(), "ev-cli-"));
+    ctx.alice = { ENTITY_VERSIONS_URL: ctx.svc.url, ENTITY_VERSIONS_TOKEN: await token({ sub: "alice", roles: ["publisher"] }) };
+    ctx.bob = { ENTITY_VERSIONS_URL: ctx.svc.url, ENTITY_VERSIONS_TOKEN: await token({ sub: "bob", roles: ["publisher"] }) };
+  });
+  s.after(async (ctx) => {
+    await ctx.svc?.close();
+    if (ctx.work !== undefined) fs.rmSync(ctx.work, { recursive: true, force: true });
+  });
+
+  s("the push flow: dedup, a change on top, STALE_BASE, download, list, activate, rollback, delete", async ({ svc, work, alice, bob }) => {
+    const entity = newEntityId("cli");
+    const app = path.join(work, `${entity}-alice`);
+    write(app, {
+      "package.json": JSON.stringify({ name: "my-app", version: "1.0.0" }),
+      "package-lock.json": JSON.stringify({ lockfileVersion: 3 }),
+      "src/index.js": "console.log(1)\n",
+      ".env": "SECRET=1\n",
+      ".entityversionsignore": ".env\n",
+      "node_modules/dep/index.js": "dependency\n",
+    });
+    const at = { cwd: work, env: alice };
+
+    // A first push: created, recorded as the folder's base, manifest and lockfile sent.
+    const first = await cli(["push", app, "--entity", entity, "--json"], at);
+    expectExit(first, 0, "first push");
+    const v1 = json(first);
+    assert.is(v1.created, true);
+    assert.is(v1.version.published_by, "alice");
+    assert.equal(v1.version.package_json, { name: "my-app", version: "1.0.0" });
+    assert.ok(v1.version.package_lock_path !== undefined, "the lockfile was uploaded and confirmed");
+    assert.is(v1.version.base_version_id, undefined);
+    const state = JSON.parse(fs.readFileSync(path.join(app, ".entity-versions.json"), "utf8"));
+    assert.is(state.services[svc.url][entity].version_id, v1.version.id);
+
+    // The same tree again, with the state file now in it: deduplicated, success, the same version.
+    const again = await cli(["push", app, "--entity", entity], at);
+    expectExit(again, 0, "repeated push");
+    assert.match(again.stdout, `already published as ${v1.version.version} (id ${v1.version.id})`);
+    const againJson = await cli(["push", app, "--entity", entity, "--json"], at);
+    expectExit(againJson, 0, "repeated push, --json");
+    assert.equal(json(againJson), { version: v1.version, created: false });
+
+    // Bob's folder is a copy of the tree at v1, with its record of v1 as the base.
+    const bobDir = path.join(work, `${entity}-bob`);
+    fs.cpSync(app, bobDir, { recursive: true });
+    expectExit(await cli(["publisher", "add", entity, "bob"], at), 0, "publisher add");
+
+    // Alice pushes a change on top of v1.
+    write(app, { "src/index.js": "console.log(2)\n" });
+    const second = await cli(["push", app, "--entity", entity, "--json"], at);
+    expectExit(second, 0, "push of a change");
+    const v2 = json(second).version;
+    assert.is(v2.base_version_id, v1.version.id);
+    assert.is.not(v2.source_hash, v1.version.source_hash);
+
+    // Bob pushes his change on v1, which is no longer the tip: exit 3, with the tip and how to reconcile.
+    write(bobDir, { "src/other.js": "bob\n" });
+    const stale = await cli(["push", bobDir, "--entity", entity], { cwd: work, env: bob });
+    expectExit(stale, 3, "push on a stale base");
+    assert.match(stale.stderr, "(STALE_BASE)");
+    assert.match(stale.stderr, `the tip of ${entity} is ${v2.version} (id ${v2.id}), published by alice at ${v2.created_at}`);
+    assert.match(stale.stderr, `built on ${v1.version.id}`);
+    assert.match(stale.stderr, `--base ${v2.id}`);
+    assert.is(stale.stdout, "");
+    const staleJson = await cli(["push", bobDir, "--entity", entity, "--json"], { cwd: work, env: bob });
+    expectExit(staleJson, 3, "stale push, --json");
+    assert.is(JSON.parse(staleJson.stderr).latest_version.id, v2.id);
+    assert.is(staleJson.stdout, "");
+
+    // Download v2 as Bob: the bytes are the package Alice's tree packs to; it becomes the base of Bob's folder.
+    const tipFile = path.join(bobDir, "..", `${entity}-tip.tgz`);
+    const download = await cli(["download", entity, "--version-id", v2.id, "-o", tipFile], { cwd: bobDir, env: bob });
+    expectExit(download, 0, "download");
+    assert.match(download.stdout, "verified");
+    assert.ok(fs.readFileSync(tipFile).equals(await expectedPackage(app)), "downloaded bytes are the pushed package");
+    const onTop = await cli(["push", ".", "--entity", entity, "--json"], { cwd: bobDir, env: bob });
+    expectExit(onTop, 0, "push on top of the downloaded tip");
+    const v3 = json(onTop).version;
+    assert.is(v3.base_version_id, v2.id);
+    assert.is(v3.published_by, "bob");
+
+    // No active version yet: download --active is "not found" (exit 4).
+    const noActive = await cli(["download", entity, "--active", "-o", path.join(work, "none.tgz")], at);
+    expectExit(noActive, 4, "download of the active version when there is none");
+    assert.match(noActive.stderr, "(NO_ACTIVE_VERSION)");
+
+    // list: newest first, as a table and as the REST answer.
+    const listed = await cli(["list", entity, "--json"], at);
+    expectExit(listed, 0, "list --json");
+    assert.equal(
+      json(listed).versions.map((v: { id: string }) => v.id),
+      [v3.id, v2.id, v1.version.id],
+    );
+    const table = await cli(["list", entity], at);
+    expectExit(table, 0, "list");
+    assert.match(table.stdout, /^VERSION\s+ID\s+ACTIVE/);
+    assert.ok(table.stdout.indexOf(v3.version) < table.stdout.indexOf(v1.version.version), "newest first");
+
+    // activate, then rollback goes to the version created before the active one.
+    expectExit(await cli(["activate", entity, v3.id], at), 0, "activate");
+    const rollback = await cli(["rollback", entity], at);
+    expectExit(rollback, 0, "rollback");
+    assert.match(rollback.stdout, `rolled back to ${v2.version} (id ${v2.id}); ${v3.version} (id ${v3.id}) was active`);
+    assert.match(rollback.stdout, "created just before");
+    const active = await svc.restAs(bearer(alice.ENTITY_VERSIONS_TOKEN!)).get(`/api/entities/${entity}/active-version`);
+    assert.is(active.body.id, v2.id);
+    const get = await cli(["get", entity, v2.id, "--json"], at);
+    expectExit(get, 0, "get");
+    assert.is(json(get).is_active, true);
+
+    // delete: the active version is refused (exit 1, the service's code), another is deleted.
+    const refused = await cli(["delete", entity, v2.id], at);
+    expectExit(refused, 1, "delete of the active version");
+    assert.match(refused.stderr, "(ACTIVE_VERSION_NOT_DELETABLE)");
+    expectExit(await cli(["delete", entity, v1.version.id], at), 0, "delete");
+    const gone = await cli(["get", entity, v1.version.id], at);
+    expectExit(gone, 4, "get of a deleted version");
+    assert.match(gone.stderr, "(VERSION_NOT_FOUND)");
+  });
+
+  if (options.accessCommands) s("a package file is uploaded as is, its source hash the SHA-256 of its bytes; access commands", async ({ work, alice, bob }) => {
+    const entity = newEntityId("cli");
+    const file = path.join(work, `${entity}.tgz`);
+    fs.writeFileSync(file, Buffer.from("any bytes at all, as a prebuilt package"));
+    const pushed = await cli(["push", file, "--entity", entity, "--activate", "--json"], { cwd: work, env: alice });
+    expectExit(pushed, 0, "file push");
+    const v = json(pushed).version;
+    assert.is(v.source_hash, createHash("sha256").update(fs.readFileSync(file)).digest("hex"));
+    assert.is(v.file_size_bytes, fs.statSync(file).size);
+    assert.is(v.is_active, true);
+
+    // Bob has no access yet: the entity does not exist for him (exit 4).
+    const hidden = await cli(["list", entity], { cwd: work, env: bob });
+    expectExit(hidden, 4, "list without access");
+    assert.match(hidden.stderr, "(ENTITY_NOT_FOUND)");
+    const shared = await cli(["share", "add", entity, "bob", "--json"], { cwd: work, env: alice });
+    expectExit(shared, 0, "share add");
+    assert.equal(json(shared).shares, ["bob"]);
+    const out = path.join(work, `${entity}-copy.tgz`);
+    expectExit(await cli(["download", entity, "-o", out, "--no-track"], { cwd: work, env: bob }), 0, "download of the active version by a share");
+    assert.ok(fs.readFileSync(out).equals(fs.readFileSync(file)));
+    // A share may read but not publish: no access (exit 4, PERMISSION_DENIED).
+    const denied = await cli(["activate", entity, v.id], { cwd: work, env: bob });
+    expectExit(denied, 4, "activate by a share");
+    assert.match(denied.stderr, "(PERMISSION_DENIED)");
+    const store = await cli(["store", "add", entity, "--org", "acme", "--json"], { cwd: work, env: alice });
+    expectExit(store, 0, "store add --org");
+    assert.equal(json(store).org_stores, ["acme"]);
+    const access = await cli(["access", entity], { cwd: work, env: alice });
+    expectExit(access, 0, "access");
+    assert.match(access.stdout, /publishers:\s+alice/);
+    assert.match(access.stdout, /shared with:\s+bob/);
+  });
+
+  s.run();
+}
+
+/** Runs that need no service, or a service that is not there: once, not per backend. */
+function defineCliBasics(): void {
+  const s = suite<{ work: string }>("cli: without a service", {} as { work: string });
+  s.before((ctx) => {
+    ctx.work = fs.mkdtempSync(path.join(os.tmpdir(), "ev-cli-basics-"));
+  });
+  s.after((ctx) => fs.rmSync(ctx.work, { recursive: true, force: true }));
+
+  s("--help: the exit codes, and a command's example", async ({ work }) => {
+    const top = await cli(["--help"], { cwd: work });
+    expectExit(top, 0, "--help");
+    assert.match(top.stdout, "3  STALE_BASE");
+    const push = await cli(["push", "--help"], { cwd: work });
+    expectExit(push, 0, "push --help");
+    assert.match(push.stdout, "$ entity-versions push ./my-app --entity my-app");
+  });
+
+  s("a bad entity id is a usage error (exit 2) before any call", async ({ work }) => {
+    const run = await cli(["list", "bad id!"], { cwd: work, env: { ENTITY_VERSIONS_TOKEN: "unused" } });
+    expectExit(run, 2, "bad entity id");
+    assert.match(run.stderr, "entity ids are 1-128 ASCII letters");
+    expectExit(await cli(["push", ".", "--entity", "-x"], { cwd: work }), 2, "bad --entity");
+    expectExit(await cli(["push", ".", "--entity", "ok", "--version", "2026.02.30-000000"], { cwd: work }), 2, "impossible --version");
+    expectExit(await cli(["frobnicate"], { cwd: work }), 2, "unknown command");
+  });
+
+  s("no token anywhere: a clear message and exit 4", async ({ work }) => {
+    const run = await cli(["list", "my-app"], { cwd: work, env: { ENTITY_VERSIONS_URL: "http://127.0.0.1:9" } });
+    expectExit(run, 4, "no token");
+    assert.match(run.stderr, "(NO_TOKEN)");
+    assert.match(run.stderr, "ENTITY_VERSIONS_TOKEN");
+    // ./data/dev-token, as `npm start` writes it, is the last resort.
+    write(work, { "data/dev-token": `${await token({ sub: "dev", roles: ["publisher", "admin"], orgs: ["acme"] })}\n` });
+    const who = await cli(["whoami"], { cwd: work });
+    expectExit(who, 0, "whoami with ./data/dev-token");
+    assert.match(who.stdout, /user:\s+dev/);
+    assert.match(who.stdout, /roles:\s+publisher, admin/);
+    assert.match(who.stdout, /token:\s+from \.\/data\/dev-token/);
+    fs.rmSync(path.join(work, "data"), { recursive: true });
+  });
+
+  s("the service unreachable: the URL named, how to change it, exit 1", async ({ work }) => {
+    const port = await new Promise<number>((resolve) => {
+      const server = net.createServer().listen(0, "127.0.0.1", () => {
+        const { port } = server.address() as net.AddressInfo;
+        server.close(() => resolve(port));
+      });
+    });
+    const url = `http://127.0.0.1:${port}`;
+    const run = await cli(["list", "my-app"], { cwd: work, env: { ENTITY_VERSIONS_URL: url, ENTITY_VERSIONS_TOKEN: "any" } });
+    expectExit(run, 1, "unreachable service");
+    assert.match(run.stderr, `cannot reach the entity-versions service at ${url} (ECONNREFUSED)`);
+    assert.match(run.stderr, "ENTITY_VERSIONS_URL");
+    assert.match(run.stderr, "(SERVICE_UNREACHABLE)");
+    assert.not.match(run.stderr, "retrying", "a refused connection is reported at once");
+    assert.is(run.stdout, "");
+  });
+
+  s.run();
+}
+
+defineCliBasics();
+defineCliSuite("sqlite", { accessCommands: true });
+if (await mysqlAvailable()) defineCliSuite("mysql", { accessCommands: false });

@@ -1,0 +1,124 @@
+// The CLI's REST client against a scripted local HTTP server: which
+// failures it retries (503, a dropped connection), which it reports at once,
+// and how it turns answers that are not the API's into clear errors.
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { test } from "uvu";
+import * as assert from "uvu/assert";
+import { ApiClient } from "../../src/cli/api-client.js";
+import { CliError, ServiceError } from "../../src/cli/cli-error.js";
+
+type Step = (req: http.IncomingMessage, res: http.ServerResponse) => void;
+
+/** A server answering each request with the next step; returns its URL, the requests seen and a close function. */
+async function scripted(steps: Step[]): Promise<{ url: string; seen: { method: string; url: string; auth: string; body: string }[]; close: () => Promise<void> }> {
+  const seen: { method: string; url: string; auth: string; body: string }[] = [];
+  const server = http.createServer((req, res) => {
+    let body = "";
+    req.on("data", (c: Buffer) => (body += c.toString()));
+    req.on("end", () => {
+      seen.push({ method: req.method ?? "", url: req.url ?? "", auth: req.headers.authorization ?? "", body });
+      const step = steps[Math.min(seen.length - 1, steps.length - 1)]!;
+      step(req, res);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    seen,
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+const answer = (status: number, body: unknown, headers: Record<string, string> = {}): Step => (_req, res) => {
+  res.writeHead(status, { "content-type": "application/json", ...headers });
+  res.end(typeof body === "string" ? body : JSON.stringify(body));
+};
+const drop: Step = (req) => req.socket.destroy();
+
+function client(url: string): { api: ApiClient; notes: string[] } {
+  const notes: string[] = [];
+  return { api: new ApiClient({ url, urlSource: "--url", token: "t0k", tokenSource: "--token" }, "t0k", (n) => notes.push(n)), notes };
+}
+
+test("sends the bearer token and the JSON body; answers status and body", async () => {
+  const srv = await scripted([answer(201, { created: true })]);
+  try {
+    const { api } = client(srv.url);
+    const res = await api.call<{ created: boolean }>("POST", "/api/entities/e/versions/confirm", { a: 1 });
+    assert.equal([res.status, res.body, res.attempts], [201, { created: true }, 1]);
+    assert.equal(srv.seen, [{ method: "POST", url: "/api/entities/e/versions/confirm", auth: "Bearer t0k", body: '{"a":1}' }]);
+  } finally {
+    await srv.close();
+  }
+});
+
+test("a 503 is retried after Retry-After, and the retry's answer returned", async () => {
+  const srv = await scripted([answer(503, { error: "busy", code: "DATABASE_BUSY" }, { "retry-after": "0" }), answer(200, { ok: 1 })]);
+  try {
+    const { api, notes } = client(srv.url);
+    const res = await api.call("GET", "/x");
+    assert.is(res.attempts, 2);
+    assert.equal(res.body, { ok: 1 });
+    assert.match(notes[0] ?? "", "HTTP 503 DATABASE_BUSY; retrying");
+  } finally {
+    await srv.close();
+  }
+});
+
+test("a dropped connection is retried; with attempts 1 it is not", async () => {
+  const srv = await scripted([drop, answer(200, { ok: 2 })]);
+  try {
+    assert.equal((await client(srv.url).api.call("POST", "/confirm", {}, { attempts: 4 })).body, { ok: 2 });
+  } finally {
+    await srv.close();
+  }
+  const once = await scripted([drop, answer(200, { ok: 3 })]);
+  try {
+    await client(once.url).api.call("DELETE", "/v", undefined, { attempts: 1 });
+    assert.unreachable("a single attempt should fail");
+  } catch (error) {
+    assert.instance(error, CliError);
+    assert.is((error as CliError).code, "SERVICE_UNREACHABLE");
+    assert.is(once.seen.length, 1);
+  } finally {
+    await once.close();
+  }
+});
+
+test("an error answer becomes a ServiceError with the service's code, message and body; 4xx are not retried", async () => {
+  const srv = await scripted([answer(409, { error: "stale", code: "STALE_BASE", latest_version: null })]);
+  try {
+    await client(srv.url).api.call("POST", "/u", {});
+    assert.unreachable();
+  } catch (error) {
+    assert.instance(error, ServiceError);
+    const e = error as ServiceError;
+    assert.equal([e.status, e.code, e.message, e.exitCode], [409, "STALE_BASE", "stale", 3]);
+    assert.equal(e.body, { error: "stale", code: "STALE_BASE", latest_version: null });
+    assert.is(srv.seen.length, 1);
+  } finally {
+    await srv.close();
+  }
+});
+
+test("an answer that is not the API's JSON says so and names the URL", async () => {
+  const srv = await scripted([answer(502, "<html>bad gateway</html>")]);
+  try {
+    await client(srv.url).api.call("GET", "/x");
+    assert.unreachable();
+  } catch (error) {
+    assert.instance(error, CliError);
+    assert.is((error as CliError).code, "UNEXPECTED_RESPONSE");
+    assert.match((error as CliError).message, `${srv.url} answered HTTP 502`);
+  } finally {
+    await srv.close();
+  }
+});
+
+test.run();

@@ -1,0 +1,40 @@
+// Every command of the CLI has --help with an example (commander, in
+// process: the end-to-end suite runs the binary for the top-level help).
+import type { Command } from "commander";
+import { test } from "uvu";
+import * as assert from "uvu/assert";
+import { buildProgram } from "../../src/cli/program.js";
+
+/** Every command that does something (those with subcommands only group them). */
+function leaves(command: Command, prefix: string[] = []): { path: string; command: Command }[] {
+  return command.commands.flatMap((c) => {
+    const path = [...prefix, c.name()];
+    return c.commands.length === 0 ? [{ path: path.join(" "), command: c }] : leaves(c, path);
+  });
+}
+
+test("every command's help has a description, an example and the common options", () => {
+  const commands = leaves(buildProgram());
+  assert.equal(
+    commands.map((c) => c.path),
+    ["push", "download", "list", "get", "activate", "rollback", "delete", "access", "publisher add", "publisher remove", "share add", "share remove", "store add", "store remove", "whoami"],
+  );
+  for (const { path, command } of commands) {
+    let help = "";
+    command.configureOutput({ writeOut: (s) => (help += s) });
+    command.outputHelp();
+    assert.ok(command.description().length > 20, `${path} has a description`);
+    assert.match(help, new RegExp(`Examples?:\\n\\s+\\$ entity-versions ${path.split(" ")[0]}\\b`), `${path} has an example`);
+    for (const option of ["--url <url>", "--token <jwt>", "--json"]) assert.ok(help.includes(option), `${path} takes ${option}`);
+  }
+});
+
+test("the top-level help has the exit-code table", () => {
+  const program = buildProgram();
+  let help = "";
+  program.configureOutput({ writeOut: (s) => (help += s) });
+  program.outputHelp();
+  for (const line of ["0  success", "1  failure", "2  usage", "3  STALE_BASE", "4  not found or no access"]) assert.ok(help.includes(line), line);
+});
+
+test.run();

@@ -1,0 +1,88 @@
+// The CLI's small pieces that decide behaviour without a service: where
+// settings come from, the state file, default version strings, the exit
+// code of a service error, and the local reading of a token.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { test } from "uvu";
+import * as assert from "uvu/assert";
+import { CliError } from "../../src/cli/cli-error.js";
+import { ExitCode, exitCodeForServiceError } from "../../src/cli/exit-codes.js";
+import { requireToken, resolveSettings } from "../../src/cli/settings.js";
+import { readBase, recordBase, stateFileName } from "../../src/cli/state-file.js";
+import { summariseToken } from "../../src/cli/token-claims.js";
+import { secondAfter, versionStringAt } from "../../src/cli/version-clock.js";
+import { token } from "../support/tokens.js";
+
+const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "ev-cli-state-"));
+
+test("settings: flags, then the environment, then the development defaults", () => {
+  const cwd = fs.mkdtempSync(path.join(scratch, "cwd-"));
+  const env = { ENTITY_VERSIONS_URL: "http://env.test:9000/", ENTITY_VERSIONS_TOKEN: "env-token" };
+  assert.equal(resolveSettings({ url: "http://flag.test", token: "flag-token" }, env, cwd), {
+    url: "http://flag.test",
+    urlSource: "--url",
+    token: "flag-token",
+    tokenSource: "--token",
+  });
+  const fromEnv = resolveSettings({}, env, cwd);
+  assert.is(fromEnv.url, "http://env.test:9000");
+  assert.is(fromEnv.token, "env-token");
+  const bare = resolveSettings({}, {}, cwd);
+  assert.is(bare.url, "http://localhost:8080");
+  assert.is(bare.token, undefined);
+  assert.throws(() => requireToken(bare), (e: unknown) => e instanceof CliError && e.code === "NO_TOKEN" && e.exitCode === ExitCode.noAccess);
+  fs.mkdirSync(path.join(cwd, "data"));
+  fs.writeFileSync(path.join(cwd, "data", "dev-token"), "dev-token-value\n");
+  const dev = resolveSettings({}, {}, cwd);
+  assert.is(dev.token, "dev-token-value");
+  assert.is(dev.tokenSource, "./data/dev-token");
+  assert.throws(() => resolveSettings({ url: "ftp://x" }, {}, cwd), (e: unknown) => e instanceof CliError && e.exitCode === ExitCode.usage);
+});
+
+test("state file: one base per service and entity, others kept, written whole", () => {
+  const dir = fs.mkdtempSync(path.join(scratch, "state-"));
+  const record = (id: string) => ({ version_id: id, version: "2026.01.01-000000", source_hash: "a".repeat(64), via: "push" as const, recorded_at: "2026-01-01T00:00:00.000Z" });
+  assert.is(readBase(dir, "http://a", "app"), undefined);
+  recordBase(dir, "http://a", "app", record("v1"));
+  recordBase(dir, "http://a", "other", record("v2"));
+  recordBase(dir, "http://b", "app", record("v3"));
+  recordBase(dir, "http://a", "app", record("v4"));
+  assert.is(readBase(dir, "http://a", "app")?.version_id, "v4");
+  assert.is(readBase(dir, "http://a", "other")?.version_id, "v2");
+  assert.is(readBase(dir, "http://b", "app")?.version_id, "v3");
+  assert.equal(fs.readdirSync(dir), [stateFileName], "no temporary file left behind");
+  fs.writeFileSync(path.join(dir, stateFileName), "{not json");
+  assert.throws(() => readBase(dir, "http://a", "app"), (e: unknown) => e instanceof CliError && e.code === "STATE_FILE_INVALID");
+});
+
+test("default versions: UTC, and the next second across day and year boundaries", () => {
+  assert.is(versionStringAt(new Date("2026-03-04T05:06:07.890Z")), "2026.03.04-050607");
+  assert.is(secondAfter("2026.03.04-050607"), "2026.03.04-050608");
+  assert.is(secondAfter("2026.12.31-235959"), "2027.01.01-000000");
+  assert.is(secondAfter("2028.02.28-235959"), "2028.02.29-000000");
+});
+
+test("exit codes of service errors follow the documented table", () => {
+  assert.is(exitCodeForServiceError("STALE_BASE", 409), 3);
+  for (const code of ["ENTITY_NOT_FOUND", "VERSION_NOT_FOUND", "NO_ACTIVE_VERSION"]) assert.is(exitCodeForServiceError(code, 404), 4, code);
+  assert.is(exitCodeForServiceError("PERMISSION_DENIED", 403), 4);
+  assert.is(exitCodeForServiceError("TOKEN_EXPIRED", 401), 4);
+  assert.is(exitCodeForServiceError("VERSION_ALREADY_EXISTS", 409), 1);
+  assert.is(exitCodeForServiceError("DATABASE_UNAVAILABLE", 503), 1);
+});
+
+test("whoami's decoding: claims without the secret, expiry noticed", async () => {
+  const live = summariseToken(await token({ sub: "alice", roles: ["publisher"], orgs: ["acme"], expiresIn: 600 }));
+  assert.is(live.sub, "alice");
+  assert.equal(live.roles, ["publisher"]);
+  assert.equal(live.orgs, ["acme"]);
+  assert.is(live.expired, false);
+  assert.ok(live.expiresAt !== undefined && Date.parse(live.expiresAt) > Date.now());
+  assert.is(summariseToken(await token({ expiresIn: -10 })).expired, true);
+  assert.throws(() => summariseToken("not-a-jwt"), (e: unknown) => e instanceof CliError && e.code === "TOKEN_MALFORMED" && e.exitCode === 4);
+});
+
+test.after(() => fs.rmSync(scratch, { recursive: true, force: true }));
+
+test.run();
