@@ -1,11 +1,12 @@
 import { create, type DescField, type DescMethod, type DescService, type JsonObject, type JsonValue, type Message, ScalarType } from "@bufbuild/protobuf";
 import type { ConnectError, ContextValues } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { http } from "../../gen/google/api/annotations_pb.js";
 import { apiError } from "../errors/api-error.js";
 import type { InProcessCaller } from "../rpc/in-process-caller.js";
 import { lazyAbortSignal } from "../rpc/lazy-abort-signal.js";
 import { RequestHeaders } from "../rpc/web-headers.js";
-import { type RestBinding, restBindings } from "./http-rules.js";
+import { queryFieldPath, type RestBinding, restBindings } from "./http-rules.js";
 import { readRestJson, writeRestJson } from "./json-codec.js";
 import { renderRestError } from "./rest-error.js";
 
@@ -59,19 +60,6 @@ function queryValue(field: DescField, values: string[]): JsonValue {
   return field.fieldKind === "list" ? values.map(one) : one(values[values.length - 1]!);
 }
 
-function findQueryField(binding: RestBinding, key: string): DescField[] | undefined {
-  const path: DescField[] = [];
-  let message = binding.method.input;
-  for (const name of key.split(".")) {
-    const field = message.fields.find((f) => f.name === name || f.jsonName === name);
-    if (field === undefined) return undefined;
-    path.push(field);
-    if (field.fieldKind === "message") message = field.message;
-  }
-  const last = path[path.length - 1]!;
-  return last.fieldKind === "scalar" || (last.fieldKind === "list" && last.listKind === "scalar") ? path : undefined;
-}
-
 /** Builds the request JSON from body, query and path, as AIP-127 maps them. */
 function requestJson(binding: RestBinding, req: FastifyRequest): JsonObject {
   let json: JsonObject = {};
@@ -85,7 +73,7 @@ function requestJson(binding: RestBinding, req: FastifyRequest): JsonObject {
   }
   const query = (req.query ?? {}) as Record<string, string | string[]>;
   for (const [key, raw] of Object.entries(query)) {
-    const path = binding.body === "*" ? undefined : findQueryField(binding, key);
+    const path = binding.body === "*" ? undefined : queryFieldPath(binding, key);
     if (path === undefined) {
       throw apiError("INVALID_ARGUMENT", { field: key, problem: "no such query parameter for this request" });
     }
@@ -105,7 +93,7 @@ function requestJson(binding: RestBinding, req: FastifyRequest): JsonObject {
  * catalog as gRPC's.
  */
 export function registerRestGateway(app: FastifyInstance, options: RestGatewayOptions): void {
-  for (const binding of restBindings(options.services)) {
+  for (const binding of restBindings(options.services, http)) {
     const { method } = binding;
     const config: RestRouteConfig = { rpc: `${method.parent.typeName}/${method.name}` };
     const responseSchema = binding.responseBody?.message ?? method.output;

@@ -4,6 +4,7 @@ import knexFactory from "knex";
 import * as assert from "uvu/assert";
 import { EntityAccessService } from "../../gen/entityversions/v1/entity_access_pb.js";
 import { EntityVersionsService, GetUploadUrlRequestSchema } from "../../gen/entityversions/v1/entity_versions_pb.js";
+import { http } from "../../gen/google/api/annotations_pb.js";
 import { type RestBinding, restBindings } from "../../src/rest/http-rules.js";
 import type { Backend } from "../support/env.js";
 import { newEntityId, push, uploadOnly } from "../support/service.js";
@@ -77,7 +78,7 @@ export function fuzzSuite(backend: Backend) {
     };
     const before = await snapshot();
     const failures: string[] = [];
-    const bindings = restBindings([EntityVersionsService, EntityAccessService]);
+    const bindings = restBindings([EntityVersionsService, EntityAccessService], http);
 
     // REST: each request carries at least one fault that must be refused.
     for (let i = 0; i < 800; i++) {

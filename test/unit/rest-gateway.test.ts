@@ -8,6 +8,7 @@ import { ConnectError } from "@connectrpc/connect";
 import Fastify from "fastify";
 import { test } from "uvu";
 import * as assert from "uvu/assert";
+import { http } from "../../gen/google/api/annotations_pb.js";
 import { EntityVersionsService } from "../../gen/entityversions/v1/entity_versions_pb.js";
 import { restBindings } from "../../src/rest/http-rules.js";
 import { registerRestGateway } from "../../src/rest/rest-gateway.js";
@@ -29,7 +30,7 @@ async function gateway() {
 }
 
 test("the spec's six paths and the two added ones come from the proto's rules", () => {
-  const rules = restBindings([EntityVersionsService]).map((b) => `${b.method.name} ${b.verb} ${b.template}`);
+  const rules = restBindings([EntityVersionsService], http).map((b) => `${b.method.name} ${b.verb} ${b.template}`);
   assert.equal(rules, [
     "GetUploadUrl POST /api/entities/{entity_id}/versions/upload-url",
     "ConfirmUpload POST /api/entities/{entity_id}/versions/confirm",
