@@ -70,4 +70,24 @@ test("additional_bindings are served too, and 64-bit integers stay exact", async
   await app.close();
 });
 
+test("64-bit integers are JSON numbers at any depth, through recursive messages and maps too", async () => {
+  const putShapeResponse = registry.getMessage("fixture.v1.PutShapeResponse") as DescMessage;
+  const app = Fastify();
+  registerRestGateway(app, {
+    services: [fixture],
+    call: async () => ({
+      message: create(putShapeResponse, {
+        shape: { weight: 3n, sizes: { a: 1n }, parent: { weight: 5n, sizes: { b: 6n }, parent: { weight: 9n } }, children: { 1: { weight: 7n } } },
+      } as never) as Message,
+      header: undefined,
+    }),
+    toError: (error) => ConnectError.from(error),
+  });
+  const res = await app.inject({ method: "PUT", url: "/v1/shelves/s/shapes/x", payload: {} });
+  assert.is(res.statusCode, 200, res.body);
+  const shape = res.json();
+  assert.equal([shape.weight, shape.sizes.a, shape.parent.weight, shape.parent.sizes.b, shape.parent.parent.weight, shape.children["1"].weight], [3, 1, 5, 6, 9, 7]);
+  await app.close();
+});
+
 test.run();
