@@ -80,7 +80,7 @@ export class ErrorResponses {
       if (ref === undefined) this.#detailRefs.set(r, (ref = this.#detailSchema(r, this.#details.get(r)!)));
       return ref;
     });
-    const plainSchema: Schema = { allOf: [this.#error, { properties: { code: { enum: plain } } }] };
+    const plainSchema: Schema = { allOf: [this.#error, { type: "object", properties: { code: { enum: plain } } }] };
     if (detailed.length === 0) return plainSchema;
     if (plain.length === 0 && detailed.length === 1) return detailed[0]!;
     return { oneOf: [...(plain.length === 0 ? [] : [plainSchema]), ...detailed] };
