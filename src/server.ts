@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import type { DescMethod, Message } from "@bufbuild/protobuf";
 import { type ConnectError, type ConnectRouter, createContextValues, type Interceptor, type ServiceImpl } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import Fastify, {
@@ -12,11 +11,7 @@ import Fastify, {
   LogController,
 } from "fastify";
 import { EntityAccessService, file_entityversions_v1_entity_access } from "../gen/entityversions/v1/entity_access_pb.js";
-import {
-  type ConfirmUploadResponse,
-  EntityVersionsService,
-  file_entityversions_v1_entity_versions,
-} from "../gen/entityversions/v1/entity_versions_pb.js";
+import { EntityVersionsService, file_entityversions_v1_entity_versions } from "../gen/entityversions/v1/entity_versions_pb.js";
 import { file_grpc_health_v1_health, Health } from "../gen/grpc/health/v1/health_pb.js";
 import { file_grpc_reflection_v1_reflection, ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
 import { type Authenticator, authInterceptor } from "./auth/caller.js";
@@ -28,7 +23,9 @@ import type { Metrics } from "./ops/metrics.js";
 import type { Readiness } from "./ops/readiness.js";
 import { ReflectionService } from "./ops/reflection-service.js";
 import { renderRestError } from "./rest/rest-error.js";
+import { registerOpenApiRoutes } from "./rest/openapi-routes.js";
 import { registerRestGateway } from "./rest/rest-gateway.js";
+import { successStatus } from "./rest/success-status.js";
 import { errorInterceptor, toCatalogError } from "./rpc/error-interceptor.js";
 import { relabelDecodeErrors } from "./rpc/decode-errors.js";
 import { grpcUnaryStreamHandler, type StreamClaim } from "./rpc/grpc-unary-stream.js";
@@ -76,18 +73,13 @@ function requestLogFields(method: string, path: string, o: RpcOutcome, status: n
   };
 }
 
-/** HTTP status of a successful REST response: 201 when ConfirmUpload created a version. */
-function successStatus(method: DescMethod, response: Message): number {
-  if (method === EntityVersionsService.method.confirmUpload) return (response as ConfirmUploadResponse).created ? 201 : 200;
-  return 200;
-}
-
 /**
  * Builds the HTTP server: one Fastify instance on one port serving gRPC,
  * gRPC-Web and Connect (from the Connect router) and REST JSON (from the
  * google.api.http rules), every protocol through the same interceptors and
  * the same error catalog; plus gRPC health and reflection, /healthz,
- * /readyz and /metrics. The caller listens; tests use port 0 or inject.
+ * /readyz, /metrics, and the REST API's OpenAPI document and reference
+ * page. The caller listens; tests use port 0 or inject.
  */
 export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   // Unary gRPC calls, answered on their HTTP/2 streams; set once the
@@ -236,5 +228,6 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   app.get("/metrics", async (_req, reply) => {
     return reply.type(deps.metrics.registry.contentType).send(await deps.metrics.registry.metrics());
   });
+  registerOpenApiRoutes(app);
   return app;
 }
