@@ -7,7 +7,8 @@ import { EntityVersionsService, GetUploadUrlRequestSchema } from "../../gen/enti
 import { http } from "../../gen/google/api/annotations_pb.js";
 import { type RestBinding, restBindings } from "../../src/rest/http-rules.js";
 import type { Backend } from "../support/env.js";
-import { newEntityId, push, uploadOnly } from "../support/service.js";
+import { apiDocument } from "../support/openapi.js";
+import { answersSeen, newEntityId, push, uploadOnly } from "../support/service.js";
 import { serviceSuite } from "../support/suite.js";
 
 /** A small seeded PRNG (mulberry32), so a failing run can be replayed with FUZZ_SEED. */
@@ -152,6 +153,8 @@ export function fuzzSuite(backend: Backend) {
         json = undefined;
       }
       if (res.status >= 500 || res.status < 400 || typeof json?.code !== "string") failures.push(`REST ${b.verb} ${path} [${fault}] ${payload?.slice(0, 80)} → ${res.status} ${text.slice(0, 120)}`);
+      // Each refusal is one of the operation's documented answers, shaped as documented.
+      failures.push(...apiDocument().problems({ method: b.verb, path, status: res.status, headers: res.headers, body: json ?? text }, answersSeen[backend]).map((p) => `REST [${fault}] ${p}`));
     }
 
     // gRPC: random bytes, truncated and invalid messages to every method.
