@@ -85,11 +85,6 @@ export class OpenApiDocument {
     return new OpenApiDocument(JSON.parse(fs.readFileSync(file, "utf8")) as Json);
   }
 
-  /** The operations, by id. */
-  get operationIds(): string[] {
-    return this.#routes.map((r) => r.operationId).sort();
-  }
-
   /** The operation a request reaches, if the document has one. */
   route(method: string, requestPath: string): Route | undefined {
     const pathname = new URL(requestPath, "http://x").pathname;
