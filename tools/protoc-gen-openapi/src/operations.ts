@@ -27,10 +27,9 @@ export function bodyFields(binding: RestBinding): DescField[] {
   return binding.method.input.fields.filter((f) => !fromPath.has(f.name));
 }
 
-/** The message a binding's request body is, when it is one. */
+/** The message a binding's request body is (or holds, for a repeated or map field), if any. */
 export function requestMessage(binding: RestBinding): DescMessage | undefined {
-  if (binding.body === "*") return binding.method.input;
-  return binding.body?.fieldKind === "message" ? binding.body.message : binding.body?.fieldKind === "list" || binding.body?.fieldKind === "map" ? binding.body.message : undefined;
+  return binding.body === "*" ? binding.method.input : binding.body?.message;
 }
 
 /**
