@@ -9,6 +9,7 @@ import { JwtAuthenticator } from "./auth/jwt-authenticator.js";
 import { adminRole, publisherRole } from "./auth/policy.js";
 import { mintToken } from "./auth/tokens.js";
 import { AzureBlobStore } from "./blob/azure-blob-store.js";
+import type { BlobStore } from "./blob/blob-store.js";
 import { type EmbeddedAzurite, startEmbeddedAzurite } from "./blob/embedded-azurite.js";
 import { type Clock, systemClock } from "./clock.js";
 import type { Config } from "./config.js";
@@ -43,8 +44,9 @@ export interface App {
   close(): Promise<void>;
 }
 
-/** Parts a caller may replace (tests pin the clock, a logger, an authenticator). */
+/** Parts a caller may replace (tests pin the clock, a logger, an authenticator, or wrap the blob store to inject faults). */
 export interface AppOverrides {
+  readonly blobStore?: (store: BlobStore) => BlobStore;
   readonly clock?: Clock;
   readonly logger?: FastifyBaseLogger;
   readonly authenticator?: Authenticator;
@@ -94,8 +96,9 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     } else {
       connectionString = config.blob.connectionString;
     }
-    const blobs = new AzureBlobStore({ connectionString, container: config.blob.container, timeoutMs: config.blobTimeoutMs });
-    await blobs.ensureContainer();
+    const azure = new AzureBlobStore({ connectionString, container: config.blob.container, timeoutMs: config.blobTimeoutMs });
+    await azure.ensureContainer();
+    const blobs: BlobStore = overrides.blobStore?.(azure) ?? azure;
 
     const db = openDatabase(config.database, logger);
     stops.push(() => db.knex.destroy());
@@ -157,8 +160,9 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
       shutdownTimeoutMs: config.shutdownTimeoutMs,
     });
     stops.push(async () => {
-      // Past the bound, requests still in flight are cut off.
-      const force = setTimeout(() => (server.server as { closeAllConnections?: () => void }).closeAllConnections?.(), config.shutdownTimeoutMs);
+      // At the bound, calls still running are answered SHUTTING_DOWN (the
+      // server's shutdown signal); a moment later, whatever is still open is cut.
+      const force = setTimeout(() => (server.server as { closeAllConnections?: () => void }).closeAllConnections?.(), config.shutdownTimeoutMs + 1_000);
       await server.close();
       clearTimeout(force);
     });

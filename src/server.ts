@@ -2,7 +2,6 @@ import { randomUUID } from "node:crypto";
 import { setMaxListeners } from "node:events";
 import http2 from "node:http2";
 import { Readable } from "node:stream";
-import { type DescMethod, type Message } from "@bufbuild/protobuf";
 import { ConnectError, type ConnectRouter, createContextValues, createServiceImplSpec, type Interceptor, type ServiceImpl } from "@connectrpc/connect";
 import Fastify, {
   type FastifyBaseLogger,
@@ -14,11 +13,7 @@ import Fastify, {
   LogController,
 } from "fastify";
 import { EntityAccessService, file_entityversions_v1_entity_access } from "../gen/entityversions/v1/entity_access_pb.js";
-import {
-  type ConfirmUploadResponse,
-  EntityVersionsService,
-  file_entityversions_v1_entity_versions,
-} from "../gen/entityversions/v1/entity_versions_pb.js";
+import { EntityVersionsService, file_entityversions_v1_entity_versions } from "../gen/entityversions/v1/entity_versions_pb.js";
 import { file_grpc_health_v1_health, Health } from "../gen/grpc/health/v1/health_pb.js";
 import { file_grpc_reflection_v1_reflection, ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
 import { type AuthResult, type Authenticator, authenticateHeader, authInterceptor, authResultKey } from "./auth/caller.js";
@@ -32,7 +27,9 @@ import type { Metrics } from "./ops/metrics.js";
 import type { Readiness } from "./ops/readiness.js";
 import { ReflectionService } from "./ops/reflection-service.js";
 import { renderRestError } from "./rest/rest-error.js";
+import { registerOpenApiRoutes } from "./rest/openapi-routes.js";
 import { registerRestGateway } from "./rest/rest-gateway.js";
+import { successStatus } from "./rest/success-status.js";
 import { connectRoutes, type RpcRouteConfig } from "./rpc/connect-routes.js";
 import { deadlineInterceptor } from "./rpc/deadline-interceptor.js";
 import { errorInterceptor, toCatalogError } from "./rpc/error-interceptor.js";
@@ -72,12 +69,6 @@ function requestIdFor(sent: string | string[] | undefined): string {
   return typeof sent === "string" && requestIdPattern.test(sent) ? sent : randomUUID();
 }
 
-/** HTTP status of a successful REST response: 201 when ConfirmUpload created a version. */
-function successStatus(method: DescMethod, response: Message): number {
-  if (method === EntityVersionsService.method.confirmUpload) return (response as ConfirmUploadResponse).created ? 201 : 200;
-  return 200;
-}
-
 /**
  * Ends an answered HTTP/2 stream whose body was left unread with
  * RST_STREAM NO_ERROR (RFC 9113, 8.1), so its client stops sending: without
@@ -92,6 +83,11 @@ function endUnreadStream(req: http2.Http2ServerRequest): void {
       if (!stream.closed) stream.close(http2.constants.NGHTTP2_NO_ERROR);
     });
   });
+}
+
+/** The catalog error of an aborted wait: the server stopping, else the deadline. */
+function deadlineOrShutdown(reason: unknown): ConnectError {
+  return reason instanceof ConnectError ? reason : apiError("DEADLINE_EXCEEDED", {}, { cause: reason });
 }
 
 /** The RPC route config of a request, when its route serves an RPC. */
@@ -187,8 +183,12 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     reply.header("x-request-id", req.id);
     if (req.raw instanceof http2.Http2ServerRequest) endUnreadStream(req.raw);
     // From the headers alone, before any body is read: a caller who may
-    // not call costs the server no body.
-    if (rpcRoute(req)?.authenticate === true) req.auth = await authenticateHeader(deps.authenticator, req.headers.authorization ?? null);
+    // not call costs the server no body. Bounded like the call itself.
+    if (rpcRoute(req)?.authenticate === true) {
+      const bound = AbortSignal.any([AbortSignal.timeout(limits.defaultDeadlineMs), shutdown.signal]);
+      req.auth = await authenticateHeader(deps.authenticator, req.headers.authorization ?? null, bound);
+      if ("error" in req.auth && bound.aborted) req.auth = { error: deadlineOrShutdown(req.auth.error) };
+    }
   });
   // REST bodies are read by Fastify's JSON parser: guarded as Connect's are.
   app.addHook("preParsing", async (req, reply, payload) => {
@@ -294,6 +294,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     toError,
   });
 
+  registerOpenApiRoutes(app);
   app.get("/healthz", async () => ({ status: "ok" }));
   app.get("/readyz", async (_req, reply) => {
     const report = await deps.readiness.check();

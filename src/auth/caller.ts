@@ -31,10 +31,28 @@ export const authResultKey = createContextKey<AuthResult | undefined>(undefined,
 /** The context value the auth interceptor fills for every RPC. */
 export const callerKey = createContextKey<Caller | undefined>(undefined, { description: "caller" });
 
-/** Authenticates one Authorization header, keeping a refusal as a value rather than a rejection. */
-export async function authenticateHeader(authenticator: Authenticator, authorization: string | null): Promise<AuthResult> {
+/**
+ * Authenticates one Authorization header, keeping a refusal as a value
+ * rather than a rejection. With a signal, gives up when it aborts (the
+ * call's deadline, the server stopping), with its reason as the refusal:
+ * a signing-key fetch that hangs must not hold the caller past either.
+ */
+export async function authenticateHeader(authenticator: Authenticator, authorization: string | null, signal?: AbortSignal): Promise<AuthResult> {
   try {
-    return { caller: await authenticator.authenticate(authorization) };
+    const authenticating = authenticator.authenticate(authorization);
+    if (signal === undefined) return { caller: await authenticating };
+    if (signal.aborted) return { error: signal.reason };
+    let onAbort: (() => void) | undefined;
+    const aborted = new Promise<never>((_, reject) => {
+      onAbort = () => reject(signal.reason);
+      signal.addEventListener("abort", onAbort, { once: true });
+    });
+    try {
+      return { caller: await Promise.race([authenticating, aborted]) };
+    } finally {
+      signal.removeEventListener("abort", onAbort!);
+      authenticating.catch(() => undefined);
+    }
   } catch (error) {
     return { error };
   }

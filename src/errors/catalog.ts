@@ -138,10 +138,6 @@ export const catalog = Object.freeze({
     (p) => `The upload at "${p.path}" changed while it was being confirmed: finish uploading, then confirm again.`,
     { retryable: true },
   ),
-  UPLOAD_ALREADY_CONFIRMED: spec<{ path: string; versionId: string }>(
-    Code.AlreadyExists,
-    (p) => `The upload at "${p.path}" is already version "${p.versionId}": request a new upload URL for a new version.`,
-  ),
   AUTH_REQUIRED: spec(
     Code.Unauthenticated,
     () => "Authentication required: send Authorization: Bearer <token> (gRPC: authorization metadata). See the README for development tokens.",

@@ -1,6 +1,14 @@
 import { type DescField, type DescMessage, type DescMethod, type DescService, getOption, hasOption } from "@bufbuild/protobuf";
-import { http } from "../../gen/google/api/annotations_pb.js";
+import type { GenExtension } from "@bufbuild/protobuf/codegenv2";
+import type { MethodOptions } from "@bufbuild/protobuf/wkt";
 import type { HttpRule } from "../../gen/google/api/http_pb.js";
+
+/**
+ * The google.api.http extension. Passed in rather than imported, so that
+ * these rules also run where gen/ is not there to import: the OpenAPI
+ * generator reads the same rules from the descriptors buf hands it.
+ */
+export type HttpRuleOption = GenExtension<MethodOptions, HttpRule>;
 
 /** An HTTP verb a google.api.http rule can bind. */
 export type HttpVerb = "GET" | "PUT" | "POST" | "DELETE" | "PATCH";
@@ -89,20 +97,40 @@ function binding(method: DescMethod, rule: HttpRule, where: string): RestBinding
 }
 
 /**
+ * The REST bindings of one RPC, of any kind, from its google.api.http rule
+ * and additional_bindings; none when it has no rule. Throws HttpRuleError
+ * for a rule the gateway cannot serve.
+ */
+export function methodBindings(method: DescMethod, httpRule: HttpRuleOption): RestBinding[] {
+  if (!hasOption(method, httpRule)) return [];
+  const rule = getOption(method, httpRule);
+  const where = `${method.parent.typeName}.${method.name}`;
+  return [binding(method, rule, where), ...rule.additionalBindings.map((extra) => binding(method, extra, `${where} (additional binding)`))];
+}
+
+/**
  * Reads the REST bindings of every unary RPC of the services from their
  * google.api.http rules (and additional_bindings). Done once at start-up:
  * the proto is the only place a REST path is written.
  */
-export function restBindings(services: readonly DescService[]): RestBinding[] {
-  const bindings: RestBinding[] = [];
-  for (const service of services) {
-    for (const method of service.methods) {
-      if (method.methodKind !== "unary" || !hasOption(method, http)) continue;
-      const rule = getOption(method, http);
-      const where = `${service.typeName}.${method.name}`;
-      bindings.push(binding(method, rule, where));
-      for (const extra of rule.additionalBindings) bindings.push(binding(method, extra, `${where} (additional binding)`));
-    }
+export function restBindings(services: readonly DescService[], httpRule: HttpRuleOption): RestBinding[] {
+  return services.flatMap((service) => service.methods.filter((m) => m.methodKind === "unary").flatMap((m) => methodBindings(m, httpRule)));
+}
+
+/**
+ * The request field a query parameter sets (AIP-127): a scalar or repeated
+ * scalar field, reached through message fields by a dotted path, each part
+ * by its proto or JSON name; undefined when the key names no such field.
+ */
+export function queryFieldPath(binding: RestBinding, key: string): DescField[] | undefined {
+  const path: DescField[] = [];
+  let message = binding.method.input;
+  for (const name of key.split(".")) {
+    const field = message.fields.find((f) => f.name === name || f.jsonName === name);
+    if (field === undefined) return undefined;
+    path.push(field);
+    if (field.fieldKind === "message") message = field.message;
   }
-  return bindings;
+  const last = path[path.length - 1]!;
+  return last.fieldKind === "scalar" || (last.fieldKind === "list" && last.listKind === "scalar") ? path : undefined;
 }

@@ -1,34 +1,13 @@
 import {
-  type DescField,
   type DescMessage,
   fromJson,
   type JsonObject,
   type JsonValue,
   type Message,
-  ScalarType,
   toJson,
 } from "@bufbuild/protobuf";
 import { apiError } from "../errors/api-error.js";
-
-const int64Types = new Set([ScalarType.INT64, ScalarType.UINT64, ScalarType.SINT64, ScalarType.FIXED64, ScalarType.SFIXED64]);
-
-// Fields whose JSON holds 64-bit integers somewhere below, per message
-// type; computed once per type, since responses are rendered on the hot path.
-const plans = new Map<string, readonly DescField[]>();
-
-function int64Plan(message: DescMessage, seen = new Set<string>()): readonly DescField[] {
-  const cached = plans.get(message.typeName);
-  if (cached !== undefined) return cached;
-  if (seen.has(message.typeName) || message.typeName.startsWith("google.protobuf.")) return [];
-  seen.add(message.typeName);
-  const fields = message.fields.filter((f) => {
-    if (f.scalar !== undefined && int64Types.has(f.scalar)) return true;
-    const sub = f.fieldKind === "message" ? f.message : f.fieldKind === "list" || f.fieldKind === "map" ? f.message : undefined;
-    return sub !== undefined && int64Plan(sub, seen).length > 0;
-  });
-  plans.set(message.typeName, fields);
-  return fields;
-}
+import { int64NumberFields } from "./int64-json.js";
 
 function asNumber(value: JsonValue): JsonValue {
   if (typeof value !== "string") return value;
@@ -37,7 +16,7 @@ function asNumber(value: JsonValue): JsonValue {
 }
 
 function numbersIn(message: DescMessage, json: JsonObject): void {
-  for (const field of int64Plan(message)) {
+  for (const field of int64NumberFields(message)) {
     const value = json[field.name];
     if (value === undefined || value === null) continue;
     const sub = field.fieldKind === "message" || field.fieldKind === "list" || field.fieldKind === "map" ? field.message : undefined;
@@ -68,7 +47,7 @@ function numbersIn(message: DescMessage, json: JsonObject): void {
  */
 export function writeRestJson(schema: DescMessage, message: Message): JsonObject {
   const json = toJson(schema, message, { useProtoFieldName: true, alwaysEmitImplicit: true }) as JsonObject;
-  if (int64Plan(schema).length > 0) numbersIn(schema, json);
+  if (int64NumberFields(schema).length > 0) numbersIn(schema, json);
   return json;
 }
 

@@ -5,7 +5,8 @@ import { apiError, reasonOf } from "../errors/api-error.js";
 import type { RpcRouteConfig } from "../rpc/connect-routes.js";
 import { codeName, type RpcOutcome } from "../rpc/observe-interceptor.js";
 import type { InProcessCaller } from "../rpc/in-process-caller.js";
-import { type RestBinding, restBindings } from "./http-rules.js";
+import { http } from "../../gen/google/api/annotations_pb.js";
+import { queryFieldPath, type RestBinding, restBindings } from "./http-rules.js";
 import { readRestJson, writeRestJson } from "./json-codec.js";
 import { renderRestError } from "./rest-error.js";
 
@@ -63,19 +64,6 @@ function queryValue(field: DescField, values: string[]): JsonValue {
   return field.fieldKind === "list" ? values.map(one) : one(values[values.length - 1]!);
 }
 
-function findQueryField(binding: RestBinding, key: string): DescField[] | undefined {
-  const path: DescField[] = [];
-  let message = binding.method.input;
-  for (const name of key.split(".")) {
-    const field = message.fields.find((f) => f.name === name || f.jsonName === name);
-    if (field === undefined) return undefined;
-    path.push(field);
-    if (field.fieldKind === "message") message = field.message;
-  }
-  const last = path[path.length - 1]!;
-  return last.fieldKind === "scalar" || (last.fieldKind === "list" && last.listKind === "scalar") ? path : undefined;
-}
-
 /** Builds the request JSON from body, query and path, as AIP-127 maps them. */
 function requestJson(binding: RestBinding, req: FastifyRequest): JsonObject {
   let json: JsonObject = {};
@@ -89,7 +77,7 @@ function requestJson(binding: RestBinding, req: FastifyRequest): JsonObject {
   }
   const query = (req.query ?? {}) as Record<string, string | string[]>;
   for (const [key, raw] of Object.entries(query)) {
-    const path = binding.body === "*" ? undefined : findQueryField(binding, key);
+    const path = binding.body === "*" ? undefined : queryFieldPath(binding, key);
     if (path === undefined) {
       throw apiError("INVALID_ARGUMENT", { field: key, problem: "no such query parameter for this request" });
     }
@@ -130,7 +118,7 @@ function clientGone(reply: FastifyReply): AbortSignal {
  * is answered before Fastify reads its body.
  */
 export function registerRestGateway(app: FastifyInstance, options: RestGatewayOptions): void {
-  for (const binding of restBindings(options.services)) {
+  for (const binding of restBindings(options.services, http)) {
     const { method } = binding;
     const config: RpcRouteConfig = { rpc: `${method.parent.typeName}/${method.name}`, authenticate: true, gateway: "rest" };
     const responseSchema = binding.responseBody?.message ?? method.output;

@@ -4,9 +4,11 @@ import knexFactory from "knex";
 import * as assert from "uvu/assert";
 import { EntityAccessService } from "../../gen/entityversions/v1/entity_access_pb.js";
 import { EntityVersionsService, GetUploadUrlRequestSchema } from "../../gen/entityversions/v1/entity_versions_pb.js";
+import { http } from "../../gen/google/api/annotations_pb.js";
 import { type RestBinding, restBindings } from "../../src/rest/http-rules.js";
 import type { Backend } from "../support/env.js";
-import { newEntityId, push, uploadOnly } from "../support/service.js";
+import { apiDocument } from "../support/openapi.js";
+import { answersSeen, newEntityId, push, uploadOnly } from "../support/service.js";
 import { serviceSuite } from "../support/suite.js";
 
 /** A small seeded PRNG (mulberry32), so a failing run can be replayed with FUZZ_SEED. */
@@ -77,7 +79,7 @@ export function fuzzSuite(backend: Backend) {
     };
     const before = await snapshot();
     const failures: string[] = [];
-    const bindings = restBindings([EntityVersionsService, EntityAccessService]);
+    const bindings = restBindings([EntityVersionsService, EntityAccessService], http);
 
     // REST: each request carries at least one fault that must be refused.
     for (let i = 0; i < 800; i++) {
@@ -151,6 +153,8 @@ export function fuzzSuite(backend: Backend) {
         json = undefined;
       }
       if (res.status >= 500 || res.status < 400 || typeof json?.code !== "string") failures.push(`REST ${b.verb} ${path} [${fault}] ${payload?.slice(0, 80)} → ${res.status} ${text.slice(0, 120)}`);
+      // Each refusal is one of the operation's documented answers, shaped as documented.
+      failures.push(...apiDocument().problems({ method: b.verb, path, status: res.status, headers: res.headers, body: json ?? text }, answersSeen[backend]).map((p) => `REST [${fault}] ${p}`));
     }
 
     // gRPC: random bytes, truncated and invalid messages to every method.

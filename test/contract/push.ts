@@ -3,7 +3,7 @@ import { BlobServiceClient } from "@azure/storage-blob";
 import * as assert from "uvu/assert";
 import { AzureBlobStore } from "../../src/blob/azure-blob-store.js";
 import type { Backend } from "../support/env.js";
-import { newEntityId, newSourceHash, nextVersionString, push, putBlob, uploadOnly } from "../support/service.js";
+import { blobStoreWith, newEntityId, newSourceHash, nextVersionString, push, putBlob, startService, uploadOnly } from "../support/service.js";
 import { serviceSuite } from "../support/suite.js";
 
 const isoUtc = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
@@ -349,6 +349,22 @@ export function pushSuite(backend: Backend) {
     assert.is(ids.size, 1, "every confirm answers the one version");
     const active = await svc.rest.get(`/api/entities/${e}/active-version`);
     assert.is(active.body.id, [...ids][0], "a confirm that asked for activation got it, whichever created the version");
+  });
+
+  s("an upload that keeps changing while it is confirmed is 409 UPLOAD_CHANGED, and nothing is recorded", async () => {
+    const svc = await startService(backend, {
+      // The staged package changes between its check and its copy, every time.
+      blobStore: (store) => blobStoreWith(store, { copyOnce: async () => "source-changed" }),
+    });
+    try {
+      const e = newEntityId();
+      const p = await push(svc, e);
+      assert.equal([p.confirm!.status, p.confirm!.body.code], [409, "UPLOAD_CHANGED"]);
+      assert.is(p.confirm!.headers.get("retry-after"), "1");
+      assert.is((await svc.rest.get(`/api/entities/${e}/versions`)).body.code, "ENTITY_NOT_FOUND", "not even the entity was made");
+    } finally {
+      await svc.close();
+    }
   });
 
   s("bad input is 400 INVALID_ARGUMENT naming the field", async ({ svc }) => {

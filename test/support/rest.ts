@@ -7,9 +7,16 @@ export interface RestResponse<T = any> {
   readonly headers: Headers;
 }
 
+/** Sees every answer, with the request's method and path; throws to fail the request. */
+export type AnswerCheck = (method: string, path: string, res: RestResponse) => void;
+
 /** A tiny REST client bound to a base URL. */
 export class RestClient {
-  constructor(readonly baseUrl: string, readonly defaultHeaders: Record<string, string> = {}) {}
+  constructor(
+    readonly baseUrl: string,
+    readonly defaultHeaders: Record<string, string> = {},
+    readonly check?: AnswerCheck,
+  ) {}
 
   async request<T = any>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<RestResponse<T>> {
     const init: RequestInit = { method, headers: { ...this.defaultHeaders, ...headers } };
@@ -25,7 +32,9 @@ export class RestClient {
     } catch {
       // keep the text: the assertion will show it
     }
-    return { status: res.status, body: parsed as T, headers: res.headers };
+    const answer = { status: res.status, body: parsed as T, headers: res.headers };
+    this.check?.(method, path, answer);
+    return answer;
   }
 
   get<T = any>(path: string, headers?: Record<string, string>) {

@@ -9,10 +9,13 @@ import { Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { createLogger } from "../../src/ops/logger.js";
 import { type App, createApp } from "../../src/app.js";
+import type { BlobStore } from "../../src/blob/blob-store.js";
+import type { Authenticator } from "../../src/auth/caller.js";
 import { loadConfig } from "../../src/config.js";
 import { type Backend, createTestDatabase, sharedAzurite, type TestDatabase } from "./env.js";
 import { GrpcClient } from "./grpc-client.js";
-import { RestClient } from "./rest.js";
+import { apiDocument } from "./openapi.js";
+import { type AnswerCheck, RestClient } from "./rest.js";
 import { bearer, testAuth, token } from "./tokens.js";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
@@ -54,17 +57,24 @@ export async function serviceEnv(db: TestDatabase, extra: Record<string, string>
 
 let testerToken: Promise<string> | undefined;
 
-/** Clients for a service at `url`: the default ones act as "tester", a publisher. */
-async function clients(url: string) {
+/**
+ * The operation, status and code of every REST answer the test services
+ * gave, per backend: each was held to the OpenAPI document on arrival.
+ */
+export const answersSeen: Record<Backend, Set<string>> = { mysql: new Set(), sqlite: new Set() };
+
+/** Clients for a service at `url`: the default ones act as "tester", a publisher. Their answers are held to the OpenAPI document. */
+async function clients(url: string, backend: Backend) {
   testerToken ??= token({ sub: "tester", roles: ["publisher"], expiresIn: 24 * 3600 });
   const auth = bearer(await testerToken);
   const address = url.replace(/^http:\/\//, "");
   const extra: GrpcClient[] = [];
   const grpc = new GrpcClient(address, auth);
+  const check: AnswerCheck = (method, path, res) => apiDocument().check({ method, path, ...res }, answersSeen[backend]);
   return {
-    rest: new RestClient(url, auth),
+    rest: new RestClient(url, auth, check),
     grpc,
-    restAs: (headers: Record<string, string>) => new RestClient(url, headers),
+    restAs: (headers: Record<string, string>) => new RestClient(url, headers, check),
     grpcAs: (metadata: Record<string, string>) => {
       const client = new GrpcClient(address, metadata);
       extra.push(client);
@@ -77,14 +87,24 @@ async function clients(url: string) {
 /** Starts the service in this process on a fresh database (or the one given). */
 export async function startService(
   backend: Backend,
-  options: { db?: TestDatabase; env?: Record<string, string>; logger?: ReturnType<typeof createLogger> } = {},
+  options: {
+    db?: TestDatabase;
+    env?: Record<string, string>;
+    logger?: ReturnType<typeof createLogger>;
+    authenticator?: Authenticator;
+    blobStore?: (store: BlobStore) => BlobStore;
+  } = {},
 ): Promise<TestService & { app: App }> {
   const db = options.db ?? (await createTestDatabase(backend));
   const env = await serviceEnv(db, options.env);
   const config = loadConfig(env);
-  const app = await createApp(config, { logger: options.logger ?? createLogger(config.logLevel) });
+  const app = await createApp(config, {
+    logger: options.logger ?? createLogger(config.logLevel),
+    ...(options.authenticator === undefined ? {} : { authenticator: options.authenticator }),
+    ...(options.blobStore === undefined ? {} : { blobStore: options.blobStore }),
+  });
   const url = await app.server.listen({ host: config.host, port: 0 });
-  const { closeClients, ...c } = await clients(url);
+  const { closeClients, ...c } = await clients(url, backend);
   return {
     app,
     url,
@@ -151,7 +171,7 @@ export async function spawnService(
       reject(new Error(`service exited with ${code}: ${out.slice(-2000)}`));
     });
   });
-  const { closeClients, ...c } = await clients(url);
+  const { closeClients, ...c } = await clients(url, db.url.startsWith("sqlite:") ? "sqlite" : "mysql");
   return {
     child,
     output: () => output,
@@ -261,4 +281,18 @@ export function memoryLogger(level = "info"): { logger: ReturnType<typeof create
     },
   });
   return { logger: createLogger(level, sink), text: () => text };
+}
+
+/** A blob store that answers as `store` does, but for the calls `faults` replaces (to inject failures). */
+export function blobStoreWith(store: BlobStore, faults: Partial<BlobStore>): BlobStore {
+  return {
+    signUploadUrl: (path, expiresOn) => store.signUploadUrl(path, expiresOn),
+    signDownloadUrl: (path, expiresOn) => store.signDownloadUrl(path, expiresOn),
+    stat: (path, signal) => store.stat(path, signal),
+    copyOnce: (source, destination, ifMatch, signal) => store.copyOnce(source, destination, ifMatch, signal),
+    deleteIfExists: (path, signal) => store.deleteIfExists(path, signal),
+    list: (prefix) => store.list(prefix),
+    ping: () => store.ping(),
+    ...faults,
+  };
 }

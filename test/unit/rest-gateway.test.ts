@@ -8,6 +8,7 @@ import { ConnectError, createContextValues } from "@connectrpc/connect";
 import Fastify from "fastify";
 import { test } from "uvu";
 import * as assert from "uvu/assert";
+import { http } from "../../gen/google/api/annotations_pb.js";
 import { EntityVersionsService } from "../../gen/entityversions/v1/entity_versions_pb.js";
 import { restBindings } from "../../src/rest/http-rules.js";
 import { registerRestGateway } from "../../src/rest/rest-gateway.js";
@@ -36,7 +37,7 @@ async function gateway() {
 }
 
 test("the spec's six paths and the two added ones come from the proto's rules", () => {
-  const rules = restBindings([EntityVersionsService]).map((b) => `${b.method.name} ${b.verb} ${b.template}`);
+  const rules = restBindings([EntityVersionsService], http).map((b) => `${b.method.name} ${b.verb} ${b.template}`);
   assert.equal(rules, [
     "GetUploadUrl POST /api/entities/{entity_id}/versions/upload-url",
     "ConfirmUpload POST /api/entities/{entity_id}/versions/confirm",
@@ -73,6 +74,30 @@ test("additional_bindings are served too, and 64-bit integers stay exact", async
   const unknown = await app.inject({ method: "GET", url: "/v1/things/x?nope=1" });
   assert.is(unknown.statusCode, 400);
   assert.is(unknown.json().code, "INVALID_ARGUMENT");
+  await app.close();
+});
+
+test("64-bit integers are JSON numbers at any depth, through recursive messages and maps too", async () => {
+  const putShapeResponse = registry.getMessage("fixture.v1.PutShapeResponse") as DescMessage;
+  const app = Fastify();
+  registerRestGateway(app, {
+    services: [fixture],
+    call: async () => ({
+      message: create(putShapeResponse, {
+        shape: { weight: 3n, sizes: { a: 1n }, parent: { weight: 5n, sizes: { b: 6n }, parent: { weight: 9n } }, children: { 1: { weight: 7n } } },
+      } as never) as Message,
+      header: new Headers(),
+      trailer: new Headers(),
+    }),
+    contextValues: () => createContextValues(),
+    outcome: () => ({}),
+    refused: () => false,
+    toError: (error) => ConnectError.from(error),
+  });
+  const res = await app.inject({ method: "PUT", url: "/v1/shelves/s/shapes/x", payload: {} });
+  assert.is(res.statusCode, 200, res.body);
+  const shape = res.json();
+  assert.equal([shape.weight, shape.sizes.a, shape.parent.weight, shape.parent.sizes.b, shape.parent.parent.weight, shape.children["1"].weight], [3, 1, 5, 6, 9, 7]);
   await app.close();
 });
 

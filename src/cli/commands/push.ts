@@ -11,7 +11,7 @@ import { describeVersion, displayPath, formatBytes, type Output } from "../outpu
 import { md5OfFile } from "../file-digest.js";
 import { packTree } from "../pack.js";
 import { type PushSource, readPushSource } from "../push-source.js";
-import type { RestConfirmAnswer, RestUploadUrlAnswer, RestVersion, RestVersionList } from "../rest-types.js";
+import type { RestConfirmAnswer, RestUploadUrlAnswer, RestVersion } from "../rest-types.js";
 import { readBase, recordBase, stateFileName } from "../state-file.js";
 import { secondAfter, versionStringAt } from "../version-clock.js";
 
@@ -66,16 +66,6 @@ async function requestUpload(
   }
 }
 
-/**
- * After a retried confirm of a forced push, the service may answer
- * UPLOAD_ALREADY_CONFIRMED: the first attempt did create the version. Only
- * this push knew the storage path, so the version holding it is ours.
- */
-async function versionHoldingUpload(api: ApiClient, entity: string, storagePath: string): Promise<RestVersion | undefined> {
-  const page = (await api.call<RestVersionList>("GET", `${apiPath("entities", entity, "versions")}?page_size=20`)).body;
-  return page.versions.find((v) => v.storage_path === storagePath);
-}
-
 /** Uploads the package (and the lockfile) to the URLs upload-url issued, then confirms; the confirm answer and whether it took a retry. */
 async function uploadAndConfirm(
   api: ApiClient,
@@ -108,17 +98,13 @@ async function uploadAndConfirm(
       ...(source.kind === "directory" && source.packageJson !== undefined ? { package_json: source.packageJson } : {}),
       ...(lockPath === undefined ? {} : { package_lock_path: lockPath }),
     };
-    try {
-      const res = await api.call<RestConfirmAnswer>("POST", apiPath("entities", entity, "versions", "confirm"), body, {
-        attempts: confirmAttempts,
-        retryRefused: true,
-      });
-      return { confirmed: res.body, retried: res.attempts > 1 };
-    } catch (error) {
-      const mine = error instanceof ServiceError && error.code === "UPLOAD_ALREADY_CONFIRMED" ? await versionHoldingUpload(api, entity, answer.storage_path) : undefined;
-      if (mine === undefined) throw error;
-      return { confirmed: { version: mine, created: true }, retried: true };
-    }
+    // Retrying a confirm is always safe: the service answers a confirm of
+    // an upload that already produced a version with that version.
+    const res = await api.call<RestConfirmAnswer>("POST", apiPath("entities", entity, "versions", "confirm"), body, {
+      attempts: confirmAttempts,
+      retryRefused: true,
+    });
+    return { confirmed: res.body, retried: res.attempts > 1 };
   } finally {
     await fs.rm(scratch, { recursive: true, force: true });
   }

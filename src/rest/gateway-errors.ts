@@ -1,0 +1,24 @@
+import type { Reason } from "../errors/catalog.js";
+
+/**
+ * The errors any REST route can answer, whatever its RPC declares in the
+ * proto: a field that does not decode or that the RPC refuses
+ * (INVALID_ARGUMENT), a request that cannot be read (MALFORMED_REQUEST),
+ * the call's deadline passing (DEADLINE_EXCEEDED), the server stopping
+ * (SHUTTING_DOWN), a bug (INTERNAL). The OpenAPI document adds them to
+ * every operation.
+ */
+export const everyRouteReasons: readonly Reason[] = ["INVALID_ARGUMENT", "MALFORMED_REQUEST", "DEADLINE_EXCEEDED", "SHUTTING_DOWN", "INTERNAL"];
+
+/**
+ * The errors of reading a request body: a content type other than JSON,
+ * a body over the limit, one that does not arrive in time, more bodies in
+ * flight than the connection or the server holds. Fastify reads a body for
+ * every method but GET and HEAD, whether or not the RPC's rule takes one.
+ */
+export const bodyReasons: readonly Reason[] = ["UNSUPPORTED_MEDIA_TYPE", "REQUEST_TOO_LARGE", "REQUEST_BODY_TIMEOUT", "IN_FLIGHT_BYTES_EXCEEDED"];
+
+/** Whether requests with this HTTP method have their body read, and can meet bodyReasons. */
+export function readsBody(verb: string): boolean {
+  return verb !== "GET" && verb !== "HEAD";
+}

@@ -1,0 +1,241 @@
+import fs from "node:fs";
+import http from "node:http";
+import net from "node:net";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { parse as parseYaml } from "yaml";
+import type { Authenticator } from "../../src/auth/caller.js";
+import type { Backend } from "../support/env.js";
+import { apiDocument, documentPath } from "../support/openapi.js";
+import { answersSeen, startService } from "../support/service.js";
+import { serviceSuite } from "../support/suite.js";
+
+type Json = { [key: string]: any };
+
+/** Every operation of the document: method, path template, and whether Fastify reads a body for it. */
+function operations(): Array<{ id: string; method: string; template: string; readsBody: boolean }> {
+  return Object.entries(apiDocument().document.paths as Record<string, Record<string, Json>>).flatMap(([template, methods]) =>
+    Object.entries(methods).map(([method, op]) => ({ id: op.operationId as string, method: method.toUpperCase(), template, readsBody: method !== "get" })),
+  );
+}
+
+const pathValues: Record<string, string> = {
+  entity_id: "ent-openapi",
+  version_id: "00000000-0000-4000-8000-000000000000",
+  user_id: "someone",
+  org_id: "some-org",
+};
+
+function fill(template: string, values: Record<string, string> = {}): string {
+  return template.replace(/\{([^}]+)\}/g, (_m, name: string) => encodeURIComponent(values[name] ?? pathValues[name] ?? "x"));
+}
+
+/**
+ * One REST request over a bare HTTP/1.1 connection, whose body may stall
+ * (sent in part, never finished): what no fetch client can send. Its
+ * answer is held to the document like every other.
+ */
+function rawRequest(url: string, backend: Backend, method: string, path: string, headers: Record<string, string>, body: string, stall: boolean) {
+  return new Promise<{ status: number; code: string; headers: Headers; body: Json }>((resolve, reject) => {
+    const req = http.request(new URL(path, url), { method, headers: { "content-type": "application/json", ...headers } }, (res) => {
+      let text = "";
+      res.on("data", (d: Buffer) => (text += d.toString()));
+      res.on("end", () => {
+        const answer = { status: res.statusCode ?? 0, headers: new Headers(res.headers as Record<string, string>), body: JSON.parse(text) as Json };
+        apiDocument().check({ method, path, ...answer }, answersSeen[backend]);
+        resolve({ ...answer, code: answer.body["code"] as string });
+      });
+    });
+    req.on("error", reject);
+    req.flushHeaders();
+    req.write(body);
+    if (!stall) req.end();
+  });
+}
+
+/** Sends one request per operation and returns the answers, by operation id. */
+async function eachOperation(send: (op: ReturnType<typeof operations>[number]) => Promise<{ status: number; body: Json; headers: Headers }>) {
+  const answers: Record<string, { status: number; code: string; headers: Headers }> = {};
+  for (const op of operations()) {
+    const res = await send(op);
+    answers[op.id] = { status: res.status, code: res.body?.code, headers: res.headers };
+  }
+  return answers;
+}
+
+function expectEvery(answers: Record<string, { status: number; code: string }>, ids: string[], status: number, code: string) {
+  const wrong = ids.filter((id) => answers[id]?.status !== status || answers[id]?.code !== code).map((id) => `${id}: ${answers[id]?.status} ${answers[id]?.code}`);
+  assert.equal(wrong, [], `expected ${status} ${code}`);
+}
+
+/**
+ * The document is served, and every operation gives each error every
+ * route can meet, shaped as documented: the service's clients hold every
+ * answer to the document, so an undocumented status, code or field fails
+ * the request.
+ */
+export function openapiSuite(backend: Backend) {
+  const s = serviceSuite("OpenAPI: the document is served, every operation's errors match it", backend, {
+    MAX_REQUEST_BYTES: "1024",
+    MAX_CONNECTION_BUFFERED_BYTES: "1024",
+    MAX_BUFFERED_BYTES: "1500",
+    REQUEST_BODY_TIMEOUT_MS: "500",
+  });
+
+  s("GET /openapi.json and /openapi.yaml serve the generated document, with no token", async ({ svc }) => {
+    const anonymous = svc.restAs({});
+    const json = await anonymous.get("/openapi.json");
+    assert.is(json.status, 200);
+    assert.match(json.headers.get("content-type") ?? "", /^application\/json/);
+    assert.equal(json.body, JSON.parse(fs.readFileSync(documentPath, "utf8")));
+    const yaml = await fetch(`${svc.url}/openapi.yaml`);
+    assert.is(yaml.status, 200);
+    assert.match(yaml.headers.get("content-type") ?? "", /^application\/yaml/);
+    assert.equal(parseYaml(await yaml.text()), json.body);
+    const page = await fetch(`${svc.url}/docs`);
+    assert.is(page.status, 200);
+    assert.match(page.headers.get("content-security-policy") ?? "", /default-src 'self'/);
+    assert.match(await page.text(), /<script src="docs\/swagger-ui-bundle\.js">/);
+    for (const asset of ["docs/swagger-ui-bundle.js", "docs/swagger-ui.css", "docs/init.js"]) {
+      const res = await fetch(`${svc.url}/${asset}`);
+      assert.is(res.status, 200, asset);
+      assert.ok((await res.arrayBuffer()).byteLength > 100, asset);
+    }
+    assert.is((await fetch(`${svc.url}/docs/package.json`)).status, 404, "only the page's files are served");
+  });
+
+  s("every operation: 401 without a token, 400 for a bad id or an unreadable URL", async ({ svc }) => {
+    const all = operations().map((o) => o.id);
+    const anonymous = await eachOperation((op) => svc.restAs({}).request(op.method, fill(op.template), op.readsBody ? {} : undefined));
+    expectEvery(anonymous, all, 401, "AUTH_REQUIRED");
+    assert.ok(Object.values(anonymous).every((a) => /^Bearer/.test(a.headers.get("www-authenticate") ?? "")), "401s name the Bearer scheme");
+    const badId = await eachOperation((op) => svc.rest.request(op.method, fill(op.template, { entity_id: "bad.id" }), op.readsBody ? {} : undefined));
+    expectEvery(badId, all, 400, "INVALID_ARGUMENT");
+    const badUrl = await eachOperation((op) => svc.rest.request(op.method, fill(op.template).replace("ent-openapi", "%E0%A4%A"), undefined));
+    expectEvery(badUrl, all, 400, "MALFORMED_REQUEST");
+  });
+
+  s("every operation with a body: 400 for JSON that does not parse, 415 for other content, 413 past the limit", async ({ svc }) => {
+    const withBody = operations().filter((o) => o.readsBody);
+    assert.ok(withBody.length > 0);
+    const ids = withBody.map((o) => o.id);
+    const send = (headers: Record<string, string>, body: string) =>
+      eachOperation((op) => (op.readsBody ? svc.rest.request(op.method, fill(op.template), body, headers) : Promise.resolve({ status: 0, body: {}, headers: new Headers() })));
+    expectEvery(await send({}, '{"version": '), ids, 400, "MALFORMED_REQUEST");
+    expectEvery(await send({ "content-type": "text/plain" }, "hello"), ids, 415, "UNSUPPORTED_MEDIA_TYPE");
+    expectEvery(await send({}, JSON.stringify({ version: "x".repeat(2000) })), ids, 413, "REQUEST_TOO_LARGE");
+  });
+
+  s("every operation: 503 AUTH_KEYS_UNAVAILABLE with Retry-After when the signing keys cannot be fetched", async () => {
+    // A port that was just free: the JWKS fetch is refused.
+    const closed = net.createServer();
+    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
+    const port = (closed.address() as net.AddressInfo).port;
+    await new Promise((resolve) => closed.close(resolve));
+    const svc = await startService(backend, {
+      env: { AUTH_JWT_SECRET: "", AUTH_JWKS_URL: `http://127.0.0.1:${port}/jwks.json`, AUTH_JWKS_COOLDOWN_SECONDS: "0" },
+    });
+    try {
+      const b64 = (v: object) => Buffer.from(JSON.stringify(v)).toString("base64url");
+      const rsToken = `${b64({ alg: "RS256", kid: "k1", typ: "JWT" })}.${b64({ sub: "x", exp: Math.floor(Date.now() / 1000) + 600 })}.${"A".repeat(43)}`;
+      const client = svc.restAs({ authorization: `Bearer ${rsToken}` });
+      const answers = await eachOperation((op) => client.request(op.method, fill(op.template), op.readsBody ? {} : undefined));
+      expectEvery(answers, operations().map((o) => o.id), 503, "AUTH_KEYS_UNAVAILABLE");
+      assert.ok(Object.values(answers).every((a) => Number(a.headers.get("retry-after")) >= 1), "Retry-After on every 503");
+    } finally {
+      await svc.close();
+    }
+  });
+
+  s("every operation: 504 DEADLINE_EXCEEDED when authentication hangs past the deadline; 503 SHUTTING_DOWN when the server stops waiting", async () => {
+    const never: Authenticator = { authenticate: () => new Promise<never>(() => undefined) };
+    const svc = await startService(backend, { authenticator: never, env: { REQUEST_DEADLINE_MS: "300" } });
+    try {
+      const answers = await eachOperation((op) => svc.rest.request(op.method, fill(op.template), op.readsBody ? {} : undefined));
+      expectEvery(answers, operations().map((o) => o.id), 504, "DEADLINE_EXCEEDED");
+    } finally {
+      await svc.close();
+    }
+    const stopping = await startService(backend, { authenticator: never, env: { REQUEST_DEADLINE_MS: "60000", SHUTDOWN_TIMEOUT_MS: "200" } });
+    const pending = stopping.rest.get(fill("/api/entities/{entity_id}/active-version"));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const closing = stopping.close();
+    const cut = await pending;
+    await closing;
+    assert.equal([cut.status, cut.body.code], [503, "SHUTTING_DOWN"]);
+  });
+
+  s("every operation with a body: 408 when the body stalls, 429 while the server's bodies in flight are at the limit", async ({ svc }) => {
+    const auth = { authorization: svc.rest.defaultHeaders["authorization"]! };
+    const withBody = operations().filter((o) => o.readsBody);
+    const stalled = await Promise.all(withBody.map((op) => rawRequest(svc.url, backend, op.method, fill(op.template), { ...auth, "content-length": "900" }, "{", true)));
+    expectEvery(Object.fromEntries(withBody.map((op, i) => [op.id, stalled[i]!])), withBody.map((o) => o.id), 408, "REQUEST_BODY_TIMEOUT");
+    // One body holds 1000 of the server's 1500 bytes; every other one of 600 is refused.
+    const holder = rawRequest(svc.url, backend, "POST", fill("/api/entities/{entity_id}/shares"), { ...auth, "content-length": "1024" }, " ".repeat(1000), true);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const crowded: Array<{ status: number; code: string }> = [];
+    for (const op of withBody) crowded.push(await rawRequest(svc.url, backend, op.method, fill(op.template), { ...auth, "content-length": "600" }, " ".repeat(600), false));
+    expectEvery(Object.fromEntries(withBody.map((op, i) => [op.id, crowded[i]!])), withBody.map((o) => o.id), 429, "IN_FLIGHT_BYTES_EXCEEDED");
+    assert.is((await holder).code, "REQUEST_BODY_TIMEOUT");
+  });
+
+  s("every operation: 500 INTERNAL, saying nothing of the cause, when a bug throws", async () => {
+    const svc = await startService(backend, {
+      authenticator: {
+        authenticate: async () => {
+          throw new TypeError("secret detail of a bug");
+        },
+      },
+    });
+    try {
+      const answers = await eachOperation((op) => svc.rest.request(op.method, fill(op.template), op.readsBody ? {} : undefined));
+      expectEvery(answers, operations().map((o) => o.id), 500, "INTERNAL");
+    } finally {
+      await svc.close();
+    }
+  });
+
+  return s;
+}
+
+/**
+ * Runs after every other contract suite of the backend: their REST
+ * answers, each held to the document as it arrived, must have reached
+ * every status of every operation; and, once both backends ran, every
+ * error code the document lists.
+ */
+export function openapiCoverageSuite(backend: Backend) {
+  const s = suite(`${backend}: OpenAPI: the contract suites reached every documented answer`);
+
+  s("every (operation, status) of the document was answered and matched it", () => {
+    const seen = new Set([...answersSeen[backend]].map((k) => k.split(" ").slice(0, 2).join(" ")));
+    const documented = operations().flatMap((op) =>
+      Object.keys((apiDocument().document.paths[op.template][op.method.toLowerCase()] as Json).responses).map((status) => `${op.id} ${status}`),
+    );
+    console.log(`\n  OpenAPI (${backend}): ${seen.size} of ${documented.length} documented (operation, status) answers reached`);
+    assert.equal(documented.filter((d) => !seen.has(d)), [], "documented answers no test reached");
+  });
+
+  s("every documented error code was answered by some operation", () => {
+    const codes = new Set<string>();
+    const collect = (node: unknown): void => {
+      if (Array.isArray(node)) node.forEach(collect);
+      else if (typeof node === "object" && node !== null) {
+        const o = node as Json;
+        if (o["properties"]?.code?.enum !== undefined) (o["properties"].code.enum as string[]).forEach((c) => codes.add(c));
+        if (typeof o["properties"]?.code?.const === "string") codes.add(o["properties"].code.const);
+        Object.values(o).forEach(collect);
+      }
+    };
+    collect(apiDocument().document);
+    const answered = new Set([...answersSeen.mysql, ...answersSeen.sqlite].map((k) => k.split(" ")[2]));
+    const missing = [...codes].filter((c) => !answered.has(c)).sort();
+    if (answersSeen.mysql.size === 0 || answersSeen.sqlite.size === 0) {
+      console.log(`\n  OpenAPI: codes not checked until both backends ran; not reached yet: ${missing.join(", ") || "none"}`);
+      return;
+    }
+    assert.equal(missing, [], "documented error codes no test reached");
+  });
+
+  return s;
+}
