@@ -65,13 +65,13 @@ export class EntityAccessServiceImpl implements ServiceImpl<typeof EntityAccessS
   async #authorize(ctx: HandlerContext, entityIdValue: string): Promise<string> {
     const entityId = valid.entityId(entityIdValue);
     const caller = requireCaller(ctx);
-    enforce(decideWrite(caller, await this.#d.access.facts(entityId, caller)), entityId, caller);
+    enforce(decideWrite(caller, await this.#d.access.facts(entityId, caller, ctx.signal)), entityId, caller);
     return entityId;
   }
 
   async #change(ctx: HandlerContext, entityIdValue: string, change: AccessChange): AccessAnswer {
     const entityId = await this.#authorize(ctx, entityIdValue);
-    const outcome = await this.#d.access.change(entityId, change);
+    const outcome = await this.#d.access.change(entityId, change, ctx.signal);
     if (outcome.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
     if (outcome.kind === "last-publisher") {
       throw apiError("LAST_PUBLISHER", { entityId, userId: (change as { userId: string }).userId });
@@ -81,7 +81,7 @@ export class EntityAccessServiceImpl implements ServiceImpl<typeof EntityAccessS
 
   async getEntityAccess(req: GetEntityAccessRequest, ctx: HandlerContext): AccessAnswer {
     const entityId = await this.#authorize(ctx, req.entityId);
-    const access = await this.#d.access.get(entityId);
+    const access = await this.#d.access.get(entityId, ctx.signal);
     if (access === undefined) throw apiError("ENTITY_NOT_FOUND", { entityId });
     return { access: toMessage(access) };
   }

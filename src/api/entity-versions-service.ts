@@ -128,18 +128,19 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     policy: (caller: Caller, facts: AccessFacts) => Decision,
   ): Promise<{ caller: Caller; decision: Decision }> {
     const caller = requireCaller(ctx);
-    const decision = enforce(policy(caller, await this.#d.access.facts(entityId, caller)), entityId, caller);
+    const decision = enforce(policy(caller, await this.#d.access.facts(entityId, caller, ctx.signal)), entityId, caller);
     return { caller, decision };
   }
 
   /** The push facts every push is decided from: the request's own, with the policy of pushes. */
-  #push(caller: Caller, entityId: string, p: Omit<PushRequest, "entityId" | "caller" | "authorize">): PushRequest {
-    return { ...p, entityId, caller, authorize: (facts) => decidePushAccess(caller, facts) };
+  #push(ctx: HandlerContext, entityId: string, p: Omit<PushRequest, "entityId" | "caller" | "authorize" | "signal">): PushRequest {
+    const caller = requireCaller(ctx);
+    return { ...p, entityId, caller, authorize: (facts) => decidePushAccess(caller, facts), signal: ctx.signal };
   }
 
   async getUploadUrl(req: GetUploadUrlRequest, ctx: HandlerContext): Promise<Init<typeof GetUploadUrlResponseSchema>> {
     const entityId = valid.entityId(req.entityId);
-    const push = this.#push(requireCaller(ctx), entityId, {
+    const push = this.#push(ctx, entityId, {
       version: valid.versionString(req.version),
       sourceHash: valid.sourceHash(req.sourceHash),
       baseVersionId: valid.baseVersionId(req.baseVersionId),
@@ -156,7 +157,7 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     const uploadId = this.#newId();
     const { storagePath, lockPath } = uploadPaths(entityId, uploadId, "staging");
     const expiresAt = this.#expiry(this.#d.settings.uploadUrlTtlSeconds);
-    await this.#d.store.recordUpload(entityId, uploadId, this.#d.clock.now());
+    await this.#d.store.recordUpload(entityId, uploadId, this.#d.clock.now(), ctx.signal);
     return {
       uploadUrl: this.#d.blobs.signUploadUrl(storagePath, expiresAt),
       storagePath,
@@ -185,8 +186,7 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
         problem: "must be the package_lock_path upload-url returned together with storage_path",
       });
     }
-    const caller = requireCaller(ctx);
-    const push = this.#push(caller, entityId, { version, sourceHash, baseVersionId, force: req.force, setAsActive: req.setAsActive, uploadId: upload.uploadId });
+    const push = this.#push(ctx, entityId, { version, sourceHash, baseVersionId, force: req.force, setAsActive: req.setAsActive, uploadId: upload.uploadId });
     const context: PushErrorContext = { ...push, storagePath: req.storagePath };
 
     // Decided first from a plain read, before touching the blob store: a
@@ -280,7 +280,7 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     const versionId = valid.versionId(versionIdValue);
     const caller = requireCaller(ctx);
     // One query: the version and the caller's access together.
-    const found = await this.#d.store.getVersionWithFacts(entityId, versionId, caller);
+    const found = await this.#d.store.getVersionWithFacts(entityId, versionId, caller, ctx.signal);
     enforce(decideRead(caller, found.facts), entityId, caller);
     if (found.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
     if (found.kind === "version-missing") throw apiError("VERSION_NOT_FOUND", { entityId, versionId });
@@ -304,7 +304,7 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     const entityId = valid.entityId(req.entityId);
     const caller = requireCaller(ctx);
     // One query: the active version and the caller's access together.
-    const found = await this.#d.store.getActive(entityId, caller);
+    const found = await this.#d.store.getActive(entityId, caller, ctx.signal);
     enforce(decideRead(caller, found.facts), entityId, caller);
     if (found.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
     if (found.kind === "none-active") throw apiError("NO_ACTIVE_VERSION", { entityId });
@@ -315,7 +315,7 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     const entityId = valid.entityId(req.entityId);
     const versionId = valid.versionId(req.versionId);
     await this.#authorize(ctx, entityId, decideWrite);
-    const outcome = await this.#d.store.setActive(entityId, versionId);
+    const outcome = await this.#d.store.setActive(entityId, versionId, ctx.signal);
     if (outcome.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
     if (outcome.kind === "version-missing") throw apiError("VERSION_NOT_FOUND", { entityId, versionId });
     return { version: toVersionMessage(outcome.version) };
@@ -325,7 +325,7 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     const entityId = valid.entityId(req.entityId);
     const versionId = valid.versionId(req.versionId);
     await this.#authorize(ctx, entityId, decideWrite);
-    const outcome = await this.#d.store.deleteVersion(entityId, versionId, this.#d.clock.now());
+    const outcome = await this.#d.store.deleteVersion(entityId, versionId, this.#d.clock.now(), ctx.signal);
     if (outcome.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
     if (outcome.kind === "version-missing") throw apiError("VERSION_NOT_FOUND", { entityId, versionId });
     if (outcome.kind === "active") throw apiError("ACTIVE_VERSION_NOT_DELETABLE", { entityId, versionId });
@@ -351,7 +351,7 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
       beforeSeq = cursor.beforeSeq;
     }
     // One query: the page and the caller's access together.
-    const page = await this.#d.store.listVersionsWithFacts(entityId, beforeSeq, size, caller);
+    const page = await this.#d.store.listVersionsWithFacts(entityId, beforeSeq, size, caller, ctx.signal);
     enforce(decideRead(caller, page.facts), entityId, caller);
     if (page.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
     const last = page.versions[page.versions.length - 1];

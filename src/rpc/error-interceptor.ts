@@ -26,7 +26,7 @@ export function toCatalogError(error: unknown, log: ErrorLogger, rpc: string): C
     return apiError("BLOB_STORE_UNAVAILABLE", {}, { cause: error });
   }
   const kind = classifyDbError(error);
-  if (kind === "unavailable") {
+  if (kind === "unavailable" || kind === "timeout") {
     log.error({ err: error, rpc }, "database unavailable");
     return apiError("DATABASE_UNAVAILABLE", {}, { cause: error });
   }

@@ -5,6 +5,7 @@ import type { Database } from "./database.js";
 import { preparedRunner, type RunPrepared } from "./prepared.js";
 import { type Sql, sql } from "./sql.js";
 import { nextPowerOfTwo } from "./statement-shapes.js";
+import { untilAborted } from "./abandon.js";
 import { inTransaction } from "./transaction.js";
 
 /** Who may use an entity, as stored. */
@@ -135,10 +136,10 @@ export class AccessStore {
   }
 
   /** One caller's access facts for one entity, in one prepared query. */
-  async facts(entityId: string, caller: Caller): Promise<AccessFacts> {
+  async facts(entityId: string, caller: Caller, signal?: AbortSignal): Promise<AccessFacts> {
     const facts = accessFactsSql(caller, { hasPublishers: true });
     const q = sql`select ${facts.columns} from entities e ${facts.joins} where e.id = ${entityId}`;
-    const rows = await this.#prepared<AccessFactRow>(q.text, q.params);
+    const rows = await this.#prepared<AccessFactRow>(q.text, q.params, signal);
     return toAccessFacts(rows[0]);
   }
 
@@ -154,8 +155,8 @@ export class AccessStore {
   }
 
   /** The entity's access; undefined when the entity does not exist. */
-  async get(entityId: string): Promise<EntityAccessRecord | undefined> {
-    return this.#read(this.#knex, entityId);
+  async get(entityId: string, signal?: AbortSignal): Promise<EntityAccessRecord | undefined> {
+    return untilAborted(this.#read(this.#knex, entityId), signal);
   }
 
   /**
@@ -164,7 +165,7 @@ export class AccessStore {
    * left so: it comes into being with its first push, never with an access
    * change (which would leave a row with no publishers, claimable by anyone).
    */
-  async change(entityId: string, change: AccessChange): Promise<AccessChangeOutcome> {
+  async change(entityId: string, change: AccessChange, signal?: AbortSignal): Promise<AccessChangeOutcome> {
     return inTransaction<AccessChangeOutcome>(this.#knex, async (trx) => {
       const entity = await trx("entities").where("id", entityId).forUpdate().first("id");
       if (entity === undefined) return { commit: false, result: { kind: "entity-missing" as const } };
@@ -197,6 +198,6 @@ export class AccessStore {
           break;
       }
       return { commit: true, result: { kind: "changed" as const, access: (await this.#read(trx, entityId))! } };
-    });
+    }, { signal });
   }
 }

@@ -1,5 +1,5 @@
 /** How a database error should be answered. */
-export type DbErrorKind = "unavailable" | "busy" | "other";
+export type DbErrorKind = "unavailable" | "timeout" | "busy" | "other";
 
 const unavailableCodes = new Set([
   "ECONNREFUSED",
@@ -23,15 +23,23 @@ const unavailableCodes = new Set([
 
 const busyCodes = new Set(["ER_LOCK_DEADLOCK", "ER_LOCK_WAIT_TIMEOUT"]);
 
+/** MariaDB's max_statement_time and MySQL's max_execution_time. */
+const timeoutCodes = new Set(["ER_STATEMENT_TIMEOUT", "ER_QUERY_TIMEOUT"]);
+const timeoutErrnos = new Set([1969, 3024]);
+
 /**
  * Sorts a database error into what the client can do about it: the
- * database is unreachable (retry later), busy with conflicting locks (retry
- * now), or anything else (a bug: internal error).
+ * database is unreachable (retry later), a statement ran out of time (the
+ * server is struggling: retry later), busy with conflicting locks (retry
+ * now), or anything else (a bug: internal error). The one place database
+ * errors are told apart: the answers, the read batcher and the confirm
+ * grouper all ask it.
  */
 export function classifyDbError(error: unknown): DbErrorKind {
   for (let e: unknown = error, depth = 0; e !== undefined && e !== null && depth < 5; depth++) {
-    const { code, name, fatal } = e as { code?: string; name?: string; fatal?: boolean };
+    const { code, errno, name, fatal } = e as { code?: string; errno?: number; name?: string; fatal?: boolean };
     if (code !== undefined && busyCodes.has(code)) return "busy";
+    if ((code !== undefined && timeoutCodes.has(code)) || (errno !== undefined && timeoutErrnos.has(errno))) return "timeout";
     if ((code !== undefined && unavailableCodes.has(code)) || name === "KnexTimeoutError" || fatal === true) {
       return "unavailable";
     }

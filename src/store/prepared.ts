@@ -1,7 +1,8 @@
+import { untilAborted } from "./abandon.js";
 import type { Database } from "./database.js";
 
-/** Runs fixed SQL with positional parameters and returns the rows. */
-export type RunPrepared = <T>(sql: string, params: readonly unknown[]) => Promise<T[]>;
+/** Runs fixed SQL with positional parameters and returns the rows; stops waiting when `signal` aborts. */
+export type RunPrepared = <T>(sql: string, params: readonly unknown[], signal?: AbortSignal) => Promise<T[]>;
 
 interface MysqlConnection {
   execute(sql: string, params: readonly unknown[], cb: (err: unknown, rows: unknown) => void): void;
@@ -22,15 +23,18 @@ interface Pooled {
  */
 export function preparedRunner(db: Database): RunPrepared {
   if (db.dialect === "sqlite") {
-    return async <T>(sql: string, params: readonly unknown[]) => (await db.knex.raw(sql, params as never)) as T[];
+    return <T>(sql: string, params: readonly unknown[], signal?: AbortSignal) => untilAborted(db.knex.raw(sql, params as never).then((rows) => rows as T[]), signal);
   }
   const client = db.knex.client as Pooled;
-  return async <T>(sql: string, params: readonly unknown[]) => {
+  const run = async <T>(sql: string, params: readonly unknown[]) => {
     const conn = await client.acquireConnection();
     try {
       return await new Promise<T[]>((resolve, reject) => conn.execute(sql, params, (err, rows) => (err ? reject(err) : resolve(rows as T[]))));
     } finally {
+      // Also when the caller stopped waiting: the connection goes back to
+      // the pool once its statement ends (max_statement_time bounds it).
       await client.releaseConnection(conn);
     }
   };
+  return <T>(sql: string, params: readonly unknown[], signal?: AbortSignal) => untilAborted(run<T>(sql, params), signal);
 }

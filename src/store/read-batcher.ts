@@ -1,12 +1,14 @@
+import { untilAborted } from "./abandon.js";
 import { classifyDbError } from "./db-errors.js";
 import type { RunPrepared } from "./prepared.js";
 import { nextPowerOfTwo } from "./statement-shapes.js";
 
-/** Runs one read whose rows are wanted on their own; resolves with that read's rows only. */
-export type RunBatched = <T>(sql: string, params: readonly unknown[]) => Promise<T[]>;
+/** Runs one read whose rows are wanted on their own; resolves with that read's rows only, or rejects once `signal` aborts. */
+export type RunBatched = <T>(sql: string, params: readonly unknown[], signal?: AbortSignal) => Promise<T[]>;
 
 interface Pending {
   readonly params: readonly unknown[];
+  readonly signal: AbortSignal | undefined;
   resolve(rows: unknown[]): void;
   reject(error: unknown): void;
 }
@@ -22,13 +24,10 @@ export interface ReadBatcherOptions {
 /** The column that says which read of a batch a row answers; never a column of the tables. */
 const partColumn = "batch_part";
 
-/** MariaDB's max_statement_time and MySQL's max_execution_time. */
-const timeoutCodes = new Set(["ER_STATEMENT_TIMEOUT", "ER_QUERY_TIMEOUT"]);
-const timeoutErrnos = new Set([1969, 3024]);
-
+/** An unreachable database or a statement out of time fails every read of a batch alike. */
 function failsEveryRead(error: unknown): boolean {
-  const e = error as { code?: string; errno?: number } | undefined;
-  return classifyDbError(error) === "unavailable" || timeoutCodes.has(e?.code ?? "") || timeoutErrnos.has(e?.errno ?? 0);
+  const kind = classifyDbError(error);
+  return kind === "unavailable" || kind === "timeout";
 }
 
 /**
@@ -123,7 +122,10 @@ export function readBatcher(run: RunPrepared, options: ReadBatcherOptions): RunB
 
   function flush(): void {
     scheduled = false;
-    for (const [sql, queue] of queues) {
+    for (const [sql, all] of queues) {
+      // A read whose caller gave up before it was sent is not sent.
+      const queue = all.filter((p) => p.signal?.aborted !== true);
+      if (queue.length === 0) continue;
       // Even parts (9 reads at most 8 a batch: 5 and 4, not 8 and 1), so
       // that the statements run side by side on the pool take as long.
       const per = Math.ceil(queue.length / Math.ceil(queue.length / maxBatch));
@@ -138,17 +140,20 @@ export function readBatcher(run: RunPrepared, options: ReadBatcherOptions): RunB
     queues.clear();
   }
 
-  return <T>(sql: string, params: readonly unknown[]) =>
-    new Promise<T[]>((resolve, reject) => {
-      let queue = queues.get(sql);
-      if (queue === undefined) {
-        queue = [];
-        queues.set(sql, queue);
-      }
-      queue.push({ params, resolve: resolve as (rows: unknown[]) => void, reject });
-      if (!scheduled) {
-        scheduled = true;
-        setImmediate(flush);
-      }
-    });
+  return <T>(sql: string, params: readonly unknown[], signal?: AbortSignal) =>
+    untilAborted(
+      new Promise<T[]>((resolve, reject) => {
+        let queue = queues.get(sql);
+        if (queue === undefined) {
+          queue = [];
+          queues.set(sql, queue);
+        }
+        queue.push({ params, signal, resolve: resolve as (rows: unknown[]) => void, reject });
+        if (!scheduled) {
+          scheduled = true;
+          setImmediate(flush);
+        }
+      }),
+      signal,
+    );
 }

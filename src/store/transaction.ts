@@ -1,33 +1,68 @@
 import type { Knex } from "knex";
+import { untilAborted } from "./abandon.js";
 import { classifyDbError } from "./db-errors.js";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** How a transaction runs. */
+export interface TransactionOptions {
+  /** Tries in all, when a deadlock or lock-wait timeout rolls it back (default 3). */
+  readonly attempts?: number;
+  /** The call's signal: once it aborts, nobody waits for the transaction, and it never commits. */
+  readonly signal?: AbortSignal | undefined;
+}
+
+/** Rolls a transaction back, whatever state it is in. */
+async function rollback(trx: Knex.Transaction): Promise<void> {
+  if (!trx.isCompleted()) await trx.rollback().catch(() => undefined);
+}
+
 /**
  * Runs `work` in a transaction that commits only when it returns
  * `commit: true` (so a refused push leaves no trace, not even an entity
- * row), and returns only once the commit is known to have succeeded. A deadlock or lock-wait timeout rolls the whole transaction back, so
- * it is retried, twice, after a short random pause; if it still fails the
- * caller answers DATABASE_BUSY, which is retryable.
+ * row), and returns only once the commit is known to have succeeded. A
+ * deadlock or lock-wait timeout rolls the whole transaction back, so it is
+ * retried, twice, after a short random pause; if it still fails the caller
+ * answers DATABASE_BUSY, which is retryable.
+ *
+ * When the call's signal aborts (its deadline) the caller is answered at
+ * once; the transaction is left to finish what it is waiting for and is
+ * then rolled back, so an answer of DEADLINE_EXCEEDED never hides a write
+ * made after it. (A COMMIT already sent when the deadline passes may still
+ * land: the caller retries, which is safe.)
  */
 export async function inTransaction<T>(
   knex: Knex,
   work: (trx: Knex.Transaction) => Promise<{ commit: boolean; result: T }>,
-  attempts = 3,
+  options: TransactionOptions = {},
 ): Promise<T> {
+  const { attempts = 3, signal } = options;
   for (let attempt = 1; ; attempt++) {
-    const trx = await knex.transaction();
+    const begun = knex.transaction();
+    const trx = await untilAborted(begun, signal).catch((error: unknown) => {
+      // Acquired after the caller gave up: released unused.
+      void begun.then(rollback, () => undefined);
+      throw error;
+    });
     try {
-      const { commit, result } = await work(trx);
-      if (commit) {
+      const running = work(trx);
+      const { commit, result } = await untilAborted(running, signal).catch((error: unknown) => {
+        if (signal?.aborted === true) void running.then(() => rollback(trx), () => rollback(trx));
+        throw error;
+      });
+      if (commit && signal?.aborted !== true) {
         await trx.commit();
         // Knex's commit() resolves even when COMMIT fails (a connection lost
         // mid-commit); the failure only rejects the transaction's promise.
         // Without this, a write that never landed would be reported done.
         await trx.executionPromise;
-      } else await trx.rollback();
+      } else {
+        await trx.rollback();
+        if (signal?.aborted === true) throw signal.reason;
+      }
       return result;
     } catch (thrown) {
+      if (signal?.aborted === true) throw thrown;
       let error = thrown;
       if (!trx.isCompleted()) await trx.rollback().catch(() => undefined);
       else if (/Transaction query already complete/.test((thrown as Error)?.message ?? "")) {

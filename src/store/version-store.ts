@@ -9,6 +9,7 @@ import { preparedRunner } from "./prepared.js";
 import { readBatcher, type RunBatched } from "./read-batcher.js";
 import { joinSql, rawSql, type Sql, sql } from "./sql.js";
 import { activeVersionSql, pushFactsSql, versionByIdSql, versionColumns, versionPageSql, versionWithFactsSql } from "./version-queries.js";
+import { untilAborted } from "./abandon.js";
 import { inTransaction } from "./transaction.js";
 
 /** A JSON object, as package_json is stored. */
@@ -50,6 +51,8 @@ export interface PushRequest {
   readonly authorize: (facts: AccessFacts) => Decision;
   /** Confirm only: the upload it confirms. */
   readonly uploadId?: string | undefined;
+  /** The call's signal: its deadline. Reads stop waiting, and a transaction never commits, once it aborts. */
+  readonly signal?: AbortSignal | undefined;
 }
 
 /** What ConfirmUpload asks the store to record. */
@@ -319,9 +322,9 @@ export class VersionStore {
   }
 
   /** One version by id, through the batched reads. */
-  async #versionByIdBatched(entityId: string, versionId: string): Promise<VersionRecord | undefined> {
+  async #versionByIdBatched(entityId: string, versionId: string, signal: AbortSignal | undefined): Promise<VersionRecord | undefined> {
     const q = versionByIdSql(entityId, versionId);
-    const [found] = await this.#batched<VersionRow>(q.text, q.params);
+    const [found] = await this.#batched<VersionRow>(q.text, q.params, signal);
     return found === undefined ? undefined : toRecord(found);
   }
 
@@ -363,16 +366,16 @@ export class VersionStore {
    */
   async precheck(push: PushRequest): Promise<PushPrecheck> {
     const q = pushFactsSql(push);
-    const [row] = await this.#batched<PushFactsRow>(q.text, q.params);
-    const byId = (id: string) => this.#versionByIdBatched(push.entityId, id);
+    const [row] = await this.#batched<PushFactsRow>(q.text, q.params, push.signal);
+    const byId = (id: string) => this.#versionByIdBatched(push.entityId, id, push.signal);
     const outcome = await this.#decide(row, push, row?.tip_version_id, byId);
     const tip = outcome.kind === "stale" && row?.tip_version_id ? await byId(row.tip_version_id) : undefined;
     return { outcome, entityExists: row?.entity_found != null, tip };
   }
 
   /** Records an issued upload, so that confirm accepts its paths and the sweeper can find it. */
-  async recordUpload(entityId: string, uploadId: string, now: Date): Promise<void> {
-    await this.#knex("uploads").insert({ id: uploadId, entity_id: entityId, state: "issued", created_at: now, attempts: 0 });
+  async recordUpload(entityId: string, uploadId: string, now: Date, signal?: AbortSignal): Promise<void> {
+    await untilAborted(Promise.resolve(this.#knex("uploads").insert({ id: uploadId, entity_id: entityId, state: "issued", created_at: now, attempts: 0 })), signal);
   }
 
   /**
@@ -381,7 +384,7 @@ export class VersionStore {
    * same time (MySQL; see confirmGrouper), which answers exactly as alone.
    */
   confirm(input: NewVersion): Promise<ConfirmOutcome> {
-    return this.#confirm(input);
+    return untilAborted(this.#confirm(input), input.signal);
   }
 
   /**
@@ -394,7 +397,9 @@ export class VersionStore {
    * lock, so the second sees the first's tip and is stale.
    */
   async #confirmAlone(input: NewVersion): Promise<ConfirmOutcome> {
-    return inTransaction<ConfirmOutcome>(this.#knex, async (trx) => {
+    return inTransaction<ConfirmOutcome>(
+      this.#knex,
+      async (trx) => {
       let entity = input.entityExisted === true ? await this.#lockEntity(trx, input.entityId) : undefined;
       if (entity === undefined) {
         // Made and locked by the insert (or found and locked by its
@@ -409,7 +414,9 @@ export class VersionStore {
       const [row] = rawRows<PushFactsRow>(await trx.raw(q.text, q.params as never));
       const outcome = await this.#decide(row, input, entity.tip_version_id, (id) => this.#versionById(trx, input.entityId, id));
       return this.#apply(trx, input, entity, outcome);
-    });
+      },
+      { signal: input.signal },
+    );
   }
 
   /** Carries out a decision made under the entity lock: whether to commit, and the answer. */
@@ -602,15 +609,15 @@ export class VersionStore {
       },
       // A deadlock or lock wait is not retried as a group: each confirm is
       // then decided alone, which retries on its own.
-      1,
+      { attempts: 1 },
     );
     return outcomes;
   }
 
   /** The active version and the caller's access to the entity: one prepared query. */
-  async getActive(entityId: string, caller: Caller): Promise<ActiveLookup> {
+  async getActive(entityId: string, caller: Caller, signal?: AbortSignal): Promise<ActiveLookup> {
     const q = activeVersionSql(entityId, caller);
-    const [row] = await this.#batched<VersionRow & AccessFactRow>(q.text, q.params);
+    const [row] = await this.#batched<VersionRow & AccessFactRow>(q.text, q.params, signal);
     const access = toAccessFacts(row);
     if (row === undefined) return { kind: "entity-missing", facts: access };
     if (row.id === null) return { kind: "none-active", facts: access };
@@ -618,9 +625,9 @@ export class VersionStore {
   }
 
   /** A version by id and the caller's access to its entity: one prepared query. */
-  async getVersionWithFacts(entityId: string, versionId: string, caller: Caller): Promise<VersionLookupWithFacts> {
+  async getVersionWithFacts(entityId: string, versionId: string, caller: Caller, signal?: AbortSignal): Promise<VersionLookupWithFacts> {
     const q = versionWithFactsSql(entityId, versionId, caller);
-    const [row] = await this.#batched<VersionRow & AccessFactRow>(q.text, q.params);
+    const [row] = await this.#batched<VersionRow & AccessFactRow>(q.text, q.params, signal);
     const access = toAccessFacts(row);
     if (row === undefined) return { kind: "entity-missing", facts: access };
     if (row.id === null) return { kind: "version-missing", facts: access };
@@ -628,9 +635,15 @@ export class VersionStore {
   }
 
   /** A page of versions, newest first, and the caller's access: one prepared query (versionPageSql). */
-  async listVersionsWithFacts(entityId: string, beforeSeq: number | undefined, limit: number, caller: Caller): Promise<VersionPageWithFacts> {
+  async listVersionsWithFacts(
+    entityId: string,
+    beforeSeq: number | undefined,
+    limit: number,
+    caller: Caller,
+    signal?: AbortSignal,
+  ): Promise<VersionPageWithFacts> {
     const q = versionPageSql(entityId, beforeSeq, limit, caller);
-    const rows = await this.#batched<VersionRow & AccessFactRow>(q.text, q.params);
+    const rows = await this.#batched<VersionRow & AccessFactRow>(q.text, q.params, signal);
     const access = toAccessFacts(rows[0]);
     if (rows.length === 0) return { kind: "entity-missing", facts: access };
     // Sorted here: a batched read's rows come back in no set order.
@@ -639,7 +652,7 @@ export class VersionStore {
   }
 
   /** Makes a version active under the entity lock; already active is a no-op. */
-  async setActive(entityId: string, versionId: string): Promise<SetActiveOutcome> {
+  async setActive(entityId: string, versionId: string, signal?: AbortSignal): Promise<SetActiveOutcome> {
     return inTransaction<SetActiveOutcome>(this.#knex, async (trx) => {
       const entity = await this.#lockEntity(trx, entityId);
       if (entity === undefined) return { commit: false, result: { kind: "entity-missing" } };
@@ -648,7 +661,7 @@ export class VersionStore {
       if (entity.active_version_id === versionId) return { commit: false, result: { kind: "set", version } };
       await trx("entities").where("id", entityId).update({ active_version_id: versionId });
       return { commit: true, result: { kind: "set", version: { ...version, isActive: true } } };
-    });
+    }, { signal });
   }
 
   /**
@@ -657,7 +670,7 @@ export class VersionStore {
    * goes, and marks the upload "deleting" so its blobs are deleted, now or
    * by a later retry, but never forgotten.
    */
-  async deleteVersion(entityId: string, versionId: string, now: Date): Promise<DeleteOutcome> {
+  async deleteVersion(entityId: string, versionId: string, now: Date, signal?: AbortSignal): Promise<DeleteOutcome> {
     return inTransaction<DeleteOutcome>(this.#knex, async (trx) => {
       const entity = await this.#lockEntity(trx, entityId);
       if (entity === undefined) return { commit: false, result: { kind: "entity-missing" } };
@@ -676,6 +689,6 @@ export class VersionStore {
           .update({ tip_version_id: next?.id ?? null });
       }
       return { commit: true, result: { kind: "deleted", uploadId: version.upload_id } };
-    });
+    }, { signal });
   }
 }

@@ -93,6 +93,16 @@ export class PrivateMariaDb {
     await this.#signal("SIGKILL");
   }
 
+  /** Freezes mariadbd (SIGSTOP): connections stay open and nothing answers, as a hung server. */
+  freeze(): void {
+    this.#child?.kill("SIGSTOP");
+  }
+
+  /** Lets a frozen mariadbd go on (SIGCONT). */
+  thaw(): void {
+    this.#child?.kill("SIGCONT");
+  }
+
   /** Stops mariadbd cleanly. */
   async stop(): Promise<void> {
     await this.#signal("SIGTERM");
@@ -108,6 +118,7 @@ export class PrivateMariaDb {
 
   /** Stops the server and removes its data. */
   async destroy(): Promise<void> {
+    this.thaw();
     await this.kill();
     fs.rmSync(this.dir, { recursive: true, force: true });
   }

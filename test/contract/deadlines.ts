@@ -1,0 +1,141 @@
+import { createHash } from "node:crypto";
+import * as grpc from "@grpc/grpc-js";
+import knexFactory from "knex";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { PrivateMariaDb } from "../support/private-mariadb.js";
+import { newEntityId, push, startService, type TestService, uploadOnly } from "../support/service.js";
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Deadlines with a database that hangs (a private MariaDB frozen with
+ * SIGSTOP): every protocol is answered DEADLINE_EXCEEDED at its deadline,
+ * not when some timeout of the dependency runs out, and the work left
+ * behind never lands once the caller has been told it failed.
+ */
+export function deadlinesSuite() {
+  const s = suite<{ mariadb: PrivateMariaDb; svc: TestService }>("mysql: deadlines: a hung database never holds a caller past its deadline");
+  // Every dependency timeout far beyond the deadlines tested, so only a deadline can answer.
+  const env = {
+    REQUEST_DEADLINE_MS: "700",
+    DATABASE_ACQUIRE_TIMEOUT_MS: "30000",
+    DATABASE_STATEMENT_TIMEOUT_MS: "60000",
+    DATABASE_LOCK_WAIT_TIMEOUT_SECONDS: "30",
+    DATABASE_POOL_MAX: "4",
+  };
+
+  s.before(async (ctx) => {
+    ctx.mariadb = await PrivateMariaDb.start();
+    ctx.svc = await startService("mysql", { db: { url: ctx.mariadb.url(), drop: async () => undefined }, env });
+  });
+  s.after(async (ctx) => {
+    ctx.mariadb?.thaw();
+    await ctx.svc?.close();
+    await ctx.mariadb?.destroy();
+  });
+
+  /** Time to an answer, and the answer. */
+  async function timed<T>(call: () => Promise<T>): Promise<{ ms: number; value: T }> {
+    const started = Date.now();
+    const value = await call();
+    return { ms: Date.now() - started, value };
+  }
+
+  s("gRPC grpc-timeout, Connect connect-timeout-ms, and REST's own deadline are each answered DEADLINE_EXCEEDED on time", async ({ svc, mariadb }) => {
+    const e = newEntityId();
+    const v1 = (await push(svc, e, { setAsActive: true })).confirm!.body.version;
+    mariadb.freeze();
+    try {
+      const auth = svc.rest.defaultHeaders["authorization"]!;
+      // gRPC: a 300 ms deadline, sent as grpc-timeout by grpc-js.
+      const client = new grpc.Client(svc.url.replace("http://", ""), grpc.credentials.createInsecure());
+      const md = new grpc.Metadata();
+      md.set("authorization", auth);
+      const viaGrpc = await timed(
+        () =>
+          new Promise<grpc.ServiceError | null>((resolve) =>
+            client.makeUnaryRequest(
+              "/entityversions.v1.EntityVersionsService/GetActiveVersion",
+              (x: Buffer) => x,
+              (x: Buffer) => x,
+              Buffer.from([0x0a, e.length, ...Buffer.from(e)]),
+              md,
+              { deadline: Date.now() + 300 },
+              (err) => resolve(err),
+            ),
+          ),
+      );
+      client.close();
+      assert.is(viaGrpc.value?.code, grpc.status.DEADLINE_EXCEEDED);
+      assert.ok(viaGrpc.ms < 1_000, `gRPC answered after ${viaGrpc.ms} ms`);
+      // The server's own answer, on a raw stream that has no deadline of its own.
+      const raw = await timed(() => fetch(`${svc.url}/entityversions.v1.EntityVersionsService/GetActiveVersion`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "connect-protocol-version": "1", "connect-timeout-ms": "300", authorization: auth },
+        body: JSON.stringify({ entityId: e }),
+      }));
+      assert.is(raw.value.status, 504, "Connect maps deadline_exceeded to 504");
+      const connectBody = (await raw.value.json()) as { code: string };
+      assert.is(connectBody.code, "deadline_exceeded");
+      assert.ok(raw.ms >= 250 && raw.ms < 1_000, `Connect answered after ${raw.ms} ms`);
+      // REST: no deadline of its own, the server's (REQUEST_DEADLINE_MS, 700 ms).
+      const rest = await timed(() => svc.rest.get(`/api/entities/${e}/versions/${v1.id}`));
+      assert.equal([rest.value.status, rest.value.body.code], [504, "DEADLINE_EXCEEDED"]);
+      assert.ok(rest.ms >= 650 && rest.ms < 1_500, `REST answered after ${rest.ms} ms`);
+      assert.is(rest.value.headers.get("retry-after"), "1");
+    } finally {
+      mariadb.thaw();
+    }
+    // Once the database answers again, so does the service: the connections the abandoned calls held came back.
+    const again = await svc.rest.get(`/api/entities/${e}/active-version`);
+    assert.equal([again.status, again.body.id], [200, v1.id]);
+  });
+
+  s("a confirm past its deadline is answered DEADLINE_EXCEEDED and never lands afterwards; its retry is safe", async ({ svc, mariadb }) => {
+    const e = newEntityId();
+    const v1 = (await push(svc, e)).confirm!.body.version;
+    const content = "pushed while the database hangs";
+    const up = await uploadOnly(svc, e, { base: v1.id, content, sourceHash: createHash("sha256").update(content).digest("hex") });
+    const body = { storage_path: up.res.body.storage_path, version: up.version, source_hash: up.sourceHash, file_size_bytes: Buffer.byteLength(content), base_version_id: v1.id };
+    mariadb.freeze();
+    let late;
+    try {
+      late = await timed(() => svc.rest.post(`/api/entities/${e}/versions/confirm`, body));
+    } finally {
+      mariadb.thaw();
+    }
+    assert.equal([late.value.status, late.value.body.code], [504, "DEADLINE_EXCEEDED"]);
+    assert.ok(late.ms < 2_000, `answered after ${late.ms} ms`);
+    // The abandoned transaction was rolled back when the database woke, not committed.
+    await sleep(500);
+    const list = await svc.rest.get(`/api/entities/${e}/versions`);
+    assert.equal(list.body.versions.map((v: { id: string }) => v.id), [v1.id], "nothing landed after the deadline");
+    const retry = await svc.rest.post(`/api/entities/${e}/versions/confirm`, body);
+    assert.is(retry.status, 201, JSON.stringify(retry.body));
+  });
+
+  s("a confirm that reaches its deadline mid-transaction (blocked on the entity's lock) is rolled back when it resumes", async ({ svc, mariadb }) => {
+    const e = newEntityId();
+    const v1 = (await push(svc, e)).confirm!.body.version;
+    const up = await uploadOnly(svc, e, { base: v1.id });
+    const body = { storage_path: up.res.body.storage_path, version: up.version, source_hash: up.sourceHash, file_size_bytes: Buffer.byteLength(up.content), base_version_id: v1.id };
+    // Another session holds the entity's row: the confirm's transaction begins and waits on it.
+    const holder = knexFactory({ client: "mysql2", connection: mariadb.url(), pool: { min: 0, max: 1 } });
+    const trx = await holder.transaction();
+    await trx("entities").where("id", e).forUpdate().first();
+    const late = await timed(() => svc.rest.post(`/api/entities/${e}/versions/confirm`, body));
+    assert.equal([late.value.status, late.value.body.code], [504, "DEADLINE_EXCEEDED"]);
+    assert.ok(late.ms < 2_000, `answered after ${late.ms} ms`);
+    // The lock is released: the abandoned confirm goes on, decides, and must roll back.
+    await trx.commit();
+    await sleep(500);
+    await holder.destroy();
+    const list = await svc.rest.get(`/api/entities/${e}/versions`);
+    assert.equal(list.body.versions.map((v: { id: string }) => v.id), [v1.id], "nothing landed after the deadline");
+    const states = await svc.rest.post(`/api/entities/${e}/versions/confirm`, body);
+    assert.is(states.status, 201, "the upload is still there to confirm");
+  });
+
+  return s;
+}
