@@ -25,8 +25,8 @@ export function safeError(error: unknown, depth = 0): Record<string, unknown> | 
 /**
  * The service's pino logger: JSON lines, errors through safeError, and any
  * authorization header redacted should one ever be logged. By default it
- * writes stdout asynchronously, in batches of lines (stdoutDestination),
- * and flushes what is left when the process exits.
+ * writes stdout asynchronously (stdoutDestination) and flushes what is left
+ * when the process exits.
  */
 export function createLogger(level: string, destination?: DestinationStream) {
   const options = {
@@ -41,22 +41,14 @@ export function createLogger(level: string, destination?: DestinationStream) {
 
 let stdout: ReturnType<typeof pino.destination> | undefined;
 
-/** How long a log line may wait for others to go out with it. */
-const flushEveryMs = 100;
-
 /**
  * The one asynchronous stdout stream of the process, shared by every logger
  * made in it (the tests make several), so their lines never interleave
  * mid-line and one exit hook flushes them all.
- *
- * Lines gather until 4 KB are waiting, or for at most ~100 ms: under load a
- * write to stdout (a round trip through libuv's thread pool) per line or
- * two was ~3% of a request's CPU, and 4 KB is a write per ~16 lines. An
- * idle service pays ten empty writes a second.
  */
 function stdoutDestination() {
   if (stdout !== undefined) return stdout;
-  const stream = pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: flushEveryMs });
+  const stream = pino.destination({ dest: 1, sync: false });
   process.once("exit", () => {
     try {
       stream.flushSync();
@@ -68,7 +60,7 @@ function stdoutDestination() {
 }
 
 /**
- * Writes out the lines still gathering (at most one second's wait): the
+ * Writes out the lines not yet written (at most one second's wait): the
  * shutdown awaits it before exiting, since the exit hook's synchronous flush
  * cannot finish a write already under way.
  */

@@ -77,22 +77,10 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly #rpcChildren = new Map<string, { count: { inc(): void }; duration: { observe(v: number): void } }>();
-
-  /**
-   * Counts and times one RPC. The labelled children are kept per label set:
-   * prom-client hashes the labels on every call otherwise, and this runs on
-   * every request.
-   */
+  /** Counts and times one RPC. */
   recordRpc(rpc: string, protocol: string, code: string, seconds: number): void {
-    const key = `${rpc}\u0000${protocol}\u0000${code}`;
-    let children = this.#rpcChildren.get(key);
-    if (children === undefined) {
-      children = { count: this.rpcRequests.labels({ rpc, protocol, code }), duration: this.rpcDuration.labels({ rpc, code }) };
-      this.#rpcChildren.set(key, children);
-    }
-    children.count.inc();
-    children.duration.observe(seconds);
+    this.rpcRequests.inc({ rpc, protocol, code });
+    this.rpcDuration.observe({ rpc, code }, seconds);
   }
 
   constructor(options: { pool?: () => PoolStats | undefined; pendingDeletions?: () => Promise<number> } = {}) {

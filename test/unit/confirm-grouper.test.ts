@@ -14,14 +14,23 @@ interface Input {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
- * A stand-in store: `together` records what it is given after `groupMs`,
- * `alone` after 1 ms; every call is logged, and each answer says which
- * path recorded it.
+ * A stand-in store: `together` records what it is given when the test lets
+ * that group end (`gated`: each group waits for its release), else at
+ * once; every call is logged, and each answer says which path recorded it.
  */
-function fakeStore(options: { groupMs?: number; maxGroup?: number; maxWaitMs?: number } = {}) {
+function fakeStore(options: { gated?: boolean; maxGroup?: number; maxWaitMs?: number } = {}) {
   const log: string[] = [];
   const groups: string[][] = [];
   const sizes: Array<[number, number]> = [];
+  // Each gated group: a promise the test awaits until the group started, and the group's release.
+  const started: Array<(release: () => void) => void> = [];
+  const pendingStarts: Array<() => void> = [];
+  const nextGroup = () =>
+    new Promise<() => void>((resolve) => {
+      const release = pendingStarts.shift();
+      if (release !== undefined) resolve(release);
+      else started.push(resolve);
+    });
   const confirm = confirmGrouper<Input, string>({
     alone: async (input) => {
       log.push(`alone ${input.entityId}`);
@@ -37,7 +46,13 @@ function fakeStore(options: { groupMs?: number; maxGroup?: number; maxWaitMs?: n
     together: async (inputs) => {
       groups.push(inputs.map((i) => i.entityId));
       log.push(`together ${inputs.map((i) => i.entityId).join(",")}`);
-      await sleep(options.groupMs ?? 1);
+      if (options.gated === true) {
+        await new Promise<void>((release) => {
+          const waiter = started.shift();
+          if (waiter !== undefined) waiter(release);
+          else pendingStarts.push(release);
+        });
+      } else await sleep(1);
       log.push(`ended ${inputs.map((i) => i.entityId).join(",")}`);
       if (inputs.some((i) => i.inGroup === "fail")) throw new Error("group failed");
       if (inputs.some((i) => i.inGroup === "timeout")) throw Object.assign(new Error("max_statement_time exceeded"), { code: "ER_STATEMENT_TIMEOUT", errno: 1969 });
@@ -49,7 +64,7 @@ function fakeStore(options: { groupMs?: number; maxGroup?: number; maxWaitMs?: n
     maxWaitMs: options.maxWaitMs ?? 1000,
     onGroup: (size, recorded) => sizes.push([size, recorded]),
   });
-  return { confirm, log, groups, sizes };
+  return { confirm, log, groups, sizes, nextGroup };
 }
 
 const settle = (p: Promise<string>) => p.then((v) => v, (e: unknown) => `error:${(e as Error).message}`);
@@ -78,13 +93,16 @@ test("a second confirm on an entity of the group waits for the group, then goes 
 });
 
 test("a confirm on an entity whose group is in flight is held until that group answered, even when others go on", async () => {
-  const s = fakeStore({ groupMs: 60, maxWaitMs: 5 });
+  const s = fakeStore({ gated: true, maxWaitMs: 5 });
   const first = Promise.all([s.confirm({ entityId: "a" }), s.confirm({ entityId: "b" })]);
-  await sleep(10);
-  const later = Promise.all([s.confirm({ entityId: "a" }), s.confirm({ entityId: "c" })]);
+  const release = await s.nextGroup();
+  const heldA = s.confirm({ entityId: "a" });
+  // c goes after the 5 ms limit, while the group is still in flight.
+  assert.is(await s.confirm({ entityId: "c" }), "alone:c");
+  assert.equal(s.log, ["together a,b", "alone c"], "a is held while its group is in flight");
+  release();
   assert.equal(await first, ["group:a", "group:b"]);
-  assert.equal(await later, ["released:a", "alone:c"]);
-  // c went after the 5 ms limit, while the group was in flight; a only after it ended.
+  assert.is(await heldA, "released:a");
   assert.equal(s.log, ["together a,b", "alone c", "ended a,b", "released a"]);
 });
 
@@ -147,27 +165,27 @@ test("groups hold at most maxGroup confirms, split evenly", async () => {
 });
 
 test("confirms arriving while a group is in flight wait for it to end, then go together", async () => {
-  const s = fakeStore({ groupMs: 30 });
+  const s = fakeStore({ gated: true });
   const first = Promise.all([s.confirm({ entityId: "a" }), s.confirm({ entityId: "b" })]);
-  await sleep(5);
+  const releaseFirst = await s.nextGroup();
   const later = [s.confirm({ entityId: "c" })];
-  await sleep(5);
+  await new Promise((resolve) => setImmediate(resolve));
   later.push(s.confirm({ entityId: "d" }));
+  assert.equal(s.groups, [["a", "b"]], "nothing else goes while the group is in flight");
+  releaseFirst();
   assert.equal(await first, ["group:a", "group:b"]);
+  (await s.nextGroup())();
   assert.equal(await Promise.all(later), ["group:c", "group:d"]);
   assert.equal(s.groups, [["a", "b"], ["c", "d"]]);
 });
 
 test("a confirm waits at most maxWaitMs for the transactions in flight, then goes anyway", async () => {
-  const s = fakeStore({ groupMs: 300, maxWaitMs: 10 });
-  let firstEnded = false;
-  const first = Promise.all([s.confirm({ entityId: "a" }), s.confirm({ entityId: "b" })]).then((answers) => {
-    firstEnded = true;
-    return answers;
-  });
-  await sleep(5);
+  const s = fakeStore({ gated: true, maxWaitMs: 10 });
+  const first = Promise.all([s.confirm({ entityId: "a" }), s.confirm({ entityId: "b" })]);
+  const release = await s.nextGroup();
+  // The group is never released before the late confirm is answered.
   assert.is(await s.confirm({ entityId: "c" }), "alone:c");
-  assert.is(firstEnded, false, "the late confirm was answered while the group was still in flight");
+  release();
   assert.equal(await first, ["group:a", "group:b"]);
 });
 
