@@ -16,7 +16,7 @@ import path from "node:path";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { ContainerSASPermissions, generateBlobSASQueryParameters, StorageSharedKeyCredential } from "@azure/storage-blob";
+import { BlobServiceClient, ContainerSASPermissions, generateBlobSASQueryParameters, StorageSharedKeyCredential } from "@azure/storage-blob";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import knexFactory from "knex";
@@ -26,6 +26,8 @@ import { LeanHttp1 } from "./lean-http1.js";
 import { mintToken } from "../src/auth/tokens.js";
 import { fromJson, type JsonObject, toBinary } from "@bufbuild/protobuf";
 import { EntityVersionsService } from "../gen/entityversions/v1/entity_versions_pb.js";
+import type { Sql } from "../src/store/sql.js";
+import { activeVersionSql, pushFactsSql, versionPageSql, versionWithFactsSql } from "../src/store/version-queries.js";
 import { closedLoop, h2load, h2loadAvailable, type LoadResult, median, runBatch } from "./load.js";
 import { cpuSeconds, machineBusySeconds, measured, memory, pidOf } from "./proc.js";
 
@@ -234,11 +236,17 @@ async function main() {
     generator === "h2load" ? h2(true, entities.map((_, n) => `${base}${p(n)}`)) : restCall("GET", p, undefined, pool);
   // gRPC errors ride in trailers h2load does not read: count them from the
   // service's metrics, before and after.
+  const failureCodes = new Set<string>();
   const grpcFailures = async (method: string) => {
     const text = await (await rest.request({ method: "GET", path: "/metrics" })).body.text();
     let n = 0;
+    failureCodes.clear();
     for (const m of text.matchAll(/^entity_versions_rpc_requests_total\{([^}]*)\} (\d+)/gm)) {
-      if (m[1]!.includes(`/${method}"`) && m[1]!.includes('protocol="grpc"') && !m[1]!.includes('code="ok"')) n += Number(m[2]);
+      // A call the client canceled is h2load ending its run, not the service failing.
+      if (m[1]!.includes(`/${method}"`) && m[1]!.includes('protocol="grpc"') && !/code="(ok|canceled)"/.test(m[1]!)) {
+        n += Number(m[2]);
+        failureCodes.add(/code="([^"]*)"/.exec(m[1]!)?.[1] ?? "?");
+      }
     }
     return n;
   };
@@ -255,7 +263,7 @@ async function main() {
         const before = await grpcFailures(method);
         const result = await load.run();
         const failed = (await grpcFailures(method)) - before;
-        return { ...result, errors: result.errors + failed, samples: failed > 0 ? [...result.samples, `${failed} gRPC errors`] : result.samples };
+        return { ...result, errors: result.errors + failed, samples: failed > 0 ? [...result.samples, `${failed} gRPC errors (${[...failureCodes].join(", ")})`] : result.samples };
       },
     };
   };
@@ -433,7 +441,7 @@ async function main() {
 
   // ConfirmUpload on distinct new entities, uploads done beforehand.
   const confirmRow: Row = { name: "ConfirmUpload, distinct entities", protocol: "REST", runs: [] };
-  const azuriteRow: Row = { name: "ceiling: Azurite blob HEAD (the blob check confirm makes)", protocol: "HTTP", runs: [] };
+  const azuriteRow: Row = { name: "ceiling: Azurite's work per confirm (HEAD, Copy Blob From URL, Delete)", protocol: "HTTP", runs: [] };
   const groups0 = wanted("ConfirmUpload") ? await groupStats() : undefined;
   // Where a confirm's CPU goes, machine-wide: the cores are shared by the
   // service, MariaDB, Azurite and this process, so their sum per confirm is
@@ -469,14 +477,21 @@ async function main() {
     });
     confirmsMade += calls.length;
     confirmRow.runs.push({ load: m.result, cpuCores: m.cpuCores, rssMb: m.rssMb });
-    // The emulator's own bound at this blob count: HEADs on the blobs just confirmed.
+    // The emulator's own bound at this blob count: the work a confirm asks
+    // of it, on the packages just confirmed (as staged uploads would be):
+    // a HEAD signed as the service signs its checks, a Copy Blob From URL to
+    // a scratch name, and the delete of the copy.
+    const container = BlobServiceClient.fromConnectionString(azurite.connectionString).getContainerClient("bench");
     const heads = (bodies as Array<{ e: string; body: { storage_path: string } }>).map(({ body }) => async (): Promise<true | string> => {
-      const u = new URL(`${azurite.blobEndpoint}/bench/${body.storage_path}`);
-      // Signed as the service signs its checks (a container read SAS), so the
-      // emulator checks the signature and finds the blob, as for a confirm.
+      const finalPath = body.storage_path.replace(/^uploads\//, "versions/");
+      const u = new URL(`${azurite.blobEndpoint}/bench/${finalPath}`);
       const res = await azure.request({ method: "HEAD", path: `${u.pathname}?${containerReadSas}` });
       await res.body.dump();
-      return res.statusCode === 200 ? true : `${res.statusCode}`;
+      if (res.statusCode !== 200) return `HEAD ${res.statusCode}`;
+      const scratch = container.getBlockBlobClient(`ceiling/${randomBytes(8).toString("hex")}`);
+      await scratch.syncCopyFromURL(`${u.origin}${u.pathname}?${containerReadSas}`, { conditions: { ifNoneMatch: "*" } });
+      await scratch.delete();
+      return true;
     });
     azuriteRow.runs.push({ load: await runBatch(heads, cfg.concurrency), cpuCores: Number.NaN, rssMb: Number.NaN });
     // Keep the emulator small: delete this run's versions (and their blobs).
@@ -580,6 +595,90 @@ async function main() {
   }
   log(`hot entity: ${cfg.racers} racers settled in ${median(settles).toFixed(0)} ms (median of ${cfg.hotRounds}); exactly 1 created each time: ${hotOk}`);
 
+  // Flat read cost: the same random reads over a small data set and over
+  // one a hundred times larger (seeded with SQL, not through the API, with
+  // MariaDB's sequence tables), taken in turn.
+  const largeRows: Row[] = [];
+  const planLines: string[] = [];
+  let largeRatio = Number.NaN;
+  const sets = smoke ? { small: 100, large: 1_000 } : { small: 1_000, large: 100_000 };
+  const perEntity = 10;
+  if (wanted("large data")) {
+    const db = knexFactory({ client: "mysql2", connection: databaseUrl, pool: { min: 0, max: 1 } });
+    // A data set that does not fit the buffer pool measures the disk, not
+    // the service: the pool is sized to it for this row, and put back after.
+    const [[{ pool }]] = (await db.raw("select @@innodb_buffer_pool_size as pool")) as unknown as [[{ pool: number | string }]];
+    const wantedPool = 1024 * 1024 * 1024;
+    let restorePool: number | undefined;
+    if (!smoke && Number(pool) < wantedPool) {
+      try {
+        await db.raw(`set global innodb_buffer_pool_size = ${wantedPool}`);
+        restorePool = Number(pool);
+      } catch (error) {
+        log(`could not size the buffer pool (${(error as Error).message}): the large data set may not fit it`);
+      }
+    }
+    log(`seeding ${sets.small * perEntity} and ${sets.large * perEntity} versions with SQL …`);
+    for (const [prefix, count] of [["small", sets.small], ["large", sets.large]] as const) {
+      await db.raw(
+        `insert into entities (id, tip_version_id, active_version_id, last_seq, created_at, public_store) select concat('${prefix}-', seq), concat('${prefix}-', seq, '-v${perEntity}'), concat('${prefix}-', seq, '-v${perEntity / 2}'), ${perEntity}, now(3), 0 from seq_1_to_${count}`,
+      );
+      await db.raw(`insert into entity_publishers (entity_id, user_id) select concat('${prefix}-', seq), 'bench' from seq_1_to_${count}`);
+      await db.raw(
+        `insert into versions (id, entity_id, seq, version, source_hash, upload_id, storage_path, file_size_bytes, service_dependencies, published_by, created_at) ` +
+          `select concat('${prefix}-', e.seq, '-v', v.seq), concat('${prefix}-', e.seq), v.seq, concat('2020.01.01-0000', lpad(v.seq, 2, '0')), sha2(concat('${prefix}', e.seq, '-', v.seq), 256), concat('${prefix}-', e.seq, '-u', v.seq), concat('versions/${prefix}-', e.seq, '/u', v.seq, '/package'), 100 + v.seq, '[]', 'bench', now(3) ` +
+          `from seq_1_to_${count} e cross join seq_1_to_${perEntity} v`,
+      );
+    }
+    await db.raw("analyze table entities, versions, entity_publishers");
+    const randomEntity = (prefix: string, count: number) => `${prefix}-${1 + Math.floor(Math.random() * count)}`;
+    const ops: Op[] = [];
+    for (const [prefix, count] of [["small", sets.small], ["large", sets.large]] as const) {
+      const label = `${(count * perEntity).toLocaleString("en")} versions`;
+      ops.push(
+        { name: `GetActiveVersion, large data: ${label}`, protocol: "REST", call: restCall("GET", () => `/api/entities/${randomEntity(prefix, count)}/active-version`) },
+        {
+          name: `GetVersion, large data: ${label}`,
+          protocol: "REST",
+          call: restCall("GET", () => {
+            const e = randomEntity(prefix, count);
+            return `/api/entities/${e}/versions/${e}-v${1 + Math.floor(Math.random() * perEntity)}`;
+          }),
+        },
+        { name: `ListVersions, large data: ${label}`, protocol: "REST", call: restCall("GET", () => `/api/entities/${randomEntity(prefix, count)}/versions?page_size=5`) },
+      );
+    }
+    largeRows.push(...(await runOps(ops)));
+    const rpsOf = (r: Row) => median(r.runs.map((x) => x.load.rps));
+    const ratios = [0, 1, 2].map((i) => rpsOf(largeRows[i + 3]!) / rpsOf(largeRows[i]!));
+    largeRatio = Math.min(...ratios);
+    for (const [i, r] of ratios.entries()) largeRows[i + 3]!.ratio = r;
+    // The hot statements' plans on the large data set, as MariaDB ran them.
+    const caller = { id: "bench", roles: ["publisher"], orgs: ["org-a"] };
+    const e = `large-${Math.ceil(sets.large / 2)}`;
+    const statements: Array<[string, Sql]> = [
+      ["GetActiveVersion", activeVersionSql(e, caller)],
+      ["GetVersion, GetDownloadUrl", versionWithFactsSql(e, `${e}-v3`, caller)],
+      ["ListVersions, first page", versionPageSql(e, undefined, 50, caller)],
+      ["ListVersions, a later page", versionPageSql(e, 4, 50, caller)],
+      [
+        "a push's facts (GetUploadUrl, ConfirmUpload)",
+        pushFactsSql({ entityId: e, sourceHash: "a".repeat(64), version: "2030.01.01-000000", baseVersionId: `${e}-v${perEntity}`, force: false, setAsActive: false, caller, authorize: () => "allow", uploadId: "none" }),
+      ],
+    ];
+    for (const [what, q] of statements) {
+      const [plan] = (await db.raw(`analyze ${q.text}`, q.params as never)) as unknown as [Array<Record<string, unknown>>];
+      planLines.push(`**${what}**`, "", "| id | select_type | table | type | key | rows | r_rows | Extra |", "|---|---|---|---|---|---:|---:|---|");
+      for (const r of plan) planLines.push(`| ${r["id"] ?? ""} | ${r["select_type"] ?? ""} | ${r["table"] ?? ""} | ${r["type"] ?? ""} | ${r["key"] ?? ""} | ${r["rows"] ?? ""} | ${r["r_rows"] ?? ""} | ${r["Extra"] ?? ""} |`);
+      planLines.push("");
+    }
+    await db.raw(`delete from versions where entity_id like 'small-%' or entity_id like 'large-%'`);
+    await db.raw(`delete from entity_publishers where entity_id like 'small-%' or entity_id like 'large-%'`);
+    await db.raw(`delete from entities where id like 'small-%' or id like 'large-%'`);
+    if (restorePool !== undefined) await db.raw(`set global innodb_buffer_pool_size = ${restorePool}`).catch(() => undefined);
+    await db.destroy();
+  }
+
   const peakRss = memory(pid).peakMb;
 
   // Where the service's memory is, for the report.
@@ -620,9 +719,14 @@ async function main() {
     ["100 racers on one entity settled < 500 ms, exactly 1 created", hotOk && median(settles) < 500, `${median(settles).toFixed(0)} ms`],
     ["p99 < 25 ms at half the peak rate", halfP99 < 25, `${halfP99.toFixed(2)} ms at ${Math.floor(peak / 2)}/s`],
     ["peak RSS < 200 MB", peakRss < 200, `${peakRss.toFixed(0)} MB`],
+    [
+      `random reads over ${(sets.large * perEntity).toLocaleString("en")} versions ≥ 0.8× of the same over ${(sets.small * perEntity).toLocaleString("en")}`,
+      largeRatio >= 0.8,
+      `${Number.isFinite(largeRatio) ? largeRatio.toFixed(2) : "–"}× (the lowest of GetActiveVersion, GetVersion and ListVersions)`,
+    ],
   ];
   for (const [what, ok, value] of targets) log(`${ok ? "MET   " : "MISSED"} ${what}: ${value}`);
-  if (out !== undefined) fs.writeFileSync(out, report(rows, targets, settles, hotOk, peakRss, baselineRps, confirmBound, `At half the peak rate: p99 ${halfP99.toFixed(2)} ms, as the generator measured it (from when each request was due).${halfTail}${confirmCpuNote === "" ? "" : `\n${confirmCpuNote.trim()}`}`));
+  if (out !== undefined) fs.writeFileSync(out, report(rows, targets, settles, hotOk, peakRss, baselineRps, confirmBound, planLines, `At half the peak rate: p99 ${halfP99.toFixed(2)} ms, as the generator measured it (from when each request was due).${halfTail}${confirmCpuNote === "" ? "" : `\n${confirmCpuNote.trim()}`}`));
   if (out !== undefined) log(`wrote ${path.relative(process.cwd(), out)}`);
   if (errors > 0 || !hotOk) {
     log(`FAILED: ${errors} errors${hotOk ? "" : "; the hot entity did not settle to exactly 1 created"}`);
@@ -630,7 +734,17 @@ async function main() {
   }
 }
 
-function report(rows: Array<{ name: string; protocol: string; ratio?: number; together?: number; runs: Array<{ load: LoadResult; cpuCores: number; rssMb: number }> }>, targets: Array<[string, boolean, string]>, settles: number[], hotOk: boolean, peakRss: number, baselineRps: number, confirmBound: number, halfNote: string): string {
+function report(
+  rows: Array<{ name: string; protocol: string; ratio?: number; together?: number; runs: Array<{ load: LoadResult; cpuCores: number; rssMb: number }> }>,
+  targets: Array<[string, boolean, string]>,
+  settles: number[],
+  hotOk: boolean,
+  peakRss: number,
+  baselineRps: number,
+  confirmBound: number,
+  planLines: string[],
+  halfNote: string,
+): string {
   const cpu = os.cpus();
   const version = (cmd: string, argv: string[]) => {
     try {
@@ -663,7 +777,7 @@ function report(rows: Array<{ name: string; protocol: string; ratio?: number; to
     "",
     "## Per operation",
     "",
-    `Baseline: a minimal Fastify route running the same single-row SELECT with mysql2 on the same database: ${f(baselineRps)} req/s, its runs taken in turn with the GetActiveVersion rows' (baseline, REST, gRPC, then again), so that the ratios the targets read see the same machine. "× baseline" is a read's throughput over it. For ConfirmUpload it is over what its dependencies' work allows on these cores, as if the service's own cost nothing: ${f(confirmBound)}/s, the cores over the CPU MariaDB, Azurite, the load generator and the kernel spent per confirm (measured from /proc during the row; the note under the table). The two ceiling rows below it measure MariaDB (a confirm's transaction, ungrouped) and Azurite (the signed blob check) each with the machine to itself.`,
+    `Baseline: a minimal Fastify route running the same single-row SELECT with mysql2 on the same database: ${f(baselineRps)} req/s, its runs taken in turn with the GetActiveVersion rows' (baseline, REST, gRPC, then again), so that the ratios the targets read see the same machine. "× baseline" is a read's throughput over it. For ConfirmUpload it is over what its dependencies' work allows on these cores, as if the service's own cost nothing: ${f(confirmBound)}/s, the cores over the CPU MariaDB, Azurite, the load generator and the kernel spent per confirm (measured from /proc during the row; the note under the table). The two ceiling rows below it measure MariaDB (a confirm's transaction, ungrouped) and Azurite (the HEAD, copy and delete a confirm asks of it) each with the machine to itself; on Azure the storage service does that work on its own machines. The "large data" rows read random entities of a data set seeded with SQL; for the larger set, "×" is its throughput over the same read on the smaller one, taken in turn.`,
     "",
     "| operation | protocol | req/s | × baseline | p50 ms | p95 ms | p99 ms | errors | service CPU (cores) | CPU µs per request | together | service RSS MB |",
     "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -678,8 +792,15 @@ function report(rows: Array<{ name: string; protocol: string; ratio?: number; to
     `The service's peak RSS over the whole run: ${peakRss.toFixed(0)} MB. The baseline row reports the baseline process's CPU and memory; every other row the service's; ceiling rows measure the database and the emulator alone.`,
     "",
   ];
-  const notes = path.join(root, "bench", "NOTES.md");
-  if (fs.existsSync(notes)) lines.push(fs.readFileSync(notes, "utf8"));
+  if (planLines.length > 0) {
+    lines.push(
+      "## Query plans",
+      "",
+      `The hot statements on the large data set (${"`"}src/store/version-queries.ts${"`"}), as MariaDB's ANALYZE ran them: every table read by an index, nothing sorted or materialised over an entity's history (r_rows: the rows actually read).`,
+      "",
+      ...planLines,
+    );
+  }
   return lines.join("\n");
 }
 
