@@ -1,4 +1,4 @@
-// npm run bench:ab -- --b DATABASE_READ_BATCH_MAX=1 [--b NAME=VALUE …] [--b-node-flags "…"] [--ops reads,confirms] [--runs N] [--duration S]
+// npm run bench:ab -- --b DATABASE_READ_BATCH_MAX=1 [--b NAME=VALUE …] [--b-node-flags=…] [--ops reads,confirms] [--runs N] [--duration S]
 //
 // A same-run A/B of one setting: two service processes side by side on the
 // same MariaDB database and Azurite, A as configured by default and B with

@@ -1,7 +1,6 @@
 import { createApp } from "./app.js";
 import { BlobStoreUnavailableError } from "./blob/blob-store.js";
 import { ConfigError, loadConfig } from "./config.js";
-import { flushLogs } from "./ops/logger.js";
 import { classifyDbError } from "./store/db-errors.js";
 
 // Reads the configuration, starts the service and stops it on SIGTERM or
@@ -30,14 +29,8 @@ try {
         : "";
   process.stderr.write(`entity-versions: could not start: ${message}${hint}\n`);
   await app?.close();
-  await flushLogs();
   process.exit(1);
 }
-app.server.log.info(
-  { address, database: config.database.kind, blob: config.blob.kind, blobEndpoint: app.blobEndpoint },
-  `entity-versions listening on ${address} (gRPC, gRPC-Web, Connect and REST on one port)`,
-);
-
 if (app.devToken !== undefined) {
   // Development mode only (no AUTH_JWT_SECRET or AUTH_JWKS_URL): printed to
   // stderr, the terminal, never into the JSON log stream on stdout.
@@ -48,16 +41,21 @@ if (app.devToken !== undefined) {
   );
 }
 
+app.server.log.info(
+  { address, database: config.database.kind, blob: config.blob.kind, blobEndpoint: app.blobEndpoint },
+  `entity-versions listening on ${address} (gRPC, gRPC-Web, Connect and REST on one port)`,
+);
+
 let stopping = false;
 const stop = (signal: string) => {
   if (stopping) return;
   stopping = true;
   app.server.log.info({ signal }, "shutting down");
   app.close().then(
-    () => flushLogs().then(() => process.exit(0)),
+    () => process.exit(0),
     (error: unknown) => {
       app.server.log.error({ err: error }, "shutdown failed");
-      void flushLogs().then(() => process.exit(1));
+      process.exit(1);
     },
   );
 };

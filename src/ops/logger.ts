@@ -25,8 +25,7 @@ export function safeError(error: unknown, depth = 0): Record<string, unknown> | 
 /**
  * The service's pino logger: JSON lines, errors through safeError, and any
  * authorization header redacted should one ever be logged. By default it
- * writes stdout asynchronously (stdoutDestination) and flushes what is left
- * when the process exits.
+ * writes stdout line by line (stdoutDestination).
  */
 export function createLogger(level: string, destination?: DestinationStream) {
   const options = {
@@ -42,41 +41,12 @@ export function createLogger(level: string, destination?: DestinationStream) {
 let stdout: ReturnType<typeof pino.destination> | undefined;
 
 /**
- * The one asynchronous stdout stream of the process, shared by every logger
- * made in it (the tests make several), so their lines never interleave
- * mid-line and one exit hook flushes them all.
+ * The one stdout stream of the process, shared by every logger made in it
+ * (the tests make several), so their lines never interleave mid-line. Each
+ * line is written as it is made (synchronously): no line is lost when the
+ * process exits, whatever the exit, and there is nothing to flush.
  */
 function stdoutDestination() {
-  if (stdout !== undefined) return stdout;
-  const stream = pino.destination({ dest: 1, sync: false });
-  process.once("exit", () => {
-    try {
-      stream.flushSync();
-    } catch {
-      // Nothing written yet, or stdout gone: nothing to save.
-    }
-  });
-  return (stdout = stream);
-}
-
-/**
- * Writes out the lines not yet written (at most one second's wait): the
- * shutdown awaits it before exiting, since the exit hook's synchronous flush
- * cannot finish a write already under way.
- */
-export function flushLogs(): Promise<void> {
-  const stream = stdout;
-  if (stream === undefined) return Promise.resolve();
-  return new Promise((resolve) => {
-    const timer = setTimeout(resolve, 1_000);
-    try {
-      stream.flush(() => {
-        clearTimeout(timer);
-        resolve();
-      });
-    } catch {
-      clearTimeout(timer);
-      resolve();
-    }
-  });
+  stdout ??= pino.destination({ dest: 1, sync: true });
+  return stdout;
 }

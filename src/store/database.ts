@@ -23,6 +23,8 @@ export interface Database {
   readonly readBatchMax: number;
   /** Most concurrent confirms recorded in one transaction (1 on SQLite, whose one connection serialises transactions anyway). */
   readonly confirmGroupMax: number;
+  /** Whether the hot reads run as server-side prepared statements (MySQL only). */
+  readonly preparedStatements: boolean;
 }
 
 function mysqlConnection(url: string): Knex.MySql2ConnectionConfig {
@@ -92,7 +94,7 @@ export function openDatabase(config: DatabaseConfig, logger?: DatabaseLogger): D
       },
       acquireConnectionTimeout: config.acquireTimeoutMs,
     });
-    return { knex, dialect: "mysql", readBatchMax: config.readBatchMax, confirmGroupMax: config.confirmGroupMax };
+    return { knex, dialect: "mysql", readBatchMax: config.readBatchMax, confirmGroupMax: config.confirmGroupMax, preparedStatements: config.preparedStatements };
   }
   fs.mkdirSync(path.dirname(path.resolve(config.file)), { recursive: true });
   const knex = knexFactory({
@@ -110,5 +112,5 @@ export function openDatabase(config: DatabaseConfig, logger?: DatabaseLogger): D
       },
     },
   });
-  return { knex, dialect: "sqlite", readBatchMax: 1, confirmGroupMax: 1 };
+  return { knex, dialect: "sqlite", readBatchMax: 1, confirmGroupMax: 1, preparedStatements: false };
 }

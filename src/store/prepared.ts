@@ -18,12 +18,17 @@ interface Pooled {
  * MySQL (mysql2 `execute` on a connection of Knex's own pool, so the pool
  * size, timeouts and session settings stay one), which skips Knex's query
  * building, the client-side escaping and the server's parsing on every
- * call; on SQLite, Knex's raw query. The SQL must be portable: `?`
- * placeholders, no dialect functions.
+ * call; on SQLite, or with DATABASE_PREPARED_STATEMENTS=off, Knex's raw
+ * query. The SQL must be portable: `?` placeholders, no dialect functions.
  */
 export function preparedRunner(db: Database): RunPrepared {
-  if (db.dialect === "sqlite") {
-    return <T>(sql: string, params: readonly unknown[], signal?: AbortSignal) => untilAborted(db.knex.raw(sql, params as never).then((rows) => rows as T[]), signal);
+  if (!db.preparedStatements) {
+    // Knex's raw query: SQLite's rows, or mysql2's [rows, fields].
+    return <T>(sql: string, params: readonly unknown[], signal?: AbortSignal) =>
+      untilAborted(
+        db.knex.raw(sql, params as never).then((result: unknown) => (Array.isArray(result) && Array.isArray(result[0]) ? result[0] : result) as T[]),
+        signal,
+      );
   }
   const client = db.knex.client as Pooled;
   const run = async <T>(sql: string, params: readonly unknown[]) => {

@@ -46,6 +46,7 @@ export function confirmGroupsSuite(backend: Backend) {
             acquireTimeoutMs: 5_000,
             readBatchMax: 16,
             confirmGroupMax: 16,
+            preparedStatements: true,
           },
     );
     await migrateLatest(ctx.db.knex);

@@ -27,7 +27,7 @@ export function queryPlansSuite() {
 
   s.before(async (ctx) => {
     ctx.tdb = await createTestDatabase("mysql");
-    ctx.db = openDatabase({ kind: "mysql", url: ctx.tdb.url, poolMax: 2, lockWaitTimeoutSeconds: 5, statementTimeoutMs: 60_000, acquireTimeoutMs: 5_000, readBatchMax: 1, confirmGroupMax: 1 });
+    ctx.db = openDatabase({ kind: "mysql", url: ctx.tdb.url, poolMax: 2, lockWaitTimeoutSeconds: 5, statementTimeoutMs: 60_000, acquireTimeoutMs: 5_000, readBatchMax: 1, confirmGroupMax: 1, preparedStatements: true });
     await migrateLatest(ctx.db.knex);
     const k = ctx.db.knex;
     await k("entities").insert({ id: "long", last_seq: history, created_at: new Date(), tip_version_id: `v${history}`, active_version_id: "v10" });
