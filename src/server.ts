@@ -204,12 +204,16 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   app.addHook("onResponse", async (req, reply) => {
     const o = req.rpcOutcome;
     const route = rpcRoute(req);
-    // A call refused before any interceptor saw it is counted here.
+    // The client went away before its answer (an HTTP/2 stream it reset
+    // ends the response too): the call may still be running.
+    const gone = req.raw.aborted === true;
+    // A call refused before any interceptor saw it, or cut off by its
+    // client, is counted here (once: see recordRpc).
     if (route !== undefined && o.rpc === undefined) {
       recordRpc(deps.metrics, o, {
         rpc: route.rpc,
         protocol: o.protocol ?? route.gateway,
-        code: o.code ?? "unknown",
+        code: o.code ?? (gone ? "canceled" : "unknown"),
         reason: o.reason,
         seconds: reply.elapsedTime / 1000,
       });
@@ -220,7 +224,8 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
         path: req.url.split("?")[0],
         ...(o.rpc === undefined ? {} : { rpc: o.rpc, protocol: o.protocol, code: o.code }),
         ...(o.reason === undefined ? {} : { reason: o.reason }),
-        status: reply.statusCode,
+        // nginx's 499: the client closed the request before the answer.
+        status: gone && o.code === undefined ? 499 : reply.statusCode,
         durationMs: Math.round(reply.elapsedTime * 100) / 100,
       },
       "request",

@@ -9,6 +9,8 @@ export interface RpcOutcome {
   rpc?: string;
   code?: string;
   reason?: string;
+  /** Set once the call is counted, so that it is counted once, by whoever sees its end first. */
+  recorded?: boolean;
 }
 
 /**
@@ -39,6 +41,8 @@ export interface RpcRecord {
  * limits, a message that does not decode).
  */
 export function recordRpc(metrics: Metrics, outcome: RpcOutcome | undefined, r: RpcRecord): void {
+  if (outcome?.recorded === true) return;
+  if (outcome !== undefined) outcome.recorded = true;
   metrics.recordRpc(r.rpc, r.protocol, r.code, r.seconds);
   if (r.reason === "STALE_BASE") metrics.staleBase.inc({ rpc: r.rpc });
   if (outcome !== undefined) Object.assign(outcome, { protocol: r.protocol, rpc: r.rpc, code: r.code, ...(r.reason === undefined ? {} : { reason: r.reason }) });
