@@ -442,6 +442,7 @@ async function main() {
   // ConfirmUpload on distinct new entities, uploads done beforehand.
   const confirmRow: Row = { name: "ConfirmUpload, distinct entities", protocol: "REST", runs: [] };
   const azuriteRow: Row = { name: "ceiling: Azurite's work per confirm (HEAD, Copy Blob From URL, Delete)", protocol: "HTTP", runs: [] };
+  const azuriteHeadRow: Row = { name: "ceiling: Azurite's HEAD alone (a confirm's work before versions were sealed)", protocol: "HTTP", runs: [] };
   const groups0 = wanted("ConfirmUpload") ? await groupStats() : undefined;
   // Where a confirm's CPU goes, machine-wide: the cores are shared by the
   // service, MariaDB, Azurite and this process, so their sum per confirm is
@@ -482,6 +483,13 @@ async function main() {
     // a HEAD signed as the service signs its checks, a Copy Blob From URL to
     // a scratch name, and the delete of the copy.
     const container = BlobServiceClient.fromConnectionString(azurite.connectionString).getContainerClient("bench");
+    const headsAlone = (bodies as Array<{ e: string; body: { storage_path: string } }>).map(({ body }) => async (): Promise<true | string> => {
+      const u = new URL(`${azurite.blobEndpoint}/bench/${body.storage_path.replace(/^uploads\//, "versions/")}`);
+      const res = await azure.request({ method: "HEAD", path: `${u.pathname}?${containerReadSas}` });
+      await res.body.dump();
+      return res.statusCode === 200 ? true : `HEAD ${res.statusCode}`;
+    });
+    azuriteHeadRow.runs.push({ load: await runBatch(headsAlone, cfg.concurrency), cpuCores: Number.NaN, rssMb: Number.NaN });
     const heads = (bodies as Array<{ e: string; body: { storage_path: string } }>).map(({ body }) => async (): Promise<true | string> => {
       const finalPath = body.storage_path.replace(/^uploads\//, "versions/");
       const u = new URL(`${azurite.blobEndpoint}/bench/${finalPath}`);
@@ -564,7 +572,7 @@ async function main() {
       txCeilingRow.runs.push({ load, cpuCores: Number.NaN, rssMb: Number.NaN });
     }
     await raw.end();
-    rows.push(txCeilingRow, azuriteRow);
+    rows.push(txCeilingRow, azuriteRow, azuriteHeadRow);
     // The bound is what the CPU accounting above leaves; without /proc, the
     // two ceilings (each measured with the machine to itself) together,
     // harmonically, as they share the cores.
@@ -574,6 +582,7 @@ async function main() {
     confirmRow.ratio = median(confirmRow.runs.map((x) => x.load.rps)) / confirmBound;
     log(`${txCeilingRow.name}: ${tx.toFixed(0)} tx/s`);
     log(`${azuriteRow.name}: ${head.toFixed(0)}/s`);
+    log(`${azuriteHeadRow.name}: ${median(azuriteHeadRow.runs.map((x) => x.load.rps)).toFixed(0)}/s`);
     log(`what the dependencies' work allows, before any of the service's own: ${confirmBound.toFixed(0)}/s`);
   }
   log(`ConfirmUpload, distinct entities  REST      ${median(confirmRow.runs.map((x) => x.load.rps)).toFixed(0).padStart(7)} req/s  p99 ${median(confirmRow.runs.map((x) => x.load.p99)).toFixed(2)} ms  errors ${confirmRow.runs.reduce((a, x) => a + x.load.errors, 0)}  confirms per transaction ${confirmRow.together?.toFixed(1) ?? "–"}`);
@@ -777,7 +786,7 @@ function report(
     "",
     "## Per operation",
     "",
-    `Baseline: a minimal Fastify route running the same single-row SELECT with mysql2 on the same database: ${f(baselineRps)} req/s, its runs taken in turn with the GetActiveVersion rows' (baseline, REST, gRPC, then again), so that the ratios the targets read see the same machine. "× baseline" is a read's throughput over it. For ConfirmUpload it is over what its dependencies' work allows on these cores, as if the service's own cost nothing: ${f(confirmBound)}/s, the cores over the CPU MariaDB, Azurite, the load generator and the kernel spent per confirm (measured from /proc during the row; the note under the table). The two ceiling rows below it measure MariaDB (a confirm's transaction, ungrouped) and Azurite (the HEAD, copy and delete a confirm asks of it) each with the machine to itself; on Azure the storage service does that work on its own machines. The "large data" rows read random entities of a data set seeded with SQL; for the larger set, "×" is its throughput over the same read on the smaller one, taken in turn.`,
+    `Baseline: a minimal Fastify route running the same single-row SELECT with mysql2 on the same database: ${f(baselineRps)} req/s, its runs taken in turn with the GetActiveVersion rows' (baseline, REST, gRPC, then again), so that the ratios the targets read see the same machine. "× baseline" is a read's throughput over it. For ConfirmUpload it is over what its dependencies' work allows on these cores, as if the service's own cost nothing: ${f(confirmBound)}/s, the cores over the CPU MariaDB, Azurite, the load generator and the kernel spent per confirm (measured from /proc during the row; the note under the table). The two ceiling rows below it measure MariaDB (a confirm's transaction, ungrouped) and Azurite (the HEAD, copy and delete a confirm asks of it) each with the machine to itself; on Azure the storage service does that work on its own machines. The last ceiling row is Azurite's HEAD alone: all a confirm asked of the store before it sealed each version into a copy no upload URL can write, so the two rows give the sealing's cost on this machine. The "large data" rows read random entities of a data set seeded with SQL; for the larger set, "×" is its throughput over the same read on the smaller one, taken in turn.`,
     "",
     "| operation | protocol | req/s | × baseline | p50 ms | p95 ms | p99 ms | errors | service CPU (cores) | CPU µs per request | together | service RSS MB |",
     "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
