@@ -33,7 +33,7 @@ import { successStatus } from "./rest/success-status.js";
 import { connectRoutes, type RpcRouteConfig } from "./rpc/connect-routes.js";
 import { deadlineInterceptor } from "./rpc/deadline-interceptor.js";
 import { errorInterceptor, toCatalogError } from "./rpc/error-interceptor.js";
-import { createInProcessCaller } from "./rpc/in-process-caller.js";
+import { createInProcessCaller, createInProcessStreamCaller } from "./rpc/in-process-caller.js";
 import { codeName, observeInterceptor, type RpcOutcome, recordRpc, rpcOutcomeKey } from "./rpc/observe-interceptor.js";
 
 declare module "fastify" {
@@ -286,6 +286,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   registerRestGateway(app, {
     services: apiServices,
     call: createInProcessCaller(specs, apiInterceptors),
+    callStream: createInProcessStreamCaller(specs, apiInterceptors),
     contextValues,
     outcome: (req) => req.rpcOutcome,
     refused,
