@@ -357,25 +357,14 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     const entityId = valid.entityId(req.entityId);
     const size = valid.pageSize(req.pageSize);
     const caller = requireCaller(ctx);
-    let beforeSeq: number | undefined;
-    if (req.pageToken !== "") {
-      const cursor = this.#d.pageTokens.decode(req.pageToken, entityId);
-      if (cursor === undefined) {
-        throw apiError("INVALID_ARGUMENT", {
-          field: "page_token",
-          problem: "is not a next_page_token this service issued for this entity; start again without page_token",
-        });
-      }
-      beforeSeq = cursor.beforeSeq;
-    }
+    const beforeSeq = this.#d.pageTokens.startOf(req.pageToken, entityId);
     // One query: the page and the caller's access together.
     const page = await this.#d.store.listVersionsWithFacts(entityId, beforeSeq, size, caller, ctx.signal);
     enforce(decideRead(caller, page.facts), entityId, caller);
     if (page.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
-    const last = page.versions[page.versions.length - 1];
     return {
       versions: page.versions.map(toVersionMessage),
-      nextPageToken: page.hasMore && last !== undefined ? this.#d.pageTokens.encode({ entityId, beforeSeq: last.seq }) : "",
+      nextPageToken: this.#d.pageTokens.nextAfter(entityId, page.hasMore, page.versions[page.versions.length - 1]?.seq),
     };
   }
 
