@@ -135,6 +135,13 @@ async function streamingGateway(script: (input: Message) => AsyncIterable<Messag
   return { app, url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}` };
 }
 
+/** The promise's value, or a failure naming what did not come within 2 s. */
+function within<T>(promise: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} did not come within 2 s`)), 2_000)));
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
 const shape = (id: string) => create(watchResponse, { shape: { id } } as never) as Message;
 
 test("a server-streaming RPC answers newline-delimited JSON, one {result} line per message, each written as it comes", async () => {
@@ -147,14 +154,14 @@ test("a server-streaming RPC answers newline-delimited JSON, one {result} line p
     yield shape("b");
   });
   try {
-    const res = await fetch(`${url}/v1/shelves/top/shapes?limit=2`);
+    // The first line arrives while the stream still waits to send its second.
+    const res = await within(fetch(`${url}/v1/shelves/top/shapes?limit=2`), "the answer's headers");
     assert.is(res.status, 200);
     assert.is(res.headers.get("content-type"), "application/x-ndjson");
     assert.is(res.headers.get("x-stream"), "1");
     const reader = res.body!.getReader();
     const decoder = new TextDecoder();
-    // The first line arrives while the stream still waits to send its second.
-    const first = decoder.decode((await reader.read()).value);
+    const first = decoder.decode((await within(reader.read(), "the first line")).value);
     assert.ok(first.endsWith("\n") && first.indexOf("\n") === first.length - 1, first);
     const line = JSON.parse(first);
     assert.equal(Object.keys(line), ["result"]);
@@ -164,6 +171,7 @@ test("a server-streaming RPC answers newline-delimited JSON, one {result} line p
     for (let r = await reader.read(); !r.done; r = await reader.read()) rest += decoder.decode(r.value);
     assert.equal(rest, `${JSON.stringify({ result: { ...line.result, id: "b" } })}\n`);
   } finally {
+    release();
     await app.close();
   }
 });
