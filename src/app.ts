@@ -116,7 +116,8 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
       ...config.watch,
       maxWatches: config.watch.maxPerProcess,
       maxWatchesPerCaller: config.watch.maxPerCaller,
-      onPollError: (error) => logger.error({ err: error }, "reading new events for watches failed; retrying"),
+      onPollError: (error) => logger.error({ err: error }, "reading new events for watches failed; retrying every poll interval"),
+      onPollRecovered: () => logger.info("reading new events for watches works again"),
     });
     // Changes made here reach this process's watches at once; other replicas' within a poll interval.
     const onEventsRecorded = (entityIds: readonly string[]) => hub.recorded(entityIds);

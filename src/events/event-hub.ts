@@ -20,8 +20,9 @@ export interface EventHubOptions {
   readonly maxWatches: number;
   /** Watches one caller may have open on this process at once. */
   readonly maxWatchesPerCaller: number;
-  /** Told of a failed poll (the next one retries). */
+  /** Told of the first failed poll of a run of failures (each next poll retries), and when polls succeed again. */
   readonly onPollError?: (error: unknown) => void;
+  readonly onPollRecovered?: () => void;
 }
 
 /** Most events a poll reads; when it reads this many, it reads again at once. */
@@ -29,7 +30,7 @@ const pollLimit = 1000;
 /** Events a watch reads from the database at a time while it catches up. */
 const replayBatch = 100;
 /** Recent events kept per watched entity, so that watches a little behind read them from memory. */
-const recentMax = 256;
+const recentMax = 64;
 
 /** A watched entity: how far the hub has read its events, the latest of them, and its watches. */
 class Channel {
@@ -188,6 +189,7 @@ export class EventHub {
   #polling = false;
   #pollAgain = false;
   #closing = false;
+  #failing = false;
   #drained: (() => void) | undefined;
 
   constructor(source: EventSource, options: EventHubOptions) {
@@ -283,8 +285,12 @@ export class EventHub {
         const channel = this.#channels.get(entityId);
         if (channel?.take(list) === true) for (const watch of channel.watches) watch.wake();
       }
+      if (this.#failing) this.options.onPollRecovered?.();
+      this.#failing = false;
     } catch (error) {
-      this.options.onPollError?.(error);
+      // Watches wait (and keep their keep-alives) until the database answers again.
+      if (!this.#failing) this.options.onPollError?.(error);
+      this.#failing = true;
     } finally {
       this.#polling = false;
     }
