@@ -55,9 +55,12 @@ export function observeInterceptor(metrics: Metrics): Interceptor {
   return (next) => async (req) => {
     const rpc = `${req.service.typeName}/${req.method.name}`;
     const start = process.hrtime.bigint();
+    const outcome = req.contextValues.get(rpcOutcomeKey);
+    // Seen by an interceptor: the HTTP layer, should the response end
+    // before the call does (a client gone mid-stream), leaves it to this.
+    if (outcome !== undefined) outcome.rpc = rpc;
     const record = (error: unknown) => {
       const connectError = error === undefined ? undefined : ConnectError.from(error);
-      const outcome = req.contextValues.get(rpcOutcomeKey);
       recordRpc(metrics, outcome, {
         rpc,
         protocol: outcome?.protocol ?? "connect",

@@ -116,6 +116,8 @@ export function watchSuite(backend: Backend) {
         .filter((l) => l.startsWith('entity_versions_rpc_requests_total{rpc="entityversions.v1.EntityEventsService/WatchEvents",protocol="grpc"'))
         .reduce((sum, l) => sum + Number(l.split(" ").pop()), 0);
     const open = async () => Number((await text()).find((l) => l.startsWith("entity_versions_watches_open "))?.split(" ")[1]);
+    // Earlier tests' watches, closed by their clients, may still be ending.
+    for (let waited = 0; (await open()) > 0 && waited < 3_000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
     const before = await counted();
     const w = watchGrpc(owner.grpc, e, { deadlineMs: 1_000 });
     try {
