@@ -2,6 +2,7 @@ import fs from "node:fs";
 import path from "node:path";
 import type { FastifyBaseLogger, FastifyInstance } from "fastify";
 import { EntityAccessServiceImpl } from "./api/entity-access-service.js";
+import { EntityEventsServiceImpl } from "./api/entity-events-service.js";
 import { EntityVersionsServiceImpl } from "./api/entity-versions-service.js";
 import { PageTokens } from "./api/page-token.js";
 import type { Authenticator } from "./auth/caller.js";
@@ -13,6 +14,7 @@ import type { BlobStore } from "./blob/blob-store.js";
 import { type EmbeddedAzurite, startEmbeddedAzurite } from "./blob/embedded-azurite.js";
 import { type Clock, systemClock } from "./clock.js";
 import type { Config } from "./config.js";
+import { EventHub } from "./events/event-hub.js";
 import { BlobDeleter } from "./jobs/blob-deleter.js";
 import { OrphanSweeper } from "./jobs/sweeper.js";
 import { localSecret } from "./local-secret.js";
@@ -22,6 +24,7 @@ import { Readiness } from "./ops/readiness.js";
 import { buildServer } from "./server.js";
 import { AccessStore } from "./store/access-store.js";
 import { openDatabase } from "./store/database.js";
+import { EventStore } from "./store/event-store.js";
 import { migrateLatest } from "./store/migrate.js";
 import { UploadStore } from "./store/upload-store.js";
 import { VersionStore } from "./store/version-store.js";
@@ -31,12 +34,15 @@ export interface App {
   readonly server: FastifyInstance;
   readonly metrics: Metrics;
   readonly sweeper: OrphanSweeper;
+  /** The event watches this process serves. */
+  readonly watches: EventHub;
   /** The embedded Azurite's blob endpoint, when the service runs one. */
   readonly blobEndpoint: string | undefined;
   /** In development auth mode: a token for user `dev` (publisher, admin), also written to dataDir/dev-token. */
   readonly devToken: string | undefined;
   /**
-   * Graceful stop: reports not ready, stops the background jobs, stops
+   * Graceful stop: reports not ready, stops the background jobs, ends
+   * every event watch (SHUTTING_DOWN, naming where each can resume), stops
    * accepting and lets requests in flight finish (cut off after
    * shutdownTimeoutMs), then closes the database pool and the embedded
    * Azurite.
@@ -105,10 +111,21 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     await migrateLatest(db.knex);
 
     const uploads = new UploadStore(db);
-    const access = new AccessStore(db);
+    const events = new EventStore(db);
+    const hub = new EventHub(events, {
+      ...config.watch,
+      maxWatches: config.watch.maxPerProcess,
+      maxWatchesPerCaller: config.watch.maxPerCaller,
+      onPollError: (error) => logger.error({ err: error }, "reading new events for watches failed; retrying every poll interval"),
+      onPollRecovered: () => logger.info("reading new events for watches works again"),
+    });
+    // Changes made here reach this process's watches at once; other replicas' within a poll interval.
+    const onEventsRecorded = (entityIds: readonly string[]) => hub.recorded(entityIds);
+    const access = new AccessStore(db, { onEventsRecorded });
     const metrics = new Metrics({
       pool: () => (db.knex.client as { pool?: PoolStats }).pool,
       pendingDeletions: () => uploads.pendingCount(),
+      watches: () => hub.size,
     });
     const readiness = new Readiness([
       { name: "database", check: async () => void (await db.knex.raw("select 1")) },
@@ -126,8 +143,11 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
       onError: () => metrics.sweeps.inc({ result: "error" }),
     });
     const { authenticator, devToken } = await authentication(config);
+    const pageTokenSecret =
+      config.pageTokenSecret === undefined ? localSecret(path.join(config.dataDir, "page-token-secret")) : Buffer.from(config.pageTokenSecret);
     const server = await buildServer({
       access: new EntityAccessServiceImpl({ access, clock }),
+      events: new EntityEventsServiceImpl({ events, access, hub, pageTokens: new PageTokens(pageTokenSecret, "events") }),
       versions: new EntityVersionsServiceImpl({
         store: new VersionStore(db, {
           onReadBatch: (reads) => metrics.dbReadBatch.observe(reads),
@@ -135,16 +155,13 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
             metrics.dbConfirmGroup.observe(size);
             metrics.dbConfirmsGrouped.inc(recorded);
           },
+          onEventsRecorded,
         }),
         access,
         blobs,
         deleter,
         clock,
-        pageTokens: new PageTokens(
-          config.pageTokenSecret === undefined
-            ? localSecret(path.join(config.dataDir, "page-token-secret"))
-            : Buffer.from(config.pageTokenSecret),
-        ),
+        pageTokens: new PageTokens(pageTokenSecret),
         settings: {
           uploadUrlTtlSeconds: config.uploadUrlTtlSeconds,
           downloadUrlTtlSeconds: config.downloadUrlTtlSeconds,
@@ -160,6 +177,9 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
       shutdownTimeoutMs: config.shutdownTimeoutMs,
     });
     stops.push(async () => {
+      // Watches never finish by themselves: they are ended first, while
+      // their connections are still open to carry where each can resume.
+      await hub.close(config.shutdownTimeoutMs);
       // At the bound, calls still running are answered SHUTTING_DOWN (the
       // server's shutdown signal); a moment later, whatever is still open is cut.
       const force = setTimeout(() => (server.server as { closeAllConnections?: () => void }).closeAllConnections?.(), config.shutdownTimeoutMs + 1_000);
@@ -170,7 +190,7 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     sweeper.start();
     stops.push(() => Promise.all([deleter.stop(), sweeper.stop()]));
     stops.push(async () => readiness.shutDown());
-    return { server, metrics, sweeper, blobEndpoint: azurite?.blobEndpoint, devToken, close: stopAll };
+    return { server, metrics, sweeper, watches: hub, blobEndpoint: azurite?.blobEndpoint, devToken, close: stopAll };
   } catch (error) {
     await stopAll();
     throw error;

@@ -60,6 +60,18 @@ export interface HttpLimits {
   readonly defaultDeadlineMs: number;
 }
 
+/** How event watches are fed, kept alive and bounded. */
+export interface WatchConfig {
+  /** How often the database is read for new events while anything is watched (replicas see each other's changes within about this). */
+  readonly pollIntervalMs: number;
+  /** A watch quiet for this long is sent a bookmark, so that proxies and idle timeouts do not cut it. */
+  readonly keepaliveMs: number;
+  /** Watches one process serves at once. */
+  readonly maxPerProcess: number;
+  /** Watches one caller (token sub) may have open on one process at once. */
+  readonly maxPerCaller: number;
+}
+
 /** The environments NODE_ENV may name; compared exactly. */
 export const environments = ["production", "development", "test"] as const;
 
@@ -89,6 +101,7 @@ export interface Config {
   /** Signs page tokens; replicas must share it. Undefined: a secret kept under dataDir. */
   readonly pageTokenSecret: string | undefined;
   readonly limits: Limits;
+  readonly watch: WatchConfig;
 }
 
 /** Bounds on what a request may carry. */
@@ -208,6 +221,20 @@ function httpLimits(env: Env, maxRequestBytes: number): HttpLimits {
   });
 }
 
+function watch(env: Env, http: HttpLimits): WatchConfig {
+  const keepaliveMs = integer(env, "WATCH_KEEPALIVE_MS", Math.min(15_000, Math.floor(http.idleTimeoutMs / 2)), 100, 600_000);
+  // A quiet stream must send something before the idle timeout closes its connection.
+  if (keepaliveMs >= http.idleTimeoutMs) {
+    throw new ConfigError(`WATCH_KEEPALIVE_MS (${keepaliveMs}) must be less than HTTP_IDLE_TIMEOUT_MS (${http.idleTimeoutMs}), or idle watches are cut.`);
+  }
+  return Object.freeze({
+    pollIntervalMs: integer(env, "WATCH_POLL_INTERVAL_MS", 500, 10, 60_000),
+    keepaliveMs,
+    maxPerProcess: integer(env, "WATCH_MAX_PER_PROCESS", 1000, 1, 100_000),
+    maxPerCaller: integer(env, "WATCH_MAX_PER_CALLER", 20, 1, 100_000),
+  });
+}
+
 function database(env: Env, dataDir: string): DatabaseConfig {
   const raw = env["DATABASE_URL"]?.trim();
   if (raw === undefined || raw === "") return { kind: "sqlite", file: path.join(dataDir, "entity-versions.db") };
@@ -293,9 +320,10 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError(`LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent; got "${logLevel}".`);
   }
   const maxRequestBytes = integer(env, "MAX_REQUEST_BYTES", 1024 * 1024, 1024, 64 * 1024 * 1024);
+  const http = httpLimits(env, maxRequestBytes);
   return Object.freeze({
     production,
-    http: httpLimits(env, maxRequestBytes),
+    http,
     auth: auth(env, production),
     // Development serves this machine only, since it may run with the
     // development token; production listens on every interface.
@@ -321,5 +349,6 @@ export function loadConfig(env: Env = process.env): Config {
       maxPackageJsonBytes: integer(env, "MAX_PACKAGE_JSON_BYTES", 256 * 1024, 2, 16 * 1024 * 1024),
       maxServiceDependencies: integer(env, "MAX_SERVICE_DEPENDENCIES", 100, 0, 10_000),
     }),
+    watch: watch(env, http),
   });
 }

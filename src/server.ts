@@ -13,6 +13,7 @@ import Fastify, {
   LogController,
 } from "fastify";
 import { EntityAccessService, file_entityversions_v1_entity_access } from "../gen/entityversions/v1/entity_access_pb.js";
+import { EntityEventsService, file_entityversions_v1_entity_events } from "../gen/entityversions/v1/entity_events_pb.js";
 import { EntityVersionsService, file_entityversions_v1_entity_versions } from "../gen/entityversions/v1/entity_versions_pb.js";
 import { file_grpc_health_v1_health, Health } from "../gen/grpc/health/v1/health_pb.js";
 import { file_grpc_reflection_v1_reflection, ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
@@ -33,7 +34,7 @@ import { successStatus } from "./rest/success-status.js";
 import { connectRoutes, type RpcRouteConfig } from "./rpc/connect-routes.js";
 import { deadlineInterceptor } from "./rpc/deadline-interceptor.js";
 import { errorInterceptor, toCatalogError } from "./rpc/error-interceptor.js";
-import { createInProcessCaller } from "./rpc/in-process-caller.js";
+import { createInProcessCaller, createInProcessStreamCaller } from "./rpc/in-process-caller.js";
 import { codeName, observeInterceptor, type RpcOutcome, recordRpc, rpcOutcomeKey } from "./rpc/observe-interceptor.js";
 
 declare module "fastify" {
@@ -49,6 +50,7 @@ declare module "fastify" {
 export interface ServerDeps {
   readonly versions: ServiceImpl<typeof EntityVersionsService>;
   readonly access: ServiceImpl<typeof EntityAccessService>;
+  readonly events: ServiceImpl<typeof EntityEventsService>;
   readonly authenticator: Authenticator;
   readonly readiness: Readiness;
   readonly metrics: Metrics;
@@ -160,10 +162,11 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   // Outermost first: observe sees the catalog error the client gets.
   const openInterceptors: Interceptor[] = [observeInterceptor(deps.metrics), errorInterceptor(app.log), deadlineInterceptor(limits.defaultDeadlineMs)];
   const apiInterceptors: Interceptor[] = [...openInterceptors, authInterceptor(deps.authenticator)];
-  const apiServices = [EntityVersionsService, EntityAccessService];
+  const apiServices = [EntityVersionsService, EntityAccessService, EntityEventsService];
   const specs = [
     createServiceImplSpec<typeof EntityVersionsService>(EntityVersionsService, deps.versions),
     createServiceImplSpec<typeof EntityAccessService>(EntityAccessService, deps.access),
+    createServiceImplSpec<typeof EntityEventsService>(EntityEventsService, deps.events),
   ];
   const toError = (error: unknown, rpc: string): ConnectError => toCatalogError(error, app.log, rpc);
   const contextValues = (req: FastifyRequest) => {
@@ -270,6 +273,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     routes: (router: ConnectRouter) => {
       router.service(EntityVersionsService, deps.versions);
       router.service(EntityAccessService, deps.access);
+      router.service(EntityEventsService, deps.events);
     },
   });
   // Health and reflection answer without a token: load balancers and tools.
@@ -282,8 +286,14 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       router.service(
         ServerReflection,
         new ReflectionService(
-          [EntityVersionsService, EntityAccessService, Health, ServerReflection].map((s) => s.typeName),
-          [file_entityversions_v1_entity_versions, file_entityversions_v1_entity_access, file_grpc_health_v1_health, file_grpc_reflection_v1_reflection],
+          [...apiServices, Health, ServerReflection].map((s) => s.typeName),
+          [
+            file_entityversions_v1_entity_versions,
+            file_entityversions_v1_entity_access,
+            file_entityversions_v1_entity_events,
+            file_grpc_health_v1_health,
+            file_grpc_reflection_v1_reflection,
+          ],
         ),
       );
     },
@@ -291,6 +301,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   registerRestGateway(app, {
     services: apiServices,
     call: createInProcessCaller(specs, apiInterceptors),
+    callStream: createInProcessStreamCaller(specs, apiInterceptors),
     contextValues,
     outcome: (req) => req.rpcOutcome,
     refused,

@@ -71,7 +71,8 @@ export class EntityAccessServiceImpl implements ServiceImpl<typeof EntityAccessS
 
   async #change(ctx: HandlerContext, entityIdValue: string, change: AccessChange): AccessAnswer {
     const entityId = await this.#authorize(ctx, entityIdValue);
-    const outcome = await this.#d.access.change(entityId, change, ctx.signal);
+    const context = { actor: requireCaller(ctx).id, at: this.#d.clock.now() };
+    const outcome = await this.#d.access.change(entityId, change, context, ctx.signal);
     if (outcome.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
     if (outcome.kind === "last-publisher") {
       throw apiError("LAST_PUBLISHER", { entityId, userId: (change as { userId: string }).userId });

@@ -3,6 +3,7 @@ import type { DescMessage, MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ConnectError, HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import {
+  ActiveVersionChangedSchema,
   type ConfirmUploadRequest,
   type ConfirmUploadResponseSchema,
   type DeleteVersionRequest,
@@ -314,18 +315,35 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
   async setActiveVersion(req: SetActiveVersionRequest, ctx: HandlerContext): Promise<Init<typeof SetActiveVersionResponseSchema>> {
     const entityId = valid.entityId(req.entityId);
     const versionId = valid.versionId(req.versionId);
-    await this.#authorize(ctx, entityId, decideWrite);
-    const outcome = await this.#d.store.setActive(entityId, versionId, ctx.signal);
+    const expected = req.expectedActiveVersionId;
+    // Empty expects no active version; anything else must be a version id.
+    if (expected !== undefined && expected !== "") valid.versionId(expected, "expected_active_version_id");
+    const { caller } = await this.#authorize(ctx, entityId, decideWrite);
+    const outcome = await this.#d.store.setActive({
+      entityId,
+      versionId,
+      expectedActiveVersionId: expected,
+      change: { actor: caller.id, at: this.#d.clock.now() },
+      signal: ctx.signal,
+    });
     if (outcome.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
     if (outcome.kind === "version-missing") throw apiError("VERSION_NOT_FOUND", { entityId, versionId });
+    if (outcome.kind === "active-changed") {
+      const { current } = outcome;
+      throw apiError(
+        "ACTIVE_VERSION_CHANGED",
+        { entityId, expected: expected ?? "", actual: current?.id },
+        { details: [detail(ActiveVersionChangedSchema, current === undefined ? {} : { currentActiveVersion: toVersionRef(current) })] },
+      );
+    }
     return { version: toVersionMessage(outcome.version) };
   }
 
   async deleteVersion(req: DeleteVersionRequest, ctx: HandlerContext): Promise<Init<typeof DeleteVersionResponseSchema>> {
     const entityId = valid.entityId(req.entityId);
     const versionId = valid.versionId(req.versionId);
-    await this.#authorize(ctx, entityId, decideWrite);
-    const outcome = await this.#d.store.deleteVersion(entityId, versionId, this.#d.clock.now(), ctx.signal);
+    const { caller } = await this.#authorize(ctx, entityId, decideWrite);
+    const outcome = await this.#d.store.deleteVersion(entityId, versionId, { actor: caller.id, at: this.#d.clock.now() }, ctx.signal);
     if (outcome.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
     if (outcome.kind === "version-missing") throw apiError("VERSION_NOT_FOUND", { entityId, versionId });
     if (outcome.kind === "active") throw apiError("ACTIVE_VERSION_NOT_DELETABLE", { entityId, versionId });
@@ -339,25 +357,14 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     const entityId = valid.entityId(req.entityId);
     const size = valid.pageSize(req.pageSize);
     const caller = requireCaller(ctx);
-    let beforeSeq: number | undefined;
-    if (req.pageToken !== "") {
-      const cursor = this.#d.pageTokens.decode(req.pageToken, entityId);
-      if (cursor === undefined) {
-        throw apiError("INVALID_ARGUMENT", {
-          field: "page_token",
-          problem: "is not a next_page_token this service issued for this entity; start again without page_token",
-        });
-      }
-      beforeSeq = cursor.beforeSeq;
-    }
+    const beforeSeq = this.#d.pageTokens.startOf(req.pageToken, entityId);
     // One query: the page and the caller's access together.
     const page = await this.#d.store.listVersionsWithFacts(entityId, beforeSeq, size, caller, ctx.signal);
     enforce(decideRead(caller, page.facts), entityId, caller);
     if (page.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
-    const last = page.versions[page.versions.length - 1];
     return {
       versions: page.versions.map(toVersionMessage),
-      nextPageToken: page.hasMore && last !== undefined ? this.#d.pageTokens.encode({ entityId, beforeSeq: last.seq }) : "",
+      nextPageToken: this.#d.pageTokens.nextAfter(entityId, page.hasMore, page.versions[page.versions.length - 1]?.seq),
     };
   }
 

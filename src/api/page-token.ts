@@ -1,4 +1,5 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
+import { apiError } from "../errors/api-error.js";
 
 /** Where a listing continues: after this creation order of this entity. */
 export interface PageCursor {
@@ -14,18 +15,49 @@ export interface PageCursor {
  */
 export class PageTokens {
   readonly #secret: Buffer;
+  readonly #scope: string;
 
-  constructor(secret: Buffer) {
+  /**
+   * `scope` names what is listed ("" for versions, "events"): a token of
+   * one listing is refused by another, though both page by number.
+   */
+  constructor(secret: Buffer, scope = "") {
     this.#secret = secret;
+    this.#scope = scope;
   }
 
   #mac(payload: string): Buffer {
-    return createHmac("sha256", this.#secret).update(payload).digest().subarray(0, 16);
+    return createHmac("sha256", this.#secret)
+      .update(this.#scope === "" ? payload : `${this.#scope}:${payload}`)
+      .digest()
+      .subarray(0, 16);
   }
 
   encode(cursor: PageCursor): string {
     const payload = Buffer.from(JSON.stringify([cursor.entityId, cursor.beforeSeq])).toString("base64url");
     return `${payload}.${this.#mac(payload).toString("base64url")}`;
+  }
+
+  /**
+   * Where a request's page_token says its page starts: before this number;
+   * undefined for the first page (no token). Anything but a token issued
+   * for this entity's listing is INVALID_ARGUMENT.
+   */
+  startOf(pageToken: string, entityId: string): number | undefined {
+    if (pageToken === "") return undefined;
+    const cursor = this.decode(pageToken, entityId);
+    if (cursor === undefined) {
+      throw apiError("INVALID_ARGUMENT", {
+        field: "page_token",
+        problem: "is not a next_page_token this service issued for this list of this entity; start again without page_token",
+      });
+    }
+    return cursor.beforeSeq;
+  }
+
+  /** The next_page_token of a page: empty on the last one, else the token of what comes after its last item. */
+  nextAfter(entityId: string, hasMore: boolean, lastSeq: number | undefined): string {
+    return hasMore && lastSeq !== undefined ? this.encode({ entityId, beforeSeq: lastSeq }) : "";
   }
 
   /** The cursor of a token issued for this entity; undefined for anything else. */

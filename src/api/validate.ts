@@ -111,6 +111,20 @@ export function packageJson(value: JsonObject | undefined, limits: Limits): Json
   return value;
 }
 
+/**
+ * An event id a client passed back (after_event_id): the number of an
+ * event of the entity, as Event.id and Bookmark.last_event_id carry it;
+ * undefined when empty.
+ */
+export function eventId(value: string, field: string): number | undefined {
+  if (value === "") return undefined;
+  const seq = /^[0-9]{1,16}$/.test(value) ? Number(value) : Number.NaN;
+  if (!Number.isSafeInteger(seq)) {
+    throw invalid(field, `${show(value)} is not an event id: pass the id of an event or bookmark this entity's events carried`);
+  }
+  return seq;
+}
+
 /** page_size per AIP-158: negative is an error, 0 the default, above the maximum the maximum. */
 export function pageSize(value: number): number {
   if (value < 0) throw invalid("page_size", "must not be negative");

@@ -86,6 +86,14 @@ export const catalog = Object.freeze({
       `More than ${p.limitBytes} bytes of request bodies are in flight on this ${p.scope}: wait for answers before sending more, then retry.`,
     { retryable: true },
   ),
+  TOO_MANY_WATCHES: spec<{ limit: number; scope: "caller" | "server" }>(
+    Code.ResourceExhausted,
+    (p) =>
+      p.scope === "caller"
+        ? `You already have ${p.limit} watches open on this server: end one before starting another (one watch per entity is enough), then retry.`
+        : `This server already serves ${p.limit} watches: retry shortly, or against another replica.`,
+    { retryable: true },
+  ),
   DEADLINE_EXCEEDED: spec(
     Code.DeadlineExceeded,
     () => "The call did not finish within its deadline (a dependency may be slow): retry; retrying a push or a confirm is safe.",
@@ -116,6 +124,13 @@ export const catalog = Object.freeze({
         : p.baseVersionId === ""
           ? `A newer version was published: the entity already has versions, so base_version_id must name its tip "${p.tipVersionId}" (see latest_version). Reconcile with it and retry.`
           : `A newer version was published after base version "${p.baseVersionId}": the tip is now "${p.tipVersionId}" (see latest_version). Reconcile with it and retry with that base_version_id.`,
+  ),
+  ACTIVE_VERSION_CHANGED: spec<{ entityId: string; expected: string; actual: string | undefined }>(
+    Code.Aborted,
+    (p) =>
+      `The active version of entity "${p.entityId}" is ${p.actual === undefined ? "none" : `"${p.actual}"`}, not the expected ${
+        p.expected === "" ? "none" : `"${p.expected}"`
+      }: another change came first (see current_active_version). Decide against it, then retry with expected_active_version_id set to it.`,
   ),
   VERSION_ALREADY_EXISTS: spec<{ entityId: string; version: string; versionId: string }>(
     Code.AlreadyExists,
@@ -193,9 +208,12 @@ export const catalog = Object.freeze({
     () => "The blob store is unavailable: nothing was changed; retry in a few seconds.",
     { retryable: true },
   ),
-  SHUTTING_DOWN: spec(
+  SHUTTING_DOWN: spec<{ lastEventId?: string }>(
     Code.Unavailable,
-    () => "The server is shutting down: retry against another replica.",
+    (p) =>
+      p.lastEventId === undefined
+        ? "The server is shutting down: retry against another replica."
+        : `The server is shutting down: watch again (another replica will answer) with after_event_id=${p.lastEventId} to miss nothing.`,
     { retryable: true },
   ),
   INTERNAL: spec(

@@ -83,9 +83,17 @@ export class Metrics {
     this.rpcDuration.observe({ rpc, code }, seconds);
   }
 
-  constructor(options: { pool?: () => PoolStats | undefined; pendingDeletions?: () => Promise<number> } = {}) {
+  constructor(options: { pool?: () => PoolStats | undefined; pendingDeletions?: () => Promise<number>; watches?: () => number } = {}) {
     collectDefaultMetrics({ register: this.registry, prefix: "entity_versions_" });
-    const { pool, pendingDeletions } = options;
+    const { pool, pendingDeletions, watches } = options;
+    new Gauge({
+      name: "entity_versions_watches_open",
+      help: "Event watches (WatchEvents) this process serves now; WATCH_MAX_PER_PROCESS caps them.",
+      registers: [this.registry],
+      collect() {
+        if (watches !== undefined) this.set(watches());
+      },
+    });
     new Gauge({
       name: "entity_versions_db_pool_connections",
       help: "Database pool connections by state: used, free, and acquires waiting for one.",

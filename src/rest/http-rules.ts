@@ -25,7 +25,7 @@ export interface RestBinding {
   readonly verb: HttpVerb;
   /** The rule's path template, as written in the proto. */
   readonly template: string;
-  /** The same path in Fastify's syntax (`:p0` for variables). */
+  /** The same path in Fastify's syntax (`:p0` for variables, `::` for a custom method's literal colon). */
   readonly routePath: string;
   readonly variables: readonly PathVariable[];
   /** The request field the body fills: "*" for the whole message, "" for no body. */
@@ -41,6 +41,8 @@ export class HttpRuleError extends Error {
 
 const literalSegment = /^[A-Za-z0-9._~-]+$/;
 const variableSegment = /^\{([A-Za-z_][A-Za-z0-9_.]*)(?:=\*)?\}$/;
+/** A custom method's verb (AIP-136): `:verb` at the end of the template. */
+const customVerb = /:([A-Za-z][A-Za-z0-9_-]*)$/;
 
 function fieldPath(message: DescMessage, path: string, where: string): DescField[] {
   const fields: DescField[] = [];
@@ -64,8 +66,15 @@ function binding(method: DescMethod, rule: HttpRule, where: string): RestBinding
   const verb = pattern.case.toUpperCase() as HttpVerb;
   const template = pattern.value;
   if (!template.startsWith("/")) throw new HttpRuleError(`${where}: path "${template}" must start with "/"`);
+  // A custom method (AIP-136) ends in `:verb`, as in `/things/{id}/events:watch`;
+  // Fastify takes a literal colon written as `::`.
+  const verbMatch = customVerb.exec(template.slice(template.lastIndexOf("/")));
+  const path = verbMatch === null ? template : template.slice(0, -verbMatch[0].length);
+  if (verbMatch !== null && !literalSegment.test(path.slice(path.lastIndexOf("/") + 1))) {
+    throw new HttpRuleError(`${where}: the custom method ":${verbMatch[1]}" must follow a literal segment, as in /things/{id}/events:${verbMatch[1]}`);
+  }
   const variables: PathVariable[] = [];
-  const segments = template
+  const segments = path
     .slice(1)
     .split("/")
     .map((segment) => {
@@ -93,7 +102,8 @@ function binding(method: DescMethod, rule: HttpRule, where: string): RestBinding
       throw new HttpRuleError(`${where}: response_body "${rule.responseBody}" must be a message field of ${method.output.typeName}`);
     }
   }
-  return { method, verb, template, routePath: `/${segments.join("/")}`, variables, body, responseBody };
+  const routePath = `/${segments.join("/")}${verbMatch === null ? "" : `::${verbMatch[1]}`}`;
+  return { method, verb, template, routePath, variables, body, responseBody };
 }
 
 /**
@@ -109,12 +119,15 @@ export function methodBindings(method: DescMethod, httpRule: HttpRuleOption): Re
 }
 
 /**
- * Reads the REST bindings of every unary RPC of the services from their
- * google.api.http rules (and additional_bindings). Done once at start-up:
- * the proto is the only place a REST path is written.
+ * Reads the REST bindings of every RPC of the services that REST can carry
+ * (unary ones, and server-streaming ones as newline-delimited JSON) from
+ * their google.api.http rules (and additional_bindings). Done once at
+ * start-up: the proto is the only place a REST path is written.
  */
 export function restBindings(services: readonly DescService[], httpRule: HttpRuleOption): RestBinding[] {
-  return services.flatMap((service) => service.methods.filter((m) => m.methodKind === "unary").flatMap((m) => methodBindings(m, httpRule)));
+  return services.flatMap((service) =>
+    service.methods.filter((m) => m.methodKind === "unary" || m.methodKind === "server_streaming").flatMap((m) => methodBindings(m, httpRule)),
+  );
 }
 
 /**

@@ -1,10 +1,11 @@
+import { Readable } from "node:stream";
 import { create, type DescField, type DescMethod, type DescService, type JsonObject, type JsonValue, type Message, ScalarType } from "@bufbuild/protobuf";
 import type { ConnectError, ContextValues } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { apiError, reasonOf } from "../errors/api-error.js";
 import type { RpcRouteConfig } from "../rpc/connect-routes.js";
 import { codeName, type RpcOutcome } from "../rpc/observe-interceptor.js";
-import type { InProcessCaller } from "../rpc/in-process-caller.js";
+import type { InProcessCallInit, InProcessCaller, InProcessStreamCaller } from "../rpc/in-process-caller.js";
 import { http } from "../../gen/google/api/annotations_pb.js";
 import { queryFieldPath, type RestBinding, restBindings } from "./http-rules.js";
 import { readRestJson, writeRestJson } from "./json-codec.js";
@@ -15,6 +16,8 @@ export interface RestGatewayOptions {
   readonly services: readonly DescService[];
   /** Runs an RPC through the same interceptors as gRPC and Connect. */
   readonly call: InProcessCaller;
+  /** Runs a server-streaming RPC through the same interceptors; its messages are written as newline-delimited JSON. */
+  readonly callStream: InProcessStreamCaller;
   /** Per-request context values (the log's outcome slot, the auth result), as the Connect routes get them. */
   readonly contextValues: (req: FastifyRequest) => ContextValues;
   /** The request's log outcome, where a call refused before any interceptor ran is noted. */
@@ -108,6 +111,9 @@ function clientGone(reply: FastifyReply): AbortSignal {
   return controller.signal;
 }
 
+/** The media type of a server stream's answer: one JSON object per line. */
+const ndjson = "application/x-ndjson";
+
 /**
  * Serves every RPC that has a google.api.http rule as REST JSON, with routes
  * made at start-up from the rules in the service descriptors: adding an
@@ -116,40 +122,77 @@ function clientGone(reply: FastifyReply): AbortSignal {
  * deadlines, error mapping, metrics) see REST and gRPC alike; errors are
  * rendered from the same catalog as gRPC's. A call refused from its headers
  * is answered before Fastify reads its body.
+ *
+ * A server-streaming RPC answers as grpc-gateway streams do: newline-
+ * delimited JSON (`application/x-ndjson`), one `{"result": …}` line per
+ * message, each written as it comes. An error before the first message is
+ * an ordinary error answer (its status and body); one after the stream
+ * began is a last line `{"error": …}` holding the same body.
  */
 export function registerRestGateway(app: FastifyInstance, options: RestGatewayOptions): void {
   for (const binding of restBindings(options.services, http)) {
     const { method } = binding;
     const config: RpcRouteConfig = { rpc: `${method.parent.typeName}/${method.name}`, authenticate: true, gateway: "rest" };
     const responseSchema = binding.responseBody?.message ?? method.output;
-    const answer = async (req: FastifyRequest, reply: FastifyReply, input: () => Message) => {
+    const callInit = (req: FastifyRequest, reply: FastifyReply): InProcessCallInit => ({
+      protocolName: "rest",
+      header: webHeaders(req),
+      signal: clientGone(reply),
+      ...(options.shutdownSignal === undefined ? {} : { shutdownSignal: options.shutdownSignal }),
+      requestMethod: req.method,
+      url: req.url,
+      contextValues: options.contextValues(req),
+    });
+    const payloadOf = (message: Message): Message =>
+      binding.responseBody === undefined
+        ? message
+        : ((message as unknown as Record<string, Message | undefined>)[binding.responseBody.localName] ?? create(responseSchema));
+    /** The REST error answer of a failed call: its status, headers and body. */
+    const failed = (req: FastifyRequest, error: unknown) => {
+      const connectError = options.toError(error, config.rpc);
+      const outcome = options.outcome(req);
+      // Refused before the interceptors ran (a body that does not map to the message).
+      if (outcome.rpc === undefined) {
+        outcome.code = codeName(connectError.code);
+        const reason = reasonOf(connectError);
+        if (reason !== undefined) outcome.reason = reason;
+      }
+      return renderRestError(connectError);
+    };
+    const answerStream = async (req: FastifyRequest, reply: FastifyReply, input: () => Message) => {
+      let messages: AsyncIterator<Message>;
+      let first: IteratorResult<Message>;
       try {
-        const { message, header } = await options.call(method, input(), {
-          protocolName: "rest",
-          header: webHeaders(req),
-          signal: clientGone(reply),
-          ...(options.shutdownSignal === undefined ? {} : { shutdownSignal: options.shutdownSignal }),
-          requestMethod: req.method,
-          url: req.url,
-          contextValues: options.contextValues(req),
-        });
-        header.forEach((value, key) => void reply.header(key, value));
-        const payload =
-          binding.responseBody === undefined
-            ? message
-            : ((message as unknown as Record<string, Message | undefined>)[binding.responseBody.localName] ?? create(responseSchema));
-        reply.code(options.successStatus?.(method, message) ?? 200);
-        return writeRestJson(responseSchema, payload);
+        const stream = await options.callStream(method, input(), callInit(req, reply));
+        messages = stream.messages[Symbol.asyncIterator]();
+        // The status is known only once the first message (or error) is.
+        first = await messages.next();
+        stream.header.forEach((value, key) => void reply.header(key, value));
       } catch (error) {
-        const connectError = options.toError(error, config.rpc);
-        const outcome = options.outcome(req);
-        // Refused before the interceptors ran (a body that does not map to the message).
-        if (outcome.rpc === undefined) {
-          outcome.code = codeName(connectError.code);
-          const reason = reasonOf(connectError);
-          if (reason !== undefined) outcome.reason = reason;
+        const rendered = failed(req, error);
+        return reply.code(rendered.status).headers(rendered.headers).send(rendered.body);
+      }
+      const line = (json: JsonValue) => `${JSON.stringify(json)}\n`;
+      const lines = async function* () {
+        try {
+          for (let next = first; next.done !== true; next = await messages.next()) yield line({ result: writeRestJson(responseSchema, payloadOf(next.value)) });
+        } catch (error) {
+          yield line({ error: renderRestError(options.toError(error, config.rpc)).body });
+        } finally {
+          await messages.return?.();
         }
-        const rendered = renderRestError(connectError);
+      };
+      return reply.code(200).type(ndjson).send(Readable.from(lines(), { objectMode: false }));
+    };
+    const answer = async (req: FastifyRequest, reply: FastifyReply, input: () => Message) => {
+      if (method.methodKind === "server_streaming") return answerStream(req, reply, input);
+      try {
+        const { message, header } = await options.call(method, input(), callInit(req, reply));
+        header.forEach((value, key) => void reply.header(key, value));
+        reply.code(options.successStatus?.(method, message) ?? 200);
+        return writeRestJson(responseSchema, payloadOf(message));
+      } catch (error) {
+        const rendered = failed(req, error);
         reply.code(rendered.status).headers(rendered.headers);
         return rendered.body;
       }
@@ -163,7 +206,8 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
       onRequest: async (req, reply) => {
         if (!options.refused(req)) return;
         const body = await answer(req, reply, () => create(method.input));
-        return reply.send(body);
+        // A stream's refusal has been sent already.
+        return reply.sent ? reply : reply.send(body);
       },
       handler: (req, reply) => answer(req, reply, () => readRestJson(method.input, requestJson(binding, req))),
     });

@@ -1,8 +1,12 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { apiError } from "../errors/api-error.js";
 
-/** The error a call's abort signal stands for: its deadline, the server stopping, or the client gone. */
-function abortError(reason: unknown): ConnectError {
+/**
+ * The error a call's abort signal stands for: its deadline, the server
+ * stopping, or the client gone. Also what a stream ends with when its
+ * signal aborts.
+ */
+export function abortError(reason: unknown): ConnectError {
   if (reason instanceof ConnectError) {
     return reason.code === Code.DeadlineExceeded ? apiError("DEADLINE_EXCEEDED", {}, { cause: reason }) : reason;
   }

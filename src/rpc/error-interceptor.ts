@@ -38,13 +38,29 @@ export function toCatalogError(error: unknown, log: ErrorLogger, rpc: string): C
   return apiError("INTERNAL", {}, { cause: error });
 }
 
-/** The outermost interceptor: every error leaves through toCatalogError. */
+/**
+ * The outermost interceptor: every error leaves through toCatalogError,
+ * including one that ends a stream after it began.
+ */
 export function errorInterceptor(log: ErrorLogger): Interceptor {
   return (next) => async (req) => {
+    let res;
     try {
-      return await next(req);
+      res = await next(req);
     } catch (error) {
       throw toCatalogError(error, log, req.method.name);
     }
+    if (!res.stream) return res;
+    const messages = res.message;
+    return {
+      ...res,
+      message: (async function* () {
+        try {
+          yield* messages;
+        } catch (error) {
+          throw toCatalogError(error, log, req.method.name);
+        }
+      })(),
+    };
   };
 }

@@ -9,6 +9,8 @@ import {
   type Interceptor,
   type MethodImplSpec,
   type ServiceImplSpec,
+  type StreamRequest,
+  type StreamResponse,
   type UnaryRequest,
   type UnaryResponse,
 } from "@connectrpc/connect";
@@ -39,7 +41,66 @@ export interface InProcessResult {
 /** Calls a unary RPC of a registered service in this process, through the interceptors. */
 export type InProcessCaller = (method: DescMethod, input: Message, init: InProcessCallInit) => Promise<InProcessResult>;
 
+/**
+ * The answer of an in-process server-streaming call: the headers, and the
+ * messages as they come. The call's errors, before or after its first
+ * message, reject the iteration; ending the iteration early ends the call.
+ */
+export interface InProcessStream {
+  readonly header: Headers;
+  readonly messages: AsyncIterable<Message>;
+}
+
+/** Calls a server-streaming RPC of a registered service in this process, through the interceptors. */
+export type InProcessStreamCaller = (method: DescMethod, input: Message, init: InProcessCallInit) => Promise<InProcessStream>;
+
 type AnyFn = Parameters<Interceptor>[0];
+
+function methodSpecs(services: readonly ServiceImplSpec[]): Map<DescMethod, MethodImplSpec> {
+  const specs = new Map<DescMethod, MethodImplSpec>();
+  for (const service of services) for (const spec of Object.values(service.methods)) specs.set(spec.method, spec);
+  return specs;
+}
+
+/** The HandlerContext of an in-process call, as Connect's own handlers make it. */
+function handlerContext(method: DescMethod, init: InProcessCallInit): Context {
+  return createHandlerContext({
+    service: method.parent,
+    method,
+    protocolName: init.protocolName,
+    requestMethod: init.requestMethod,
+    url: init.url,
+    requestHeader: init.header,
+    requestSignal: init.signal,
+    ...(init.timeoutMs === undefined ? {} : { timeoutMs: init.timeoutMs }),
+    ...(init.shutdownSignal === undefined ? {} : { shutdownSignal: init.shutdownSignal }),
+    contextValues: init.contextValues ?? createContextValues(),
+  });
+}
+
+type Context = ReturnType<typeof createHandlerContext>;
+
+/** What every request of an in-process call carries, as Connect's own handlers fill it. */
+function requestOf<M extends DescMethod>(method: M, init: InProcessCallInit, context: Context) {
+  return {
+    service: method.parent,
+    method,
+    requestMethod: init.requestMethod,
+    url: init.url,
+    signal: context.signal,
+    header: context.requestHeader,
+    contextValues: context.values,
+  };
+}
+
+/** What every response of an in-process call carries: the headers and trailers the handler and interceptors set. */
+function responseOf<M extends DescMethod>(method: M, context: Context) {
+  return { service: method.parent, method, header: context.responseHeader, trailer: context.responseTrailer };
+}
+
+async function* once<T>(value: T): AsyncGenerator<T> {
+  yield value;
+}
 
 /**
  * Runs unary RPCs in-process through the same interceptors as the Connect
@@ -52,25 +113,13 @@ type AnyFn = Parameters<Interceptor>[0];
  * back with the answer.
  */
 export function createInProcessCaller(services: readonly ServiceImplSpec[], interceptors: readonly Interceptor[]): InProcessCaller {
-  const specs = new Map<DescMethod, MethodImplSpec>();
-  for (const service of services) for (const spec of Object.values(service.methods)) specs.set(spec.method, spec);
+  const specs = methodSpecs(services);
   return async (method, input, init) => {
     const spec = specs.get(method);
     if (spec === undefined || spec.kind !== "unary") {
       throw new ConnectError(`${method.parent.typeName}.${method.name} cannot be called in-process`, Code.Unimplemented);
     }
-    const context = createHandlerContext({
-      service: method.parent,
-      method,
-      protocolName: init.protocolName,
-      requestMethod: init.requestMethod,
-      url: init.url,
-      requestHeader: init.header,
-      requestSignal: init.signal,
-      ...(init.timeoutMs === undefined ? {} : { timeoutMs: init.timeoutMs }),
-      ...(init.shutdownSignal === undefined ? {} : { shutdownSignal: init.shutdownSignal }),
-      contextValues: init.contextValues ?? createContextValues(),
-    });
+    const context = handlerContext(method, init);
     const impl: AnyFn = async (req) => {
       if (req.stream) throw new ConnectError("a unary call was sent a stream", Code.Internal);
       // As Connect's own handlers do: the interceptors may have replaced
@@ -79,25 +128,12 @@ export function createInProcessCaller(services: readonly ServiceImplSpec[], inte
       const output = await spec.impl(req.message, handlerContext);
       const response: UnaryResponse = {
         stream: false,
-        service: method.parent,
-        method: spec.method,
-        header: context.responseHeader,
-        trailer: context.responseTrailer,
+        ...responseOf(spec.method, context),
         message: isMessage(output, spec.method.output) ? output : create(spec.method.output, output),
       };
       return response;
     };
-    const request: UnaryRequest = {
-      stream: false,
-      service: method.parent,
-      method: spec.method,
-      requestMethod: init.requestMethod,
-      url: init.url,
-      signal: context.signal,
-      header: context.requestHeader,
-      contextValues: context.values,
-      message: input,
-    };
+    const request: UnaryRequest = { stream: false, ...requestOf(spec.method, init, context), message: input };
     try {
       const res = await interceptors.reduceRight<AnyFn>((next, interceptor) => interceptor(next), impl)(request);
       if (res.stream) throw new ConnectError("a unary call answered a stream", Code.Internal);
@@ -106,5 +142,64 @@ export function createInProcessCaller(services: readonly ServiceImplSpec[], inte
       // Clears the deadline's timer and tells anything still listening that the call is over.
       context.abort();
     }
+  };
+}
+
+/**
+ * Runs server-streaming RPCs in-process through the same interceptors as
+ * the Connect router, as createInProcessCaller runs unary ones: the REST
+ * gateway writes their messages as newline-delimited JSON. The handler's
+ * messages reach the caller through the interceptors' own wrapping (so
+ * metrics and the error catalog see the stream end); the call's signal
+ * aborts, and the handler stops, when the caller ends the iteration.
+ */
+export function createInProcessStreamCaller(services: readonly ServiceImplSpec[], interceptors: readonly Interceptor[]): InProcessStreamCaller {
+  const specs = methodSpecs(services);
+  return async (method, input, init) => {
+    const spec = specs.get(method);
+    if (spec === undefined || spec.kind !== "server_streaming") {
+      throw new ConnectError(`${method.parent.typeName}.${method.name} cannot be called in-process as a server stream`, Code.Unimplemented);
+    }
+    const context = handlerContext(method, init);
+    const impl: AnyFn = async (req) => {
+      if (!req.stream) throw new ConnectError("a server stream was sent a unary request", Code.Internal);
+      const handlerContext: HandlerContext = { ...context, requestHeader: req.header, signal: req.signal, values: req.contextValues };
+      let message: Message | undefined;
+      for await (const m of req.message) message = m;
+      if (message === undefined) throw new ConnectError("a server stream was sent no request", Code.Internal);
+      const output = spec.impl(message, handlerContext);
+      const response: StreamResponse = {
+        stream: true,
+        ...responseOf(spec.method, context),
+        message: (async function* () {
+          for await (const m of output) yield isMessage(m, spec.method.output) ? m : create(spec.method.output, m);
+        })(),
+      };
+      return response;
+    };
+    const request: StreamRequest = { stream: true, ...requestOf(spec.method, init, context), message: once(input) };
+    let res;
+    try {
+      res = await interceptors.reduceRight<AnyFn>((next, interceptor) => interceptor(next), impl)(request);
+    } catch (error) {
+      context.abort();
+      throw error;
+    }
+    if (!res.stream) {
+      context.abort();
+      throw new ConnectError("a server stream answered a unary response", Code.Internal);
+    }
+    const messages = res.message;
+    return {
+      header: res.header,
+      messages: (async function* () {
+        try {
+          yield* messages;
+        } finally {
+          // Clears the deadline's timer and tells the handler, if still running, that the call is over.
+          context.abort();
+        }
+      })(),
+    };
   };
 }

@@ -52,24 +52,53 @@ export function recordRpc(metrics: Metrics, outcome: RpcOutcome | undefined, r: 
  * The outermost interceptor: times every RPC, counts it by protocol and
  * status code, counts STALE_BASE conflicts, and records the outcome for the
  * request log. Outside the error interceptor, so it sees the catalog error
- * the client gets.
+ * the client gets. A streaming RPC is recorded when its stream ends (its
+ * error, or canceled when its reader stopped early), not when it starts.
  */
 export function observeInterceptor(metrics: Metrics): Interceptor {
   return (next) => async (req) => {
     const rpc = `${req.service.typeName}/${req.method.name}`;
     const start = process.hrtime.bigint();
-    let code = "ok";
-    let reason: string | undefined;
+    const outcome = req.contextValues.get(rpcOutcomeKey);
+    // Seen by an interceptor: the HTTP layer, should the response end
+    // before the call does (a client gone mid-stream), leaves it to this.
+    if (outcome !== undefined) outcome.rpc = rpc;
+    const record = (error: unknown) => {
+      const connectError = error === undefined ? undefined : ConnectError.from(error);
+      recordRpc(metrics, outcome, {
+        rpc,
+        protocol: outcome?.protocol ?? "connect",
+        code: connectError === undefined ? "ok" : codeName(connectError.code),
+        reason: connectError === undefined ? undefined : reasonOf(connectError),
+        seconds: Number(process.hrtime.bigint() - start) / 1e9,
+      });
+    };
+    let res;
     try {
-      return await next(req);
+      res = await next(req);
     } catch (error) {
-      const connectError = ConnectError.from(error);
-      code = codeName(connectError.code);
-      reason = reasonOf(connectError);
+      record(error);
       throw error;
-    } finally {
-      const outcome = req.contextValues.get(rpcOutcomeKey);
-      recordRpc(metrics, outcome, { rpc, protocol: outcome?.protocol ?? "connect", code, reason, seconds: Number(process.hrtime.bigint() - start) / 1e9 });
     }
+    if (!res.stream) {
+      record(undefined);
+      return res;
+    }
+    const messages = res.message;
+    return {
+      ...res,
+      message: (async function* () {
+        let ended: { error: unknown } | undefined;
+        try {
+          yield* messages;
+          ended = { error: undefined };
+        } catch (error) {
+          ended = { error };
+          throw error;
+        } finally {
+          record(ended === undefined ? new ConnectError("the stream's reader stopped", Code.Canceled) : ended.error);
+        }
+      })(),
+    };
   };
 }

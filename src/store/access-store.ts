@@ -2,6 +2,7 @@ import type { Knex } from "knex";
 import type { Caller } from "../auth/caller.js";
 import type { AccessFacts } from "../auth/policy.js";
 import type { Database } from "./database.js";
+import { type AccessChangeKind, type ChangeContext, recordEvents } from "./event-log.js";
 import { preparedRunner, type RunPrepared } from "./prepared.js";
 import { type Sql, sql } from "./sql.js";
 import { nextPowerOfTwo } from "./statement-shapes.js";
@@ -22,6 +23,18 @@ export type AccessChange =
   | { readonly op: "add-publisher" | "remove-publisher" | "add-share" | "remove-share"; readonly userId: string }
   | { readonly op: "add-org-store" | "remove-org-store"; readonly orgId: string }
   | { readonly op: "set-public"; readonly value: boolean };
+
+/** The kind of event each change records when it changes something. */
+const eventKinds: Readonly<Record<AccessChange["op"], AccessChangeKind | undefined>> = {
+  "add-publisher": "PUBLISHER_ADDED",
+  "remove-publisher": "PUBLISHER_REMOVED",
+  "add-share": "SHARE_ADDED",
+  "remove-share": "SHARE_REMOVED",
+  "add-org-store": "ORG_STORE_ADDED",
+  "remove-org-store": "ORG_STORE_REMOVED",
+  // Decided by the value: see change().
+  "set-public": undefined,
+};
 
 /** How a change ended. */
 export type AccessChangeOutcome =
@@ -129,10 +142,13 @@ export function accessFactsSql(caller: Caller, options: { readonly hasPublishers
 export class AccessStore {
   readonly #knex: Knex;
   readonly #prepared: RunPrepared;
+  readonly #recorded: (entityIds: readonly string[]) => void;
 
-  constructor(db: Database) {
+  /** `onEventsRecorded` is told of each committed change (the event hub's prompt). */
+  constructor(db: Database, options: { readonly onEventsRecorded?: (entityIds: readonly string[]) => void } = {}) {
     this.#knex = db.knex;
     this.#prepared = preparedRunner(db);
+    this.#recorded = options.onEventsRecorded ?? (() => undefined);
   }
 
   /** One caller's access facts for one entity, in one prepared query. */
@@ -160,44 +176,71 @@ export class AccessStore {
   }
 
   /**
-   * Applies one change under the entity lock; adding what is there and
-   * removing what is not change nothing. An entity that does not exist is
-   * left so: it comes into being with its first push, never with an access
-   * change (which would leave a row with no publishers, claimable by anyone).
+   * Applies one change under the entity lock, and records it as an
+   * ACCESS_CHANGED event in the same transaction; adding what is there and
+   * removing what is not change nothing and record nothing. An entity that
+   * does not exist is left so: it comes into being with its first push,
+   * never with an access change (which would leave a row with no
+   * publishers, claimable by anyone).
    */
-  async change(entityId: string, change: AccessChange, signal?: AbortSignal): Promise<AccessChangeOutcome> {
-    return inTransaction<AccessChangeOutcome>(this.#knex, async (trx) => {
-      const entity = await trx("entities").where("id", entityId).forUpdate().first("id");
+  async change(entityId: string, change: AccessChange, context: ChangeContext, signal?: AbortSignal): Promise<AccessChangeOutcome> {
+    let changed = false;
+    const outcome = await inTransaction<AccessChangeOutcome>(this.#knex, async (trx) => {
+      changed = false;
+      const entity = await trx<{ id: string; last_event_seq: number | string; public_store: number | boolean }>("entities")
+        .where("id", entityId)
+        .forUpdate()
+        .first("id", "last_event_seq", "public_store");
       if (entity === undefined) return { commit: false, result: { kind: "entity-missing" as const } };
+      const unchanged = async () => ({ commit: false, result: { kind: "changed" as const, access: (await this.#read(trx, entityId))! } });
+      let subject: string | undefined;
       switch (change.op) {
         case "add-publisher":
         case "add-share": {
           const table = change.op === "add-publisher" ? "entity_publishers" : "entity_shares";
-          await trx(table).insert({ entity_id: entityId, user_id: change.userId }).onConflict(["entity_id", "user_id"]).ignore();
+          // Under the entity lock nobody else adds or removes it meanwhile.
+          if ((await trx(table).where({ entity_id: entityId, user_id: change.userId }).first("user_id")) !== undefined) return unchanged();
+          await trx(table).insert({ entity_id: entityId, user_id: change.userId });
+          subject = change.userId;
           break;
         }
         case "remove-publisher": {
           const publishers: string[] = await trx("entity_publishers").where("entity_id", entityId).pluck("user_id");
-          if (publishers.includes(change.userId) && publishers.length === 1) {
-            return { commit: false, result: { kind: "last-publisher" as const } };
-          }
+          if (!publishers.includes(change.userId)) return unchanged();
+          if (publishers.length === 1) return { commit: false, result: { kind: "last-publisher" as const } };
           await trx("entity_publishers").where({ entity_id: entityId, user_id: change.userId }).delete();
+          subject = change.userId;
           break;
         }
         case "remove-share":
-          await trx("entity_shares").where({ entity_id: entityId, user_id: change.userId }).delete();
+          if ((await trx("entity_shares").where({ entity_id: entityId, user_id: change.userId }).delete()) === 0) return unchanged();
+          subject = change.userId;
           break;
         case "add-org-store":
-          await trx("entity_org_stores").insert({ entity_id: entityId, org_id: change.orgId }).onConflict(["entity_id", "org_id"]).ignore();
+          if ((await trx("entity_org_stores").where({ entity_id: entityId, org_id: change.orgId }).first("org_id")) !== undefined) return unchanged();
+          await trx("entity_org_stores").insert({ entity_id: entityId, org_id: change.orgId });
+          subject = change.orgId;
           break;
         case "remove-org-store":
-          await trx("entity_org_stores").where({ entity_id: entityId, org_id: change.orgId }).delete();
+          if ((await trx("entity_org_stores").where({ entity_id: entityId, org_id: change.orgId }).delete()) === 0) return unchanged();
+          subject = change.orgId;
           break;
         case "set-public":
-          await trx("entities").where("id", entityId).update({ public_store: change.value });
+          if (truthy(entity.public_store) === change.value) return unchanged();
           break;
       }
+      const accessKind = eventKinds[change.op] ?? (change.op === "set-public" && change.value ? "PUBLIC_STORE_ADDED" : "PUBLIC_STORE_REMOVED");
+      await recordEvents(
+        trx,
+        entity,
+        context,
+        [{ type: "ACCESS_CHANGED", accessKind, subject }],
+        change.op === "set-public" ? { public_store: change.value } : {},
+      );
+      changed = true;
       return { commit: true, result: { kind: "changed" as const, access: (await this.#read(trx, entityId))! } };
     }, { signal });
+    if (changed) this.#recorded([entityId]);
+    return outcome;
   }
 }

@@ -3,6 +3,7 @@ import * as init from "./migrations/0001-init.js";
 import * as access from "./migrations/0002-access.js";
 import * as packageMd5 from "./migrations/0003-package-md5.js";
 import * as flatReads from "./migrations/0004-flat-reads.js";
+import * as events from "./migrations/0005-events.js";
 
 // Imported statically so the same names land in knex_migrations whether the
 // code runs from TypeScript or from a build; never rename an entry.
@@ -11,6 +12,7 @@ const migrations: Record<string, Knex.Migration> = {
   "0002-access": access,
   "0003-package-md5": packageMd5,
   "0004-flat-reads": flatReads,
+  "0005-events": events,
 };
 
 const source: Knex.MigrationSource<string> = {

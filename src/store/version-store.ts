@@ -5,6 +5,7 @@ import { decidePush, type PushFacts, type PushIntent, type PushOutcome } from ".
 import { type AccessFactRow, toAccessFacts } from "./access-store.js";
 import { confirmGrouper } from "./confirm-grouper.js";
 import type { Database } from "./database.js";
+import { type ChangeContext, type NewEvent, numberEvents, recordEvents } from "./event-log.js";
 import { preparedRunner } from "./prepared.js";
 import { readBatcher, type RunBatched } from "./read-batcher.js";
 import { joinSql, rawSql, type Sql, sql } from "./sql.js";
@@ -105,11 +106,26 @@ export type DeleteOutcome =
   | { readonly kind: "version-missing" }
   | { readonly kind: "active" };
 
-/** How a set-active ended. */
+/** What SetActiveVersion asks the store to do. */
+export interface SetActiveRequest {
+  readonly entityId: string;
+  readonly versionId: string;
+  /**
+   * Compare-and-set: make the change only if this is the active version
+   * ("" for none) under the entity lock; undefined: no condition.
+   */
+  readonly expectedActiveVersionId: string | undefined;
+  /** Who asks and when: what the event records. */
+  readonly change: ChangeContext;
+  readonly signal?: AbortSignal | undefined;
+}
+
+/** How a set-active ended; "active-changed": the compare-and-set failed, with the active version now. */
 export type SetActiveOutcome =
   | { readonly kind: "set"; readonly version: VersionRecord }
   | { readonly kind: "entity-missing" }
-  | { readonly kind: "version-missing" };
+  | { readonly kind: "version-missing" }
+  | { readonly kind: "active-changed"; readonly current: VersionRecord | undefined };
 
 /** A version looked up by id, or why there is none. */
 export type VersionLookup =
@@ -159,6 +175,7 @@ interface EntityRow {
   tip_version_id: string | null;
   active_version_id: string | null;
   last_seq: number | string;
+  last_event_seq: number | string;
 }
 
 function toRecord(row: VersionRow): VersionRecord {
@@ -203,6 +220,20 @@ function versionRow(input: NewVersion, seq: number): Record<string, unknown> {
   };
 }
 
+/**
+ * The events of a confirm that creates a version: a first push's claim of
+ * the entity, the version, and its activation when set_as_active asks.
+ */
+function creationEvents(input: NewVersion, claim: boolean, previousActiveVersionId: string | null): NewEvent[] {
+  return [
+    ...(claim ? [{ type: "ACCESS_CHANGED", accessKind: "PUBLISHER_ADDED", subject: input.caller.id } as const] : []),
+    { type: "VERSION_CREATED", versionId: input.id, version: input.version },
+    ...(input.setAsActive
+      ? [{ type: "ACTIVE_VERSION_CHANGED", versionId: input.id, version: input.version, previousActiveVersionId: previousActiveVersionId ?? undefined } as const]
+      : []),
+  ];
+}
+
 /** The record of a version a confirm created, as the row just inserted reads back. */
 function createdVersion(input: NewVersion, seq: number): VersionRecord {
   return {
@@ -236,6 +267,11 @@ interface PushFactsRow extends AccessFactRow {
   taken_id: string | null;
   upload_version_id: string | null;
   upload_state: string | null;
+}
+
+/** Who confirms and when: what a confirm's events record. */
+function changeOf(input: NewVersion): ChangeContext {
+  return { actor: input.caller.id, at: input.now };
 }
 
 /** The intent of a push, as the decision reads it. */
@@ -286,15 +322,20 @@ export class VersionStore {
   readonly #batched: RunBatched;
   /** Confirms, grouped where round trips cost (MySQL). */
   readonly #confirm: (input: NewVersion) => Promise<ConfirmOutcome>;
+  /** Told the entities whose events a transaction committed. */
+  readonly #recorded: (entityIds: readonly string[]) => void;
 
   constructor(
     db: Database,
     options: {
       readonly onReadBatch?: (reads: number) => void;
       readonly onConfirmGroup?: (size: number, recorded: number) => void;
+      /** Called once a transaction that recorded events of these entities has committed (the event hub's prompt). */
+      readonly onEventsRecorded?: (entityIds: readonly string[]) => void;
     } = {},
   ) {
     this.#knex = db.knex;
+    this.#recorded = options.onEventsRecorded ?? (() => undefined);
     const prepared = preparedRunner(db);
     this.#batched = db.readBatchMax > 1 ? readBatcher(prepared, { maxBatch: db.readBatchMax, onBatch: options.onReadBatch }) : prepared;
     this.#confirm =
@@ -330,7 +371,7 @@ export class VersionStore {
 
   /** The entity row, locked until the transaction ends: the tip every decision under it reads. */
   async #lockEntity(trx: Knex.Transaction, entityId: string): Promise<EntityRow | undefined> {
-    return trx<EntityRow>("entities").where("id", entityId).forUpdate().first("id", "tip_version_id", "active_version_id", "last_seq");
+    return trx<EntityRow>("entities").where("id", entityId).forUpdate().first("id", "tip_version_id", "active_version_id", "last_seq", "last_event_seq");
   }
 
   /**
@@ -397,7 +438,7 @@ export class VersionStore {
    * lock, so the second sees the first's tip and is stale.
    */
   async #confirmAlone(input: NewVersion): Promise<ConfirmOutcome> {
-    return inTransaction<ConfirmOutcome>(
+    const outcome = await inTransaction<ConfirmOutcome>(
       this.#knex,
       async (trx) => {
       let entity = input.entityExisted === true ? await this.#lockEntity(trx, input.entityId) : undefined;
@@ -417,6 +458,8 @@ export class VersionStore {
       },
       { signal: input.signal },
     );
+    if (outcome.kind === "created" || (outcome.kind === "existing" && outcome.activate)) this.#recorded([input.entityId]);
+    return outcome;
   }
 
   /** Carries out a decision made under the entity lock: whether to commit, and the answer. */
@@ -444,15 +487,24 @@ export class VersionStore {
           return { commit: false, result: { kind: "version-taken", existing } };
         }
         if (outcome.claim) await trx("entity_publishers").insert({ entity_id: input.entityId, user_id: input.caller.id });
-        await trx("entities")
-          .where("id", input.entityId)
-          .update({ tip_version_id: input.id, last_seq: seq, ...(input.setAsActive ? { active_version_id: input.id } : {}) });
+        await recordEvents(trx, entity, changeOf(input), creationEvents(input, outcome.claim, entity.active_version_id), {
+          tip_version_id: input.id,
+          last_seq: seq,
+          ...(input.setAsActive ? { active_version_id: input.id } : {}),
+        });
         return { commit: true, result: { kind: "created", version: createdVersion(input, seq) } };
       }
       case "existing": {
         if (!outcome.activate) return { commit: false, result: outcome };
-        await trx("entities").where("id", input.entityId).update({ active_version_id: outcome.version.id });
-        return { commit: true, result: { ...outcome, version: { ...outcome.version, isActive: true } } };
+        const { version } = outcome;
+        await recordEvents(
+          trx,
+          entity,
+          changeOf(input),
+          [{ type: "ACTIVE_VERSION_CHANGED", versionId: version.id, version: version.version, previousActiveVersionId: entity.active_version_id ?? undefined }],
+          { active_version_id: version.id },
+        );
+        return { commit: true, result: { ...outcome, version: { ...version, isActive: true } } };
       }
       case "stale": {
         const tip = entity.tip_version_id === null ? undefined : await this.#versionById(trx, input.entityId, entity.tip_version_id);
@@ -522,14 +574,14 @@ export class VersionStore {
         const locked = new Map<string, EntityRow>();
         if (firstPushes.length > 0) {
           await trx("entities").insert(firstPushes.map((i) => ({ id: i.entityId, last_seq: 0, created_at: i.now })));
-          for (const i of firstPushes) locked.set(i.entityId, { id: i.entityId, tip_version_id: null, active_version_id: null, last_seq: 0 });
+          for (const i of firstPushes) locked.set(i.entityId, { id: i.entityId, tip_version_id: null, active_version_id: null, last_seq: 0, last_event_seq: 0 });
         }
         if (existing.length > 0) {
           // FORCE INDEX: on a small table the optimizer may prefer a scan,
           // which would lock every row it reads, other entities' too.
           const rows = rawRows<EntityRow>(
             await trx.raw(
-              `select id, tip_version_id, active_version_id, last_seq from entities force index (primary) where id in (${placeholders(existing.length)}) for update skip locked`,
+              `select id, tip_version_id, active_version_id, last_seq, last_event_seq from entities force index (primary) where id in (${placeholders(existing.length)}) for update skip locked`,
               existing,
             ),
           );
@@ -546,7 +598,7 @@ export class VersionStore {
         );
         const rows = rawRows<PushFactsRow & { group_part: number | string }>(await trx.raw(read.text, read.params as never));
 
-        const creating: Array<{ input: NewVersion; index: number; seq: number; claim: boolean }> = [];
+        const creating: Array<{ input: NewVersion; index: number; seq: number; claim: boolean; entity: EntityRow }> = [];
         for (const row of rows) {
           const { input, index } = candidates[Number(row.group_part)]!;
           const entity = locked.get(input.entityId)!;
@@ -564,7 +616,7 @@ export class VersionStore {
             },
             intentOf(input),
           );
-          if (outcome.kind === "create") creating.push({ input, index, seq: Number(entity.last_seq) + 1, claim: outcome.claim });
+          if (outcome.kind === "create") creating.push({ input, index, seq: Number(entity.last_seq) + 1, claim: outcome.claim, entity });
         }
         if (creating.length === 0) return { commit: false, result: undefined };
         // A union's rows come in no set order.
@@ -591,11 +643,18 @@ export class VersionStore {
         await trx("versions").insert(creating.map((c) => versionRow(c.input, c.seq)));
         const claims = creating.filter((c) => c.claim);
         if (claims.length > 0) await trx("entity_publishers").insert(claims.map((c) => ({ entity_id: c.input.entityId, user_id: c.input.caller.id })));
+        // Each confirm's events, in the same transaction, as alone.
+        const events = creating.map((c) =>
+          numberEvents(c.input.entityId, Number(c.entity.last_event_seq), changeOf(c.input), creationEvents(c.input, c.claim, c.entity.active_version_id)),
+        );
+        await trx("entity_events").insert(events.flatMap((e) => e.rows));
         const caseOf = (pairs: readonly Sql[]) => joinSql(pairs, " ");
         const activated = creating.filter((c) => c.input.setAsActive);
         const move = sql`update entities force index (primary) set tip_version_id = case id ${caseOf(
           creating.map((c) => sql`when ${c.input.entityId} then ${c.input.id}`),
-        )} end, last_seq = case id ${caseOf(creating.map((c) => sql`when ${c.input.entityId} then ${c.seq}`))} end${
+        )} end, last_seq = case id ${caseOf(creating.map((c) => sql`when ${c.input.entityId} then ${c.seq}`))} end, last_event_seq = case id ${caseOf(
+          creating.map((c, i) => sql`when ${c.input.entityId} then ${events[i]!.lastEventSeq}`),
+        )} end${
           activated.length === 0
             ? rawSql("")
             : sql`, active_version_id = case id ${caseOf(activated.map((c) => sql`when ${c.input.entityId} then ${c.input.id}`))} else active_version_id end`
@@ -611,6 +670,8 @@ export class VersionStore {
       // then decided alone, which retries on its own.
       { attempts: 1 },
     );
+    const recorded = inputs.filter((_, i) => outcomes[i]?.kind === "created").map((input) => input.entityId);
+    if (recorded.length > 0) this.#recorded(recorded);
     return outcomes;
   }
 
@@ -651,17 +712,37 @@ export class VersionStore {
     return { kind: "page", versions: versions.slice(0, limit).map(toRecord), hasMore: versions.length > limit, facts: access };
   }
 
-  /** Makes a version active under the entity lock; already active is a no-op. */
-  async setActive(entityId: string, versionId: string, signal?: AbortSignal): Promise<SetActiveOutcome> {
-    return inTransaction<SetActiveOutcome>(this.#knex, async (trx) => {
+  /**
+   * Makes a version active under the entity lock, recording the change;
+   * already active is a no-op. With an expected active version
+   * (compare-and-set), refuses when another one is active, deciding under
+   * the same lock, so of two racing activations that expect the same
+   * version exactly one wins.
+   */
+  async setActive(request: SetActiveRequest): Promise<SetActiveOutcome> {
+    const { entityId, versionId, expectedActiveVersionId } = request;
+    const outcome = await inTransaction<SetActiveOutcome & { changed?: boolean }>(this.#knex, async (trx) => {
       const entity = await this.#lockEntity(trx, entityId);
       if (entity === undefined) return { commit: false, result: { kind: "entity-missing" } };
       const version = await this.#versionById(trx, entityId, versionId);
       if (version === undefined) return { commit: false, result: { kind: "version-missing" } };
-      if (entity.active_version_id === versionId) return { commit: false, result: { kind: "set", version } };
-      await trx("entities").where("id", entityId).update({ active_version_id: versionId });
-      return { commit: true, result: { kind: "set", version: { ...version, isActive: true } } };
-    }, { signal });
+      const active = entity.active_version_id ?? "";
+      if (expectedActiveVersionId !== undefined && expectedActiveVersionId !== active) {
+        const current = active === "" ? undefined : await this.#versionById(trx, entityId, active);
+        return { commit: false, result: { kind: "active-changed", current } };
+      }
+      if (active === versionId) return { commit: false, result: { kind: "set", version } };
+      await recordEvents(
+        trx,
+        entity,
+        request.change,
+        [{ type: "ACTIVE_VERSION_CHANGED", versionId, version: version.version, previousActiveVersionId: entity.active_version_id ?? undefined }],
+        { active_version_id: versionId },
+      );
+      return { commit: true, result: { kind: "set", version: { ...version, isActive: true }, changed: true } };
+    }, { signal: request.signal });
+    if (outcome.changed === true) this.#recorded([entityId]);
+    return outcome;
   }
 
   /**
@@ -670,25 +751,27 @@ export class VersionStore {
    * goes, and marks the upload "deleting" so its blobs are deleted, now or
    * by a later retry, but never forgotten.
    */
-  async deleteVersion(entityId: string, versionId: string, now: Date, signal?: AbortSignal): Promise<DeleteOutcome> {
-    return inTransaction<DeleteOutcome>(this.#knex, async (trx) => {
+  async deleteVersion(entityId: string, versionId: string, change: ChangeContext, signal?: AbortSignal): Promise<DeleteOutcome> {
+    const outcome = await inTransaction<DeleteOutcome>(this.#knex, async (trx) => {
       const entity = await this.#lockEntity(trx, entityId);
       if (entity === undefined) return { commit: false, result: { kind: "entity-missing" } };
-      const version = await trx<{ id: string; upload_id: string }>("versions")
+      const version = await trx<{ id: string; upload_id: string; version: string }>("versions")
         .where("entity_id", entityId)
         .andWhere("id", versionId)
-        .first("id", "upload_id");
+        .first("id", "upload_id", "version");
       if (version === undefined) return { commit: false, result: { kind: "version-missing" } };
       if (entity.active_version_id === versionId) return { commit: false, result: { kind: "active" } };
       await trx("versions").where("entity_id", entityId).andWhere("id", versionId).delete();
-      await trx("uploads").where("id", version.upload_id).update({ state: "deleting", next_attempt_at: now, attempts: 0 });
+      await trx("uploads").where("id", version.upload_id).update({ state: "deleting", next_attempt_at: change.at, attempts: 0 });
+      const tipUpdate: Record<string, unknown> = {};
       if (entity.tip_version_id === versionId) {
         const next = await trx<{ id: string }>("versions").where("entity_id", entityId).orderBy("seq", "desc").first("id");
-        await trx("entities")
-          .where("id", entityId)
-          .update({ tip_version_id: next?.id ?? null });
+        tipUpdate["tip_version_id"] = next?.id ?? null;
       }
+      await recordEvents(trx, entity, change, [{ type: "VERSION_DELETED", versionId, version: version.version }], tipUpdate);
       return { commit: true, result: { kind: "deleted", uploadId: version.upload_id } };
     }, { signal });
+    if (outcome.kind === "deleted") this.#recorded([entityId]);
+    return outcome;
   }
 }

@@ -78,6 +78,7 @@ const rpcs: RpcCase[] = [
     },
   },
   { rpc: "ListVersions", kind: "read", prepare: async (_w, e) => ({ rest: ["GET", `${v(e)}/versions?page_size=2`], grpc: { entity_id: e, page_size: 2 } }) },
+  { rpc: "ListEvents", kind: "read", prepare: async (_w, e) => ({ rest: ["GET", `${v(e)}/events?page_size=2`], grpc: { entity_id: e, page_size: 2 } }) },
   {
     rpc: "GetVersion",
     kind: "read",
@@ -183,7 +184,7 @@ const httpStatus: Record<Exclude<Outcome, "ok">, number> = { "not-found": 404, d
 const restCode = (outcome: Outcome, caller: CallerCase) =>
   outcome === "not-found" ? "ENTITY_NOT_FOUND" : outcome === "denied" ? "PERMISSION_DENIED" : caller.code!;
 
-/** Spec 5 on every RPC of both services, for every kind of caller, over REST and gRPC. */
+/** Spec 5 on every unary RPC of the services, for every kind of caller, over REST and gRPC (WatchEvents: test/contract/watch.ts). */
 export function authMatrixSuite(backend: Backend) {
   const s = serviceSuite("access matrix: every RPC × every kind of caller, REST and gRPC", backend);
   const world = {} as World;

@@ -6,6 +6,7 @@ import { concurrencySuite } from "./concurrency.js";
 import { confirmGroupsSuite } from "./confirm-groups.js";
 import { deadlinesSuite } from "./deadlines.js";
 import { deleteSuite } from "./delete.js";
+import { eventsSuite } from "./events.js";
 import { faultsSuite } from "./faults.js";
 import { fuzzSuite } from "./fuzz.js";
 import { logsSuite, opsSuite } from "./ops.js";
@@ -18,6 +19,7 @@ import { queryPlansSuite } from "./query-plans.js";
 import { readsSuite } from "./reads.js";
 import { shutdownSuite } from "./shutdown.js";
 import { sweeperSuite } from "./sweeper.js";
+import { watchReplicasSuite, watchSuite } from "./watch.js";
 
 /**
  * Registers every contract suite for one backend. `CONTRACT=deadlines,push`
@@ -34,6 +36,9 @@ export function defineContract(backend: Backend): void {
     protocols: protocolsSuite,
     concurrency: concurrencySuite,
     "confirm-groups": confirmGroupsSuite,
+    events: eventsSuite,
+    watch: watchSuite,
+    "watch-replicas": backend === "mysql" ? () => watchReplicasSuite() : undefined,
     faults: faultsSuite,
     auth: authSuite,
     "auth-matrix": authMatrixSuite,

@@ -53,7 +53,7 @@ export function opsSuite(backend: Backend) {
       const list = await new Promise<{ statuses: Record<string, { status: string }> }>((resolve, reject) =>
         client["List"]!.call(client, {}, (err: Error | null, res: { statuses: Record<string, { status: string }> }) => (err ? reject(err) : resolve(res))),
       );
-      assert.equal(Object.keys(list.statuses).sort(), ["", "entityversions.v1.EntityAccessService", "entityversions.v1.EntityVersionsService"]);
+      assert.equal(Object.keys(list.statuses).sort(), ["", "entityversions.v1.EntityAccessService", "entityversions.v1.EntityEventsService", "entityversions.v1.EntityVersionsService"]);
     } finally {
       client.close();
     }
@@ -64,6 +64,7 @@ export function opsSuite(backend: Backend) {
     const { stdout } = await run(buf, ["curl", "--protocol", "grpc", "--http2-prior-knowledge", "--list-services", svc.url]);
     assert.equal(stdout.trim().split("\n").sort(), [
       "entityversions.v1.EntityAccessService",
+      "entityversions.v1.EntityEventsService",
       "entityversions.v1.EntityVersionsService",
       "grpc.health.v1.Health",
       "grpc.reflection.v1.ServerReflection",

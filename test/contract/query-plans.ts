@@ -3,6 +3,8 @@ import { suite } from "uvu";
 import { openDatabase, type Database } from "../../src/store/database.js";
 import { migrateLatest } from "../../src/store/migrate.js";
 import { activeVersionSql, pushFactsSql, versionByIdSql, versionPageSql, versionWithFactsSql } from "../../src/store/version-queries.js";
+import { eventPageSql, eventPositionSql, eventsAfterSql, eventsPollSql } from "../../src/store/event-queries.js";
+import { EventStore } from "../../src/store/event-store.js";
 import type { Sql } from "../../src/store/sql.js";
 import { VersionStore } from "../../src/store/version-store.js";
 import { createTestDatabase, type TestDatabase } from "../support/env.js";
@@ -52,7 +54,25 @@ export function queryPlansSuite() {
         }),
       );
     }
-    await k.raw("analyze table versions, entities");
+    // As many events, and a few other entities' events around them.
+    await k("entities").update({ last_event_seq: history }).where("id", "long");
+    for (const [entity, count] of [["long", history], ["other-a", 500], ["other-z", 500]] as const) {
+      if (entity !== "long") await k("entities").insert({ id: entity, last_seq: 0, last_event_seq: count, created_at: new Date() });
+      for (let from = 1; from <= count; from += 2_000) {
+        await k("entity_events").insert(
+          Array.from({ length: Math.min(2_000, count - from + 1) }, (_, i) => ({
+            entity_id: entity,
+            seq: from + i,
+            type: "VERSION_CREATED",
+            actor: "owner",
+            occurred_at: new Date(),
+            version_id: `v${from + i}`,
+            version: `2020.01.01-${String(from + i).padStart(6, "0")}`,
+          })),
+        );
+      }
+    }
+    await k.raw("analyze table versions, entities, entity_events");
   });
   s.after(async (ctx) => {
     await ctx.db?.knex.destroy();
@@ -71,6 +91,11 @@ export function queryPlansSuite() {
       GetActiveVersion: activeVersionSql("long", caller),
       GetVersion: versionWithFactsSql("long", "v123", caller),
       "a version by id": versionByIdSql("long", "v123"),
+      "ListEvents, first page": eventPageSql("long", undefined, 50, caller),
+      "ListEvents, last page": eventPageSql("long", 60, 50, caller),
+      "a watch's start": eventPositionSql("long", caller),
+      "a watch's replay": eventsAfterSql("long", 10_000, 100),
+      "the watches' poll": eventsPollSql(new Map([["other-z", 490], ["long", history - 5], ["other-a", 499], ["missing", 0]]), 1000),
       "a push's facts": pushFactsSql({
         entityId: "long",
         sourceHash: "c".repeat(63) + "7",
@@ -103,6 +128,23 @@ export function queryPlansSuite() {
     assert.ok(top.kind === "page" && top.versions[0]!.seq === history && top.versions[49]!.seq === history - 49 && top.hasMore);
     const end = await store.listVersionsWithFacts("long", 51, 50, caller);
     assert.ok(end.kind === "page" && end.versions.length === 50 && end.versions[49]!.seq === 1 && !end.hasMore);
+  });
+
+  s("a page of events, too, reads as many rows at the end as at the start; the poll reads only what is new", async ({ db }) => {
+    const read = async (before: number | undefined) => (await analyze(db, eventPageSql("long", before, 50, caller))).find((r) => r.table === "p")!;
+    const [first, last] = [Number((await read(undefined)).r_rows), Number((await read(100)).r_rows)];
+    assert.ok(first <= 64 && last <= 64, `first page read ${first} rows, last ${last}`);
+    const poll = await analyze(db, eventsPollSql(new Map([["other-z", 490], ["long", history - 5], ["other-a", 499]]), 1000));
+    assert.ok(poll.every((r) => Number(r.r_rows ?? 0) <= 16), `the poll read more than the 16 new events: ${JSON.stringify(poll)}`);
+    const store = new EventStore(db);
+    const top = await store.page("long", undefined, 50, caller);
+    assert.ok(top.kind === "page" && top.events[0]!.seq === history && top.events[49]!.seq === history - 49 && top.hasMore);
+    const polled = await store.poll(new Map([["other-z", 490], ["long", history - 5], ["other-a", 499]]), 1000);
+    assert.equal(polled.map((e) => `${e.entityId}:${e.seq}`), [
+      ...Array.from({ length: 5 }, (_, i) => `long:${history - 4 + i}`),
+      "other-a:500",
+      ...Array.from({ length: 10 }, (_, i) => `other-z:${491 + i}`),
+    ]);
   });
 
   return s;

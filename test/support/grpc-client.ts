@@ -8,13 +8,13 @@ import { anyUnpack } from "@bufbuild/protobuf/wkt";
 import { createRegistry } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
-import { StaleBaseSchema } from "../../gen/entityversions/v1/entity_versions_pb.js";
+import { ActiveVersionChangedSchema, StaleBaseSchema } from "../../gen/entityversions/v1/entity_versions_pb.js";
 import { ErrorInfoSchema, RetryInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { StatusSchema } from "../../gen/google/rpc/status_pb.js";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
-const definition = protoLoader.loadSync(["entityversions/v1/entity_versions.proto", "entityversions/v1/entity_access.proto"], {
+const definition = protoLoader.loadSync(["entityversions/v1/entity_versions.proto", "entityversions/v1/entity_access.proto", "entityversions/v1/entity_events.proto"], {
   includeDirs: [path.join(root, "proto"), path.join(root, "node_modules/google-proto-files")],
   keepCase: true,
   longs: Number,
@@ -23,7 +23,13 @@ const definition = protoLoader.loadSync(["entityversions/v1/entity_versions.prot
   oneofs: true,
 });
 const pkg = grpc.loadPackageDefinition(definition) as unknown as {
-  entityversions: { v1: { EntityVersionsService: grpc.ServiceClientConstructor; EntityAccessService: grpc.ServiceClientConstructor } };
+  entityversions: {
+    v1: {
+      EntityVersionsService: grpc.ServiceClientConstructor;
+      EntityAccessService: grpc.ServiceClientConstructor;
+      EntityEventsService: grpc.ServiceClientConstructor;
+    };
+  };
 };
 
 /** A failed gRPC call: status code, message and the decoded rich details. */
@@ -33,16 +39,19 @@ export interface GrpcFailure {
   readonly reason: string | undefined;
   readonly metadata: Record<string, string>;
   readonly staleBase: ReturnType<typeof fromBinary<typeof StaleBaseSchema>> | undefined;
+  readonly activeVersionChanged: ReturnType<typeof fromBinary<typeof ActiveVersionChangedSchema>> | undefined;
   readonly retryable: boolean;
 }
 
-const registry = createRegistry(ErrorInfoSchema, RetryInfoSchema, StaleBaseSchema);
+const registry = createRegistry(ErrorInfoSchema, RetryInfoSchema, StaleBaseSchema, ActiveVersionChangedSchema);
 
-function failure(error: grpc.ServiceError): GrpcFailure {
+/** A gRPC error as the test reads it: its code, message and rich details. */
+export function failure(error: grpc.ServiceError): GrpcFailure {
   const bin = error.metadata?.get("grpc-status-details-bin")[0];
   let reason: string | undefined;
   let metadata: Record<string, string> = {};
   let staleBase: GrpcFailure["staleBase"];
+  let activeVersionChanged: GrpcFailure["activeVersionChanged"];
   let retryable = false;
   if (bin !== undefined) {
     const status = fromBinary(StatusSchema, bin as Buffer);
@@ -50,10 +59,11 @@ function failure(error: grpc.ServiceError): GrpcFailure {
       const msg = anyUnpack(any, registry);
       if (msg?.$typeName === "google.rpc.ErrorInfo") ({ reason, metadata } = msg as unknown as { reason: string; metadata: Record<string, string> });
       if (msg?.$typeName === "entityversions.v1.StaleBase") staleBase = msg as GrpcFailure["staleBase"];
+      if (msg?.$typeName === "entityversions.v1.ActiveVersionChanged") activeVersionChanged = msg as GrpcFailure["activeVersionChanged"];
       if (msg?.$typeName === "google.rpc.RetryInfo") retryable = true;
     }
   }
-  return { code: error.code, message: error.details, reason, metadata, staleBase, retryable };
+  return { code: error.code, message: error.details, reason, metadata, staleBase, activeVersionChanged, retryable };
 }
 
 /** The outcome of a gRPC call: the response, or the failure. */
@@ -63,24 +73,33 @@ export type GrpcResult<T = Record<string, any>> = { ok: true; value: T } | { ok:
 export class GrpcClient {
   readonly #versions: grpc.Client & Record<string, Function>;
   readonly #access: grpc.Client & Record<string, Function>;
+  readonly #events: grpc.Client & Record<string, Function>;
   readonly #metadata: Record<string, string>;
 
   constructor(address: string, metadata: Record<string, string> = {}, channelOptions: grpc.ChannelOptions = {}) {
     const credentials = grpc.credentials.createInsecure();
     this.#versions = new pkg.entityversions.v1.EntityVersionsService(address, credentials, channelOptions) as never;
     this.#access = new pkg.entityversions.v1.EntityAccessService(address, credentials, { channelOverride: this.#versions.getChannel() }) as never;
+    this.#events = new pkg.entityversions.v1.EntityEventsService(address, credentials, { channelOverride: this.#versions.getChannel() }) as never;
     this.#metadata = metadata;
   }
 
   call<T = Record<string, any>>(method: string, request: object, metadata: Record<string, string> = this.#metadata): Promise<GrpcResult<T>> {
     const md = new grpc.Metadata();
     for (const [k, v] of Object.entries(metadata)) md.set(k, v);
-    const client = method in this.#versions ? this.#versions : this.#access;
+    const client = method in this.#versions ? this.#versions : method in this.#access ? this.#access : this.#events;
     return new Promise((resolve) => {
       client[method]!.call(client, request, md, { deadline: Date.now() + 30_000 }, (error: grpc.ServiceError | null, value: T) => {
         resolve(error === null ? { ok: true, value } : { ok: false, error: failure(error) });
       });
     });
+  }
+
+  /** Starts a server-streaming call (WatchEvents): the grpc-js stream, with no deadline unless one is given. */
+  stream(method: string, request: object, options: { metadata?: Record<string, string>; deadlineMs?: number } = {}): grpc.ClientReadableStream<Record<string, any>> {
+    const md = new grpc.Metadata();
+    for (const [k, v] of Object.entries(options.metadata ?? this.#metadata)) md.set(k, v);
+    return this.#events[method]!.call(this.#events, request, md, options.deadlineMs === undefined ? {} : { deadline: Date.now() + options.deadlineMs });
   }
 
   close(): void {

@@ -32,7 +32,10 @@ export interface Answer {
   readonly path: string;
   readonly status: number;
   readonly headers: Headers;
-  /** The parsed JSON body, or the text when it was not JSON. */
+  /**
+   * The parsed JSON body, or the text when it was not JSON; for a stream
+   * (application/x-ndjson), its lines so far, each parsed.
+   */
   readonly body: unknown;
 }
 
@@ -129,8 +132,12 @@ export class OpenApiDocument {
     if (content === undefined) return problems;
     if (content[mediaType] === undefined) return [...problems, `${where}: content type ${mediaType} is not documented (${Object.keys(content).join(", ")})`];
     const validate = this.#validator(route, status, mediaType);
-    if (!validate(answer.body)) {
-      problems.push(`${where}: the body does not match the document: ${this.#ajv.errorsText(validate.errors, { separator: "; " })}\n  body: ${JSON.stringify(answer.body).slice(0, 600)}`);
+    // A stream's schema is that of each of its lines.
+    const bodies = mediaType === "application/x-ndjson" ? (Array.isArray(answer.body) ? answer.body : [answer.body]) : [answer.body];
+    for (const body of bodies) {
+      if (!validate(body)) {
+        problems.push(`${where}: the body does not match the document: ${this.#ajv.errorsText(validate.errors, { separator: "; " })}\n  body: ${JSON.stringify(body).slice(0, 600)}`);
+      }
     }
     return problems;
   }

@@ -44,6 +44,14 @@ test("MySQL and Azure come from DATABASE_URL and AZURE_STORAGE_CONNECTION_STRING
   assert.is(c.blob.kind, "azure");
 });
 
+test("watches: polled every 500 ms, a bookmark after 15 s of quiet (below the idle timeout), bounded per process and per caller", () => {
+  assert.equal(loadConfig({}).watch, { pollIntervalMs: 500, keepaliveMs: 15_000, maxPerProcess: 1000, maxPerCaller: 20 });
+  assert.ok(Object.isFrozen(loadConfig({}).watch));
+  // A short idle timeout brings the keep-alive below it.
+  assert.is(loadConfig({ HTTP_IDLE_TIMEOUT_MS: "4000" }).watch.keepaliveMs, 2000);
+  assert.equal(loadConfig({ WATCH_MAX_PER_CALLER: "100", WATCH_POLL_INTERVAL_MS: "250" }).watch.maxPerCaller, 100);
+});
+
 test("a bad value stops the start with a message naming the variable", () => {
   const cases: Array<[Record<string, string>, string]> = [
     [{ PORT: "eighty" }, "PORT"],
@@ -71,6 +79,11 @@ test("a bad value stops the start with a message naming the variable", () => {
     [{ HTTP2_MAX_CONCURRENT_STREAMS: "0" }, "HTTP2_MAX_CONCURRENT_STREAMS"],
     [{ MAX_REQUEST_BYTES: "2097152", MAX_CONNECTION_BUFFERED_BYTES: "1048576" }, "MAX_CONNECTION_BUFFERED_BYTES"],
     [{ REQUEST_DEADLINE_MS: "5" }, "REQUEST_DEADLINE_MS"],
+    [{ WATCH_KEEPALIVE_MS: "65000" }, "WATCH_KEEPALIVE_MS"],
+    [{ HTTP_IDLE_TIMEOUT_MS: "10000", WATCH_KEEPALIVE_MS: "10000" }, "WATCH_KEEPALIVE_MS"],
+    [{ WATCH_POLL_INTERVAL_MS: "0" }, "WATCH_POLL_INTERVAL_MS"],
+    [{ WATCH_MAX_PER_PROCESS: "0" }, "WATCH_MAX_PER_PROCESS"],
+    [{ WATCH_MAX_PER_CALLER: "many" }, "WATCH_MAX_PER_CALLER"],
   ];
   for (const [env, name] of cases) {
     try {

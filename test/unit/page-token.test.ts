@@ -20,4 +20,12 @@ test("altered, forged and foreign-secret tokens are refused", () => {
   }
 });
 
+test("a token of one listing is refused by another (versions, events)", () => {
+  const events = new PageTokens(Buffer.from("0123456789abcdef0123456789abcdef"), "events");
+  const t = events.encode({ entityId: "e1", beforeSeq: 42 });
+  assert.equal(events.decode(t, "e1"), { entityId: "e1", beforeSeq: 42 });
+  assert.is(tokens.decode(t, "e1"), undefined);
+  assert.is(events.decode(tokens.encode({ entityId: "e1", beforeSeq: 42 }), "e1"), undefined);
+});
+
 test.run();

@@ -25,6 +25,7 @@ import Fastify from "fastify";
 import { test } from "uvu";
 import * as assert from "uvu/assert";
 import { file_entityversions_v1_entity_access } from "../../gen/entityversions/v1/entity_access_pb.js";
+import { file_entityversions_v1_entity_events } from "../../gen/entityversions/v1/entity_events_pb.js";
 import { file_entityversions_v1_entity_versions } from "../../gen/entityversions/v1/entity_versions_pb.js";
 import { apiError, detail } from "../../src/errors/api-error.js";
 import { writeRestJson } from "../../src/rest/json-codec.js";
@@ -172,7 +173,7 @@ function answerComponents(document: Json): Set<string> {
 }
 
 test("what the document calls required is exactly what the gateway writes for an empty message, in both documents", () => {
-  const real = createRegistry(file_entityversions_v1_entity_versions, file_entityversions_v1_entity_access);
+  const real = createRegistry(file_entityversions_v1_entity_versions, file_entityversions_v1_entity_access, file_entityversions_v1_entity_events);
   const checked: string[] = [];
   for (const [document, find] of [
     [doc, (n: string) => registry.getMessage(n)],
@@ -186,7 +187,12 @@ test("what the document calls required is exactly what the gateway writes for an
       checked.push(name);
     }
   }
-  assert.ok(checked.includes("fixture.v1.Shape") && checked.includes("entityversions.v1.Version") && checked.includes("entityversions.v1.EntityAccess"), checked.join());
+  assert.ok(
+    ["fixture.v1.Shape", "entityversions.v1.Version", "entityversions.v1.EntityAccess", "entityversions.v1.Event", "entityversions.v1.WatchEventsResponse"].every((n) =>
+      checked.includes(n),
+    ),
+    checked.join(),
+  );
 });
 
 /** The fixture served by the real gateway: each RPC answers what its handler here makes. */
@@ -195,6 +201,9 @@ async function gateway(handlers: Record<string, (input: Message) => Message>) {
   registerRestGateway(app, {
     services: [fixture],
     call: async (method: DescMethod, input: Message) => ({ message: handlers[method.name]!(input), header: new Headers(), trailer: new Headers() }),
+    callStream: async () => {
+      throw new Error("no stream is called in this test");
+    },
     contextValues: () => createContextValues(),
     outcome: () => ({}),
     refused: () => false,

@@ -2,14 +2,19 @@
 // A fixture service (test/fixtures/proto), built by buf at test time, is
 // served with no route code; the real service's rules are the spec's paths.
 import { execFileSync } from "node:child_process";
-import { create, createFileRegistry, type DescMessage, type DescService, fromBinary, type Message } from "@bufbuild/protobuf";
+import { clone, create, createFileRegistry, type DescMessage, type DescService, fromBinary, type Message, setExtension } from "@bufbuild/protobuf";
 import { FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
 import { ConnectError, createContextValues } from "@connectrpc/connect";
+import { get as httpGet } from "node:http";
+import type { AddressInfo } from "node:net";
 import Fastify from "fastify";
 import { test } from "uvu";
 import * as assert from "uvu/assert";
 import { http } from "../../gen/google/api/annotations_pb.js";
+import { HttpRuleSchema } from "../../gen/google/api/http_pb.js";
+import { EntityEventsService } from "../../gen/entityversions/v1/entity_events_pb.js";
 import { EntityVersionsService } from "../../gen/entityversions/v1/entity_versions_pb.js";
+import { apiError } from "../../src/errors/api-error.js";
 import { restBindings } from "../../src/rest/http-rules.js";
 import { registerRestGateway } from "../../src/rest/rest-gateway.js";
 
@@ -17,6 +22,12 @@ const image = execFileSync("node_modules/.bin/buf", ["build", "--path", "test/fi
 const registry = createFileRegistry(fromBinary(FileDescriptorSetSchema, image));
 const fixture = registry.getService("fixture.v1.FixtureService") as DescService;
 const echoResponse = registry.getMessage("fixture.v1.EchoResponse") as DescMessage;
+const watchResponse = registry.getMessage("fixture.v1.WatchShapesResponse") as DescMessage;
+
+/** A stream caller for gateways that serve no stream in the test. */
+const noStreams = async () => {
+  throw new Error("no stream is called in this test");
+};
 
 async function gateway() {
   const app = Fastify();
@@ -27,6 +38,7 @@ async function gateway() {
       header: new Headers({ "x-echo": "1" }),
       trailer: new Headers(),
     }),
+    callStream: noStreams,
     contextValues: () => createContextValues(),
     outcome: () => ({}),
     refused: () => false,
@@ -89,6 +101,7 @@ test("64-bit integers are JSON numbers at any depth, through recursive messages 
       header: new Headers(),
       trailer: new Headers(),
     }),
+    callStream: noStreams,
     contextValues: () => createContextValues(),
     outcome: () => ({}),
     refused: () => false,
@@ -99,6 +112,136 @@ test("64-bit integers are JSON numbers at any depth, through recursive messages 
   const shape = res.json();
   assert.equal([shape.weight, shape.sizes.a, shape.parent.weight, shape.parent.sizes.b, shape.parent.parent.weight, shape.children["1"].weight], [3, 1, 5, 6, 9, 7]);
   await app.close();
+});
+
+/** The fixture's stream served by the gateway: each call plays `script` (a message, a wait, or an error). */
+async function streamingGateway(script: (input: Message) => AsyncIterable<Message>) {
+  const app = Fastify();
+  registerRestGateway(app, {
+    services: [fixture],
+    call: async () => {
+      throw new Error("no unary call in this test");
+    },
+    callStream: async (method, input) => {
+      assert.is(method.name, "WatchShapes");
+      return { header: new Headers({ "x-stream": "1" }), messages: script(input) };
+    },
+    contextValues: () => createContextValues(),
+    outcome: () => ({}),
+    refused: () => false,
+    toError: (error) => ConnectError.from(error),
+  });
+  await app.listen({ host: "127.0.0.1", port: 0 });
+  return { app, url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}` };
+}
+
+/** The promise's value, or a failure naming what did not come within 2 s. */
+function within<T>(promise: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} did not come within 2 s`)), 2_000)));
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
+const shape = (id: string) => create(watchResponse, { shape: { id } } as never) as Message;
+
+test("a server-streaming RPC answers newline-delimited JSON, one {result} line per message, each written as it comes", async () => {
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  const { app, url } = await streamingGateway(async function* (input) {
+    assert.equal((input as unknown as { shelfId: string; limit: number }).limit, 2);
+    yield shape("a");
+    await released;
+    yield shape("b");
+  });
+  try {
+    // The first line arrives while the stream still waits to send its second.
+    const res = await within(fetch(`${url}/v1/shelves/top/shapes?limit=2`), "the answer's headers");
+    assert.is(res.status, 200);
+    assert.is(res.headers.get("content-type"), "application/x-ndjson");
+    assert.is(res.headers.get("x-stream"), "1");
+    const reader = res.body!.getReader();
+    const decoder = new TextDecoder();
+    const first = decoder.decode((await within(reader.read(), "the first line")).value);
+    assert.ok(first.endsWith("\n") && first.indexOf("\n") === first.length - 1, first);
+    const line = JSON.parse(first);
+    assert.equal(Object.keys(line), ["result"]);
+    assert.is(line.result.id, "a");
+    release();
+    let rest = "";
+    for (let r = await reader.read(); !r.done; r = await reader.read()) rest += decoder.decode(r.value);
+    assert.equal(rest, `${JSON.stringify({ result: { ...line.result, id: "b" } })}\n`);
+  } finally {
+    release();
+    await app.close();
+  }
+});
+
+test("a stream's error before its first message is an ordinary error answer; after it, a last {error} line", async () => {
+  const early = await streamingGateway(async function* () {
+    throw apiError("ENTITY_NOT_FOUND", { entityId: "e" });
+  });
+  try {
+    const res = await fetch(`${early.url}/v1/shelves/top/shapes`);
+    assert.is(res.status, 404);
+    assert.match(res.headers.get("content-type") ?? "", /^application\/json/);
+    assert.is(((await res.json()) as { code: string }).code, "ENTITY_NOT_FOUND");
+  } finally {
+    await early.app.close();
+  }
+  const late = await streamingGateway(async function* () {
+    yield shape("a");
+    throw apiError("SHUTTING_DOWN", { lastEventId: "7" });
+  });
+  try {
+    const res = await fetch(`${late.url}/v1/shelves/top/shapes`);
+    assert.is(res.status, 200);
+    const lines = (await res.text()).split("\n");
+    assert.is(lines.length, 3);
+    assert.is(JSON.parse(lines[0]!).result.id, "a");
+    const { error } = JSON.parse(lines[1]!);
+    assert.equal([error.code, Object.keys(error).sort()], ["SHUTTING_DOWN", ["code", "error"]]);
+    assert.match(error.error, "after_event_id=7");
+    assert.is(lines[2], "");
+  } finally {
+    await late.app.close();
+  }
+});
+
+test("a client that goes away ends the stream: the handler's iteration is returned", async () => {
+  let ended!: () => void;
+  const returned = new Promise<void>((resolve) => (ended = resolve));
+  const { app, url } = await streamingGateway(async function* () {
+    try {
+      for (let i = 0; ; i++) {
+        yield shape(String(i));
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    } finally {
+      ended();
+    }
+  });
+  try {
+    // node:http, whose destroy() closes the connection (fetch's abort may leave one open).
+    const req = httpGet(`${url}/v1/shelves/top/shapes`, (res) => res.once("data", () => req.destroy()));
+    req.on("error", () => undefined);
+    await Promise.race([returned, new Promise((_, reject) => setTimeout(() => reject(new Error("the stream was not ended")), 2_000))]);
+  } finally {
+    await app.close();
+  }
+});
+
+test("a custom method's :verb is served as a literal route; after a variable it is refused at start-up", () => {
+  const routes = restBindings([EntityEventsService], http).map((b) => `${b.method.name} ${b.verb} ${b.routePath}`);
+  assert.equal(routes, ["ListEvents GET /api/entities/:p0/events", "WatchEvents GET /api/entities/:p0/events::watch"]);
+  assert.not.ok(
+    restBindings([fixture], http).some((b) => b.method.name === "UploadShapes"),
+    "a client stream has no REST form",
+  );
+  const set = clone(FileDescriptorSetSchema, fromBinary(FileDescriptorSetSchema, image));
+  const watch = set.file.find((f) => f.name === "fixture/v1/fixture.proto")!.service[0]!.method.find((m) => m.name === "WatchShapes")!;
+  setExtension(watch.options!, http, create(HttpRuleSchema, { pattern: { case: "get", value: "/v1/shelves/{shelf_id}:watch" } }));
+  const changed = createFileRegistry(set).getService("fixture.v1.FixtureService") as DescService;
+  assert.throws(() => restBindings([changed], http), /WatchShapes: the custom method ":watch" must follow a literal segment/);
 });
 
 test.run();

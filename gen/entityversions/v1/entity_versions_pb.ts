@@ -14,7 +14,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file entityversions/v1/entity_versions.proto.
  */
 export const file_entityversions_v1_entity_versions: GenFile = /*@__PURE__*/
-  fileDesc("CidlbnRpdHl2ZXJzaW9ucy92MS9lbnRpdHlfdmVyc2lvbnMucHJvdG8SEWVudGl0eXZlcnNpb25zLnYxIrUDCgdWZXJzaW9uEgoKAmlkGAEgASgJEhEKCWVudGl0eV9pZBgCIAEoCRIPCgd2ZXJzaW9uGAMgASgJEhMKC3NvdXJjZV9oYXNoGAQgASgJEhQKDHN0b3JhZ2VfcGF0aBgFIAEoCRIXCg9maWxlX3NpemVfYnl0ZXMYBiABKAMSHgoRcGFja2FnZV9sb2NrX3BhdGgYByABKAlIAIgBARIcChRzZXJ2aWNlX2RlcGVuZGVuY2llcxgIIAMoCRItCgxwYWNrYWdlX2pzb24YCSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhwKD2Jhc2VfdmVyc2lvbl9pZBgKIAEoCUgBiAEBEhQKDHB1Ymxpc2hlZF9ieRgLIAEoCRIuCgpjcmVhdGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglpc19hY3RpdmUYDSABKAgSGAoLcGFja2FnZV9tZDUYDiABKAlIAogBAUIUChJfcGFja2FnZV9sb2NrX3BhdGhCEgoQX2Jhc2VfdmVyc2lvbl9pZEIOCgxfcGFja2FnZV9tZDUibwoKVmVyc2lvblJlZhIKCgJpZBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgJEhQKDHB1Ymxpc2hlZF9ieRgDIAEoCRIuCgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJSCglTdGFsZUJhc2USNQoObGF0ZXN0X3ZlcnNpb24YASABKAsyHS5lbnRpdHl2ZXJzaW9ucy52MS5WZXJzaW9uUmVmOg6KtRgKU1RBTEVfQkFTRSJ2ChNHZXRVcGxvYWRVcmxSZXF1ZXN0EhEKCWVudGl0eV9pZBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgJEhMKC3NvdXJjZV9oYXNoGAMgASgJEhcKD2Jhc2VfdmVyc2lvbl9pZBgEIAEoCRINCgVmb3JjZRgFIAEoCCLKAwoUR2V0VXBsb2FkVXJsUmVzcG9uc2USNAoQZXhpc3RpbmdfdmVyc2lvbhgBIAEoCzIaLmVudGl0eXZlcnNpb25zLnYxLlZlcnNpb24SFwoKdXBsb2FkX3VybBgCIAEoCUgAiAEBEhkKDHN0b3JhZ2VfcGF0aBgDIAEoCUgBiAEBEiAKE2xvY2tmaWxlX3VwbG9hZF91cmwYBCABKAlIAogBARIeChFwYWNrYWdlX2xvY2tfcGF0aBgFIAEoCUgDiAEBEi4KCmV4cGlyZXNfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wElIKDnVwbG9hZF9oZWFkZXJzGAcgAygLMjouZW50aXR5dmVyc2lvbnMudjEuR2V0VXBsb2FkVXJsUmVzcG9uc2UuVXBsb2FkSGVhZGVyc0VudHJ5GjQKElVwbG9hZEhlYWRlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQg0KC191cGxvYWRfdXJsQg8KDV9zdG9yYWdlX3BhdGhCFgoUX2xvY2tmaWxlX3VwbG9hZF91cmxCFAoSX3BhY2thZ2VfbG9ja19wYXRoIqUCChRDb25maXJtVXBsb2FkUmVxdWVzdBIRCgllbnRpdHlfaWQYASABKAkSFAoMc3RvcmFnZV9wYXRoGAIgASgJEg8KB3ZlcnNpb24YAyABKAkSEwoLc291cmNlX2hhc2gYBCABKAkSFwoPZmlsZV9zaXplX2J5dGVzGAUgASgDEhcKD2Jhc2VfdmVyc2lvbl9pZBgGIAEoCRIcChRzZXJ2aWNlX2RlcGVuZGVuY2llcxgHIAMoCRItCgxwYWNrYWdlX2pzb24YCCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhkKEXBhY2thZ2VfbG9ja19wYXRoGAkgASgJEhUKDXNldF9hc19hY3RpdmUYCiABKAgSDQoFZm9yY2UYCyABKAgiVQoVQ29uZmlybVVwbG9hZFJlc3BvbnNlEisKB3ZlcnNpb24YASABKAsyGi5lbnRpdHl2ZXJzaW9ucy52MS5WZXJzaW9uEg8KB2NyZWF0ZWQYAiABKAgiPgoVR2V0RG93bmxvYWRVcmxSZXF1ZXN0EhEKCWVudGl0eV9pZBgBIAEoCRISCgp2ZXJzaW9uX2lkGAIgASgJIskBChZHZXREb3dubG9hZFVybFJlc3BvbnNlEhQKDGRvd25sb2FkX3VybBgBIAEoCRIuCgpleHBpcmVzX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIrCgd2ZXJzaW9uGAMgASgLMhouZW50aXR5dmVyc2lvbnMudjEuVmVyc2lvbhIiChVsb2NrZmlsZV9kb3dubG9hZF91cmwYBCABKAlIAIgBAUIYChZfbG9ja2ZpbGVfZG93bmxvYWRfdXJsIiwKF0dldEFjdGl2ZVZlcnNpb25SZXF1ZXN0EhEKCWVudGl0eV9pZBgBIAEoCSJHChhHZXRBY3RpdmVWZXJzaW9uUmVzcG9uc2USKwoHdmVyc2lvbhgBIAEoCzIaLmVudGl0eXZlcnNpb25zLnYxLlZlcnNpb24iQAoXU2V0QWN0aXZlVmVyc2lvblJlcXVlc3QSEQoJZW50aXR5X2lkGAEgASgJEhIKCnZlcnNpb25faWQYAiABKAkiRwoYU2V0QWN0aXZlVmVyc2lvblJlc3BvbnNlEisKB3ZlcnNpb24YASABKAsyGi5lbnRpdHl2ZXJzaW9ucy52MS5WZXJzaW9uIj0KFERlbGV0ZVZlcnNpb25SZXF1ZXN0EhEKCWVudGl0eV9pZBgBIAEoCRISCgp2ZXJzaW9uX2lkGAIgASgJIhcKFURlbGV0ZVZlcnNpb25SZXNwb25zZSJPChNMaXN0VmVyc2lvbnNSZXF1ZXN0EhEKCWVudGl0eV9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJdChRMaXN0VmVyc2lvbnNSZXNwb25zZRIsCgh2ZXJzaW9ucxgBIAMoCzIaLmVudGl0eXZlcnNpb25zLnYxLlZlcnNpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIjoKEUdldFZlcnNpb25SZXF1ZXN0EhEKCWVudGl0eV9pZBgBIAEoCRISCgp2ZXJzaW9uX2lkGAIgASgJIkEKEkdldFZlcnNpb25SZXNwb25zZRIrCgd2ZXJzaW9uGAEgASgLMhouZW50aXR5dmVyc2lvbnMudjEuVmVyc2lvbjK5DwoVRW50aXR5VmVyc2lvbnNTZXJ2aWNlEtQBCgxHZXRVcGxvYWRVcmwSJi5lbnRpdHl2ZXJzaW9ucy52MS5HZXRVcGxvYWRVcmxSZXF1ZXN0GicuZW50aXR5dmVyc2lvbnMudjEuR2V0VXBsb2FkVXJsUmVzcG9uc2Uic4q1GDcKEVBFUk1JU1NJT05fREVOSUVECgpTVEFMRV9CQVNFChZWRVJTSU9OX0FMUkVBRFlfRVhJU1RTgtPkkwIyOgEqIi0vYXBpL2VudGl0aWVzL3tlbnRpdHlfaWR9L3ZlcnNpb25zL3VwbG9hZC11cmwSsQIKDUNvbmZpcm1VcGxvYWQSJy5lbnRpdHl2ZXJzaW9ucy52MS5Db25maXJtVXBsb2FkUmVxdWVzdBooLmVudGl0eXZlcnNpb25zLnYxLkNvbmZpcm1VcGxvYWRSZXNwb25zZSLMAYq1GIcBChFQRVJNSVNTSU9OX0RFTklFRAoKU1RBTEVfQkFTRQoWVkVSU0lPTl9BTFJFQURZX0VYSVNUUwoQVVBMT0FEX05PVF9GT1VORAoUVVBMT0FEX1NJWkVfTUlTTUFUQ0gKDlVQTE9BRF9DSEFOR0VEChZCTE9CX1NUT1JFX1VOQVZBSUxBQkxFkrUYB2NyZWF0ZWSC0+STAi86ASoiKi9hcGkvZW50aXRpZXMve2VudGl0eV9pZH0vdmVyc2lvbnMvY29uZmlybRLBAQoOR2V0RG93bmxvYWRVcmwSKC5lbnRpdHl2ZXJzaW9ucy52MS5HZXREb3dubG9hZFVybFJlcXVlc3QaKS5lbnRpdHl2ZXJzaW9ucy52MS5HZXREb3dubG9hZFVybFJlc3BvbnNlIlqQAgGKtRgTChFWRVJTSU9OX05PVF9GT1VORILT5JMCOhI4L2FwaS9lbnRpdGllcy97ZW50aXR5X2lkfS92ZXJzaW9ucy97dmVyc2lvbl9pZH0vZG93bmxvYWQSwAEKEEdldEFjdGl2ZVZlcnNpb24SKi5lbnRpdHl2ZXJzaW9ucy52MS5HZXRBY3RpdmVWZXJzaW9uUmVxdWVzdBorLmVudGl0eXZlcnNpb25zLnYxLkdldEFjdGl2ZVZlcnNpb25SZXNwb25zZSJTkAIBirUYEwoRTk9fQUNUSVZFX1ZFUlNJT06C0+STAjNiB3ZlcnNpb24SKC9hcGkvZW50aXRpZXMve2VudGl0eV9pZH0vYWN0aXZlLXZlcnNpb24S1gEKEFNldEFjdGl2ZVZlcnNpb24SKi5lbnRpdHl2ZXJzaW9ucy52MS5TZXRBY3RpdmVWZXJzaW9uUmVxdWVzdBorLmVudGl0eXZlcnNpb25zLnYxLlNldEFjdGl2ZVZlcnNpb25SZXNwb25zZSJpkAICirUYJgoRUEVSTUlTU0lPTl9ERU5JRUQKEVZFUlNJT05fTk9UX0ZPVU5EgtPkkwI2OgEqYgd2ZXJzaW9uGigvYXBpL2VudGl0aWVzL3tlbnRpdHlfaWR9L2FjdGl2ZS12ZXJzaW9uEuMBCg1EZWxldGVWZXJzaW9uEicuZW50aXR5dmVyc2lvbnMudjEuRGVsZXRlVmVyc2lvblJlcXVlc3QaKC5lbnRpdHl2ZXJzaW9ucy52MS5EZWxldGVWZXJzaW9uUmVzcG9uc2Uif4q1GEQKEVBFUk1JU1NJT05fREVOSUVEChFWRVJTSU9OX05PVF9GT1VORAocQUNUSVZFX1ZFUlNJT05fTk9UX0RFTEVUQUJMRYLT5JMCMSovL2FwaS9lbnRpdGllcy97ZW50aXR5X2lkfS92ZXJzaW9ucy97dmVyc2lvbl9pZH0SjgEKDExpc3RWZXJzaW9ucxImLmVudGl0eXZlcnNpb25zLnYxLkxpc3RWZXJzaW9uc1JlcXVlc3QaJy5lbnRpdHl2ZXJzaW9ucy52MS5MaXN0VmVyc2lvbnNSZXNwb25zZSItkAIBgtPkkwIkEiIvYXBpL2VudGl0aWVzL3tlbnRpdHlfaWR9L3ZlcnNpb25zErUBCgpHZXRWZXJzaW9uEiQuZW50aXR5dmVyc2lvbnMudjEuR2V0VmVyc2lvblJlcXVlc3QaJS5lbnRpdHl2ZXJzaW9ucy52MS5HZXRWZXJzaW9uUmVzcG9uc2UiWpACAYq1GBMKEVZFUlNJT05fTk9UX0ZPVU5EgtPkkwI6Ygd2ZXJzaW9uEi8vYXBpL2VudGl0aWVzL3tlbnRpdHlfaWR9L3ZlcnNpb25zL3t2ZXJzaW9uX2lkfRqFAoq1GIACCg1BVVRIX1JFUVVJUkVECg9UT0tFTl9NQUxGT1JNRUQKE1RPS0VOX0JBRF9TSUdOQVRVUkUKDVRPS0VOX0VYUElSRUQKE1RPS0VOX05PVF9ZRVRfVkFMSUQKElRPS0VOX1dST05HX0lTU1VFUgoUVE9LRU5fV1JPTkdfQVVESUVOQ0UKFFRPS0VOX0NMQUlNU19JTlZBTElEChdUT0tFTl9MSUZFVElNRV9UT09fTE9ORwoVQVVUSF9LRVlTX1VOQVZBSUxBQkxFChBFTlRJVFlfTk9UX0ZPVU5EChREQVRBQkFTRV9VTkFWQUlMQUJMRQoNREFUQUJBU0VfQlVTWWIGcHJvdG8z", [file_entityversions_v1_annotations, file_google_api_annotations, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("CidlbnRpdHl2ZXJzaW9ucy92MS9lbnRpdHlfdmVyc2lvbnMucHJvdG8SEWVudGl0eXZlcnNpb25zLnYxIrUDCgdWZXJzaW9uEgoKAmlkGAEgASgJEhEKCWVudGl0eV9pZBgCIAEoCRIPCgd2ZXJzaW9uGAMgASgJEhMKC3NvdXJjZV9oYXNoGAQgASgJEhQKDHN0b3JhZ2VfcGF0aBgFIAEoCRIXCg9maWxlX3NpemVfYnl0ZXMYBiABKAMSHgoRcGFja2FnZV9sb2NrX3BhdGgYByABKAlIAIgBARIcChRzZXJ2aWNlX2RlcGVuZGVuY2llcxgIIAMoCRItCgxwYWNrYWdlX2pzb24YCSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhwKD2Jhc2VfdmVyc2lvbl9pZBgKIAEoCUgBiAEBEhQKDHB1Ymxpc2hlZF9ieRgLIAEoCRIuCgpjcmVhdGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglpc19hY3RpdmUYDSABKAgSGAoLcGFja2FnZV9tZDUYDiABKAlIAogBAUIUChJfcGFja2FnZV9sb2NrX3BhdGhCEgoQX2Jhc2VfdmVyc2lvbl9pZEIOCgxfcGFja2FnZV9tZDUibwoKVmVyc2lvblJlZhIKCgJpZBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgJEhQKDHB1Ymxpc2hlZF9ieRgDIAEoCRIuCgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJSCglTdGFsZUJhc2USNQoObGF0ZXN0X3ZlcnNpb24YASABKAsyHS5lbnRpdHl2ZXJzaW9ucy52MS5WZXJzaW9uUmVmOg6KtRgKU1RBTEVfQkFTRSJxChRBY3RpdmVWZXJzaW9uQ2hhbmdlZBI9ChZjdXJyZW50X2FjdGl2ZV92ZXJzaW9uGAEgASgLMh0uZW50aXR5dmVyc2lvbnMudjEuVmVyc2lvblJlZjoairUYFkFDVElWRV9WRVJTSU9OX0NIQU5HRUQidgoTR2V0VXBsb2FkVXJsUmVxdWVzdBIRCgllbnRpdHlfaWQYASABKAkSDwoHdmVyc2lvbhgCIAEoCRITCgtzb3VyY2VfaGFzaBgDIAEoCRIXCg9iYXNlX3ZlcnNpb25faWQYBCABKAkSDQoFZm9yY2UYBSABKAgiygMKFEdldFVwbG9hZFVybFJlc3BvbnNlEjQKEGV4aXN0aW5nX3ZlcnNpb24YASABKAsyGi5lbnRpdHl2ZXJzaW9ucy52MS5WZXJzaW9uEhcKCnVwbG9hZF91cmwYAiABKAlIAIgBARIZCgxzdG9yYWdlX3BhdGgYAyABKAlIAYgBARIgChNsb2NrZmlsZV91cGxvYWRfdXJsGAQgASgJSAKIAQESHgoRcGFja2FnZV9sb2NrX3BhdGgYBSABKAlIA4gBARIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBJSCg51cGxvYWRfaGVhZGVycxgHIAMoCzI6LmVudGl0eXZlcnNpb25zLnYxLkdldFVwbG9hZFVybFJlc3BvbnNlLlVwbG9hZEhlYWRlcnNFbnRyeRo0ChJVcGxvYWRIZWFkZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUINCgtfdXBsb2FkX3VybEIPCg1fc3RvcmFnZV9wYXRoQhYKFF9sb2NrZmlsZV91cGxvYWRfdXJsQhQKEl9wYWNrYWdlX2xvY2tfcGF0aCKlAgoUQ29uZmlybVVwbG9hZFJlcXVlc3QSEQoJZW50aXR5X2lkGAEgASgJEhQKDHN0b3JhZ2VfcGF0aBgCIAEoCRIPCgd2ZXJzaW9uGAMgASgJEhMKC3NvdXJjZV9oYXNoGAQgASgJEhcKD2ZpbGVfc2l6ZV9ieXRlcxgFIAEoAxIXCg9iYXNlX3ZlcnNpb25faWQYBiABKAkSHAoUc2VydmljZV9kZXBlbmRlbmNpZXMYByADKAkSLQoMcGFja2FnZV9qc29uGAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIZChFwYWNrYWdlX2xvY2tfcGF0aBgJIAEoCRIVCg1zZXRfYXNfYWN0aXZlGAogASgIEg0KBWZvcmNlGAsgASgIIlUKFUNvbmZpcm1VcGxvYWRSZXNwb25zZRIrCgd2ZXJzaW9uGAEgASgLMhouZW50aXR5dmVyc2lvbnMudjEuVmVyc2lvbhIPCgdjcmVhdGVkGAIgASgIIj4KFUdldERvd25sb2FkVXJsUmVxdWVzdBIRCgllbnRpdHlfaWQYASABKAkSEgoKdmVyc2lvbl9pZBgCIAEoCSLJAQoWR2V0RG93bmxvYWRVcmxSZXNwb25zZRIUCgxkb3dubG9hZF91cmwYASABKAkSLgoKZXhwaXJlc19hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKwoHdmVyc2lvbhgDIAEoCzIaLmVudGl0eXZlcnNpb25zLnYxLlZlcnNpb24SIgoVbG9ja2ZpbGVfZG93bmxvYWRfdXJsGAQgASgJSACIAQFCGAoWX2xvY2tmaWxlX2Rvd25sb2FkX3VybCIsChdHZXRBY3RpdmVWZXJzaW9uUmVxdWVzdBIRCgllbnRpdHlfaWQYASABKAkiRwoYR2V0QWN0aXZlVmVyc2lvblJlc3BvbnNlEisKB3ZlcnNpb24YASABKAsyGi5lbnRpdHl2ZXJzaW9ucy52MS5WZXJzaW9uIogBChdTZXRBY3RpdmVWZXJzaW9uUmVxdWVzdBIRCgllbnRpdHlfaWQYASABKAkSEgoKdmVyc2lvbl9pZBgCIAEoCRInChpleHBlY3RlZF9hY3RpdmVfdmVyc2lvbl9pZBgDIAEoCUgAiAEBQh0KG19leHBlY3RlZF9hY3RpdmVfdmVyc2lvbl9pZCJHChhTZXRBY3RpdmVWZXJzaW9uUmVzcG9uc2USKwoHdmVyc2lvbhgBIAEoCzIaLmVudGl0eXZlcnNpb25zLnYxLlZlcnNpb24iPQoURGVsZXRlVmVyc2lvblJlcXVlc3QSEQoJZW50aXR5X2lkGAEgASgJEhIKCnZlcnNpb25faWQYAiABKAkiFwoVRGVsZXRlVmVyc2lvblJlc3BvbnNlIk8KE0xpc3RWZXJzaW9uc1JlcXVlc3QSEQoJZW50aXR5X2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIl0KFExpc3RWZXJzaW9uc1Jlc3BvbnNlEiwKCHZlcnNpb25zGAEgAygLMhouZW50aXR5dmVyc2lvbnMudjEuVmVyc2lvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiOgoRR2V0VmVyc2lvblJlcXVlc3QSEQoJZW50aXR5X2lkGAEgASgJEhIKCnZlcnNpb25faWQYAiABKAkiQQoSR2V0VmVyc2lvblJlc3BvbnNlEisKB3ZlcnNpb24YASABKAsyGi5lbnRpdHl2ZXJzaW9ucy52MS5WZXJzaW9uMtIPChVFbnRpdHlWZXJzaW9uc1NlcnZpY2US1AEKDEdldFVwbG9hZFVybBImLmVudGl0eXZlcnNpb25zLnYxLkdldFVwbG9hZFVybFJlcXVlc3QaJy5lbnRpdHl2ZXJzaW9ucy52MS5HZXRVcGxvYWRVcmxSZXNwb25zZSJzirUYNwoRUEVSTUlTU0lPTl9ERU5JRUQKClNUQUxFX0JBU0UKFlZFUlNJT05fQUxSRUFEWV9FWElTVFOC0+STAjI6ASoiLS9hcGkvZW50aXRpZXMve2VudGl0eV9pZH0vdmVyc2lvbnMvdXBsb2FkLXVybBKxAgoNQ29uZmlybVVwbG9hZBInLmVudGl0eXZlcnNpb25zLnYxLkNvbmZpcm1VcGxvYWRSZXF1ZXN0GiguZW50aXR5dmVyc2lvbnMudjEuQ29uZmlybVVwbG9hZFJlc3BvbnNlIswBirUYhwEKEVBFUk1JU1NJT05fREVOSUVECgpTVEFMRV9CQVNFChZWRVJTSU9OX0FMUkVBRFlfRVhJU1RTChBVUExPQURfTk9UX0ZPVU5EChRVUExPQURfU0laRV9NSVNNQVRDSAoOVVBMT0FEX0NIQU5HRUQKFkJMT0JfU1RPUkVfVU5BVkFJTEFCTEWStRgHY3JlYXRlZILT5JMCLzoBKiIqL2FwaS9lbnRpdGllcy97ZW50aXR5X2lkfS92ZXJzaW9ucy9jb25maXJtEsEBCg5HZXREb3dubG9hZFVybBIoLmVudGl0eXZlcnNpb25zLnYxLkdldERvd25sb2FkVXJsUmVxdWVzdBopLmVudGl0eXZlcnNpb25zLnYxLkdldERvd25sb2FkVXJsUmVzcG9uc2UiWpACAYq1GBMKEVZFUlNJT05fTk9UX0ZPVU5EgtPkkwI6EjgvYXBpL2VudGl0aWVzL3tlbnRpdHlfaWR9L3ZlcnNpb25zL3t2ZXJzaW9uX2lkfS9kb3dubG9hZBLAAQoQR2V0QWN0aXZlVmVyc2lvbhIqLmVudGl0eXZlcnNpb25zLnYxLkdldEFjdGl2ZVZlcnNpb25SZXF1ZXN0GisuZW50aXR5dmVyc2lvbnMudjEuR2V0QWN0aXZlVmVyc2lvblJlc3BvbnNlIlOQAgGKtRgTChFOT19BQ1RJVkVfVkVSU0lPToLT5JMCM2IHdmVyc2lvbhIoL2FwaS9lbnRpdGllcy97ZW50aXR5X2lkfS9hY3RpdmUtdmVyc2lvbhLvAQoQU2V0QWN0aXZlVmVyc2lvbhIqLmVudGl0eXZlcnNpb25zLnYxLlNldEFjdGl2ZVZlcnNpb25SZXF1ZXN0GisuZW50aXR5dmVyc2lvbnMudjEuU2V0QWN0aXZlVmVyc2lvblJlc3BvbnNlIoEBkAICirUYPgoRUEVSTUlTU0lPTl9ERU5JRUQKEVZFUlNJT05fTk9UX0ZPVU5EChZBQ1RJVkVfVkVSU0lPTl9DSEFOR0VEgtPkkwI2OgEqYgd2ZXJzaW9uGigvYXBpL2VudGl0aWVzL3tlbnRpdHlfaWR9L2FjdGl2ZS12ZXJzaW9uEuMBCg1EZWxldGVWZXJzaW9uEicuZW50aXR5dmVyc2lvbnMudjEuRGVsZXRlVmVyc2lvblJlcXVlc3QaKC5lbnRpdHl2ZXJzaW9ucy52MS5EZWxldGVWZXJzaW9uUmVzcG9uc2Uif4q1GEQKEVBFUk1JU1NJT05fREVOSUVEChFWRVJTSU9OX05PVF9GT1VORAocQUNUSVZFX1ZFUlNJT05fTk9UX0RFTEVUQUJMRYLT5JMCMSovL2FwaS9lbnRpdGllcy97ZW50aXR5X2lkfS92ZXJzaW9ucy97dmVyc2lvbl9pZH0SjgEKDExpc3RWZXJzaW9ucxImLmVudGl0eXZlcnNpb25zLnYxLkxpc3RWZXJzaW9uc1JlcXVlc3QaJy5lbnRpdHl2ZXJzaW9ucy52MS5MaXN0VmVyc2lvbnNSZXNwb25zZSItkAIBgtPkkwIkEiIvYXBpL2VudGl0aWVzL3tlbnRpdHlfaWR9L3ZlcnNpb25zErUBCgpHZXRWZXJzaW9uEiQuZW50aXR5dmVyc2lvbnMudjEuR2V0VmVyc2lvblJlcXVlc3QaJS5lbnRpdHl2ZXJzaW9ucy52MS5HZXRWZXJzaW9uUmVzcG9uc2UiWpACAYq1GBMKEVZFUlNJT05fTk9UX0ZPVU5EgtPkkwI6Ygd2ZXJzaW9uEi8vYXBpL2VudGl0aWVzL3tlbnRpdHlfaWR9L3ZlcnNpb25zL3t2ZXJzaW9uX2lkfRqFAoq1GIACCg1BVVRIX1JFUVVJUkVECg9UT0tFTl9NQUxGT1JNRUQKE1RPS0VOX0JBRF9TSUdOQVRVUkUKDVRPS0VOX0VYUElSRUQKE1RPS0VOX05PVF9ZRVRfVkFMSUQKElRPS0VOX1dST05HX0lTU1VFUgoUVE9LRU5fV1JPTkdfQVVESUVOQ0UKFFRPS0VOX0NMQUlNU19JTlZBTElEChdUT0tFTl9MSUZFVElNRV9UT09fTE9ORwoVQVVUSF9LRVlTX1VOQVZBSUxBQkxFChBFTlRJVFlfTk9UX0ZPVU5EChREQVRBQkFTRV9VTkFWQUlMQUJMRQoNREFUQUJBU0VfQlVTWWIGcHJvdG8z", [file_entityversions_v1_annotations, file_google_api_annotations, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Version is one pushed version of an entity.
@@ -200,6 +200,30 @@ export const StaleBaseSchema: GenMessage<StaleBase> = /*@__PURE__*/
   messageDesc(file_entityversions_v1_entity_versions, 2);
 
 /**
+ * ActiveVersionChanged is the error detail of ACTIVE_VERSION_CHANGED
+ * (status ABORTED): the entity's active version now, to decide against
+ * before retrying. current_active_version is absent when the entity has no
+ * active version.
+ *
+ * @generated from message entityversions.v1.ActiveVersionChanged
+ */
+export type ActiveVersionChanged = Message<"entityversions.v1.ActiveVersionChanged"> & {
+  /**
+   * The entity's active version now.
+   *
+   * @generated from field: entityversions.v1.VersionRef current_active_version = 1;
+   */
+  currentActiveVersion?: VersionRef | undefined;
+};
+
+/**
+ * Describes the message entityversions.v1.ActiveVersionChanged.
+ * Use `create(ActiveVersionChangedSchema)` to create a new message.
+ */
+export const ActiveVersionChangedSchema: GenMessage<ActiveVersionChanged> = /*@__PURE__*/
+  messageDesc(file_entityversions_v1_entity_versions, 3);
+
+/**
  * GetUploadUrlRequest asks for signed upload URLs for a new version.
  *
  * @generated from message entityversions.v1.GetUploadUrlRequest
@@ -247,7 +271,7 @@ export type GetUploadUrlRequest = Message<"entityversions.v1.GetUploadUrlRequest
  * Use `create(GetUploadUrlRequestSchema)` to create a new message.
  */
 export const GetUploadUrlRequestSchema: GenMessage<GetUploadUrlRequest> = /*@__PURE__*/
-  messageDesc(file_entityversions_v1_entity_versions, 3);
+  messageDesc(file_entityversions_v1_entity_versions, 4);
 
 /**
  * GetUploadUrlResponse carries either the existing version with the same
@@ -313,7 +337,7 @@ export type GetUploadUrlResponse = Message<"entityversions.v1.GetUploadUrlRespon
  * Use `create(GetUploadUrlResponseSchema)` to create a new message.
  */
 export const GetUploadUrlResponseSchema: GenMessage<GetUploadUrlResponse> = /*@__PURE__*/
-  messageDesc(file_entityversions_v1_entity_versions, 4);
+  messageDesc(file_entityversions_v1_entity_versions, 5);
 
 /**
  * ConfirmUploadRequest records a version whose package was uploaded.
@@ -405,7 +429,7 @@ export type ConfirmUploadRequest = Message<"entityversions.v1.ConfirmUploadReque
  * Use `create(ConfirmUploadRequestSchema)` to create a new message.
  */
 export const ConfirmUploadRequestSchema: GenMessage<ConfirmUploadRequest> = /*@__PURE__*/
-  messageDesc(file_entityversions_v1_entity_versions, 5);
+  messageDesc(file_entityversions_v1_entity_versions, 6);
 
 /**
  * ConfirmUploadResponse carries the created or the existing version.
@@ -434,7 +458,7 @@ export type ConfirmUploadResponse = Message<"entityversions.v1.ConfirmUploadResp
  * Use `create(ConfirmUploadResponseSchema)` to create a new message.
  */
 export const ConfirmUploadResponseSchema: GenMessage<ConfirmUploadResponse> = /*@__PURE__*/
-  messageDesc(file_entityversions_v1_entity_versions, 6);
+  messageDesc(file_entityversions_v1_entity_versions, 7);
 
 /**
  * GetDownloadUrlRequest asks for a signed download URL.
@@ -462,7 +486,7 @@ export type GetDownloadUrlRequest = Message<"entityversions.v1.GetDownloadUrlReq
  * Use `create(GetDownloadUrlRequestSchema)` to create a new message.
  */
 export const GetDownloadUrlRequestSchema: GenMessage<GetDownloadUrlRequest> = /*@__PURE__*/
-  messageDesc(file_entityversions_v1_entity_versions, 7);
+  messageDesc(file_entityversions_v1_entity_versions, 8);
 
 /**
  * GetDownloadUrlResponse carries a signed download URL.
@@ -504,7 +528,7 @@ export type GetDownloadUrlResponse = Message<"entityversions.v1.GetDownloadUrlRe
  * Use `create(GetDownloadUrlResponseSchema)` to create a new message.
  */
 export const GetDownloadUrlResponseSchema: GenMessage<GetDownloadUrlResponse> = /*@__PURE__*/
-  messageDesc(file_entityversions_v1_entity_versions, 8);
+  messageDesc(file_entityversions_v1_entity_versions, 9);
 
 /**
  * GetActiveVersionRequest asks for an entity's active version.
@@ -525,7 +549,7 @@ export type GetActiveVersionRequest = Message<"entityversions.v1.GetActiveVersio
  * Use `create(GetActiveVersionRequestSchema)` to create a new message.
  */
 export const GetActiveVersionRequestSchema: GenMessage<GetActiveVersionRequest> = /*@__PURE__*/
-  messageDesc(file_entityversions_v1_entity_versions, 9);
+  messageDesc(file_entityversions_v1_entity_versions, 10);
 
 /**
  * GetActiveVersionResponse carries the active version. Over REST the
@@ -547,7 +571,7 @@ export type GetActiveVersionResponse = Message<"entityversions.v1.GetActiveVersi
  * Use `create(GetActiveVersionResponseSchema)` to create a new message.
  */
 export const GetActiveVersionResponseSchema: GenMessage<GetActiveVersionResponse> = /*@__PURE__*/
-  messageDesc(file_entityversions_v1_entity_versions, 10);
+  messageDesc(file_entityversions_v1_entity_versions, 11);
 
 /**
  * SetActiveVersionRequest makes a version the active one.
@@ -568,6 +592,17 @@ export type SetActiveVersionRequest = Message<"entityversions.v1.SetActiveVersio
    * @generated from field: string version_id = 2;
    */
   versionId: string;
+
+  /**
+   * Compare-and-set: make the change only if this is still the entity's
+   * active version when it is made; empty expects no active version. When
+   * another version is active, the call is refused with
+   * ACTIVE_VERSION_CHANGED (ABORTED, REST 409) carrying the current one.
+   * Unset: no condition.
+   *
+   * @generated from field: optional string expected_active_version_id = 3;
+   */
+  expectedActiveVersionId?: string | undefined;
 };
 
 /**
@@ -575,7 +610,7 @@ export type SetActiveVersionRequest = Message<"entityversions.v1.SetActiveVersio
  * Use `create(SetActiveVersionRequestSchema)` to create a new message.
  */
 export const SetActiveVersionRequestSchema: GenMessage<SetActiveVersionRequest> = /*@__PURE__*/
-  messageDesc(file_entityversions_v1_entity_versions, 11);
+  messageDesc(file_entityversions_v1_entity_versions, 12);
 
 /**
  * SetActiveVersionResponse carries the now active version. Over REST the
@@ -597,7 +632,7 @@ export type SetActiveVersionResponse = Message<"entityversions.v1.SetActiveVersi
  * Use `create(SetActiveVersionResponseSchema)` to create a new message.
  */
 export const SetActiveVersionResponseSchema: GenMessage<SetActiveVersionResponse> = /*@__PURE__*/
-  messageDesc(file_entityversions_v1_entity_versions, 12);
+  messageDesc(file_entityversions_v1_entity_versions, 13);
 
 /**
  * DeleteVersionRequest deletes a version that is not active.
@@ -625,7 +660,7 @@ export type DeleteVersionRequest = Message<"entityversions.v1.DeleteVersionReque
  * Use `create(DeleteVersionRequestSchema)` to create a new message.
  */
 export const DeleteVersionRequestSchema: GenMessage<DeleteVersionRequest> = /*@__PURE__*/
-  messageDesc(file_entityversions_v1_entity_versions, 13);
+  messageDesc(file_entityversions_v1_entity_versions, 14);
 
 /**
  * DeleteVersionResponse is empty.
@@ -640,7 +675,7 @@ export type DeleteVersionResponse = Message<"entityversions.v1.DeleteVersionResp
  * Use `create(DeleteVersionResponseSchema)` to create a new message.
  */
 export const DeleteVersionResponseSchema: GenMessage<DeleteVersionResponse> = /*@__PURE__*/
-  messageDesc(file_entityversions_v1_entity_versions, 14);
+  messageDesc(file_entityversions_v1_entity_versions, 15);
 
 /**
  * ListVersionsRequest lists an entity's versions, newest first (AIP-158).
@@ -676,7 +711,7 @@ export type ListVersionsRequest = Message<"entityversions.v1.ListVersionsRequest
  * Use `create(ListVersionsRequestSchema)` to create a new message.
  */
 export const ListVersionsRequestSchema: GenMessage<ListVersionsRequest> = /*@__PURE__*/
-  messageDesc(file_entityversions_v1_entity_versions, 15);
+  messageDesc(file_entityversions_v1_entity_versions, 16);
 
 /**
  * ListVersionsResponse is one page of versions, newest first.
@@ -704,7 +739,7 @@ export type ListVersionsResponse = Message<"entityversions.v1.ListVersionsRespon
  * Use `create(ListVersionsResponseSchema)` to create a new message.
  */
 export const ListVersionsResponseSchema: GenMessage<ListVersionsResponse> = /*@__PURE__*/
-  messageDesc(file_entityversions_v1_entity_versions, 16);
+  messageDesc(file_entityversions_v1_entity_versions, 17);
 
 /**
  * GetVersionRequest asks for one version.
@@ -732,7 +767,7 @@ export type GetVersionRequest = Message<"entityversions.v1.GetVersionRequest"> &
  * Use `create(GetVersionRequestSchema)` to create a new message.
  */
 export const GetVersionRequestSchema: GenMessage<GetVersionRequest> = /*@__PURE__*/
-  messageDesc(file_entityversions_v1_entity_versions, 17);
+  messageDesc(file_entityversions_v1_entity_versions, 18);
 
 /**
  * GetVersionResponse carries one version. Over REST the response body is
@@ -754,7 +789,7 @@ export type GetVersionResponse = Message<"entityversions.v1.GetVersionResponse">
  * Use `create(GetVersionResponseSchema)` to create a new message.
  */
 export const GetVersionResponseSchema: GenMessage<GetVersionResponse> = /*@__PURE__*/
-  messageDesc(file_entityversions_v1_entity_versions, 18);
+  messageDesc(file_entityversions_v1_entity_versions, 19);
 
 /**
  * EntityVersionsService stores the versions of an entity: a publishable
@@ -818,7 +853,9 @@ export const EntityVersionsService: GenService<{
   },
   /**
    * SetActiveVersion makes a version of the entity its active version.
-   * Setting the version that is already active changes nothing.
+   * Setting the version that is already active changes nothing. With
+   * expected_active_version_id it is a compare-and-set: refused with
+   * ACTIVE_VERSION_CHANGED when another version is active by then.
    *
    * @generated from rpc entityversions.v1.EntityVersionsService.SetActiveVersion
    */

@@ -1,0 +1,121 @@
+import type { DescMessage, MessageInitShape } from "@bufbuild/protobuf";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import type {
+  EntityEventsService,
+  ListEventsRequest,
+  ListEventsResponseSchema,
+  WatchEventsRequest,
+  WatchEventsResponseSchema,
+} from "../../gen/entityversions/v1/entity_events_pb.js";
+import type { Caller } from "../auth/caller.js";
+import { decideRead } from "../auth/policy.js";
+import { apiError } from "../errors/api-error.js";
+import type { EventHub } from "../events/event-hub.js";
+import { abortError } from "../rpc/deadline-interceptor.js";
+import type { AccessStore } from "../store/access-store.js";
+import type { EventRecord } from "../store/event-log.js";
+import type { EventStore } from "../store/event-store.js";
+import { enforce, requireCaller } from "./authorize.js";
+import { eventIdOf, toEventMessage } from "./event-message.js";
+import type { PageTokens } from "./page-token.js";
+import * as valid from "./validate.js";
+
+type Init<S extends DescMessage> = MessageInitShape<S>;
+
+/** What the events service is built from. */
+export interface EntityEventsDeps {
+  readonly events: EventStore;
+  readonly access: AccessStore;
+  readonly hub: EventHub;
+  /** Page tokens of the events listing (their own scope: a versions token is refused). */
+  readonly pageTokens: PageTokens;
+}
+
+/** An event that may take read access away from a watcher: re-checked before it is sent. */
+function mayRemoveAccess(e: EventRecord): boolean {
+  return e.type === "ACCESS_CHANGED" && e.accessKind !== undefined && e.accessKind.endsWith("_REMOVED");
+}
+
+/**
+ * The EntityEventsService: an entity's audit trail (ListEvents) and its
+ * live feed (WatchEvents), for anyone who may read the entity.
+ */
+export class EntityEventsServiceImpl implements ServiceImpl<typeof EntityEventsService> {
+  readonly #d: EntityEventsDeps;
+
+  constructor(deps: EntityEventsDeps) {
+    this.#d = deps;
+  }
+
+  async listEvents(req: ListEventsRequest, ctx: HandlerContext): Promise<Init<typeof ListEventsResponseSchema>> {
+    const entityId = valid.entityId(req.entityId);
+    const size = valid.pageSize(req.pageSize);
+    const caller = requireCaller(ctx);
+    const beforeSeq = this.#d.pageTokens.startOf(req.pageToken, entityId);
+    // One query: the page and the caller's access together.
+    const page = await this.#d.events.page(entityId, beforeSeq, size, caller, ctx.signal);
+    enforce(decideRead(caller, page.facts), entityId, caller);
+    if (page.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
+    return {
+      events: page.events.map(toEventMessage),
+      nextPageToken: this.#d.pageTokens.nextAfter(entityId, page.hasMore, page.events[page.events.length - 1]?.seq),
+    };
+  }
+
+  /**
+   * Streams the events after after_event_id (none when it is empty), then a
+   * bookmark, then each new event as the hub gets it, with a bookmark after
+   * each quiet keep-alive interval. The watch is registered before the
+   * entity's position is read, so nothing committed after that read can be
+   * missed; events are numbered without gaps, so each is sent once, in
+   * order. Read access is checked at the start and again before each event
+   * that removes access; without it the stream ends as a call without
+   * access would (ENTITY_NOT_FOUND).
+   */
+  async *watchEvents(req: WatchEventsRequest, ctx: HandlerContext): AsyncGenerator<Init<typeof WatchEventsResponseSchema>> {
+    const entityId = valid.entityId(req.entityId);
+    const after = valid.eventId(req.afterEventId, "after_event_id");
+    const caller = requireCaller(ctx);
+    const watch = this.#d.hub.open(entityId, caller.id);
+    try {
+      const start = await this.#d.events.position(entityId, caller, ctx.signal);
+      enforce(decideRead(caller, start.facts), entityId, caller);
+      if (start.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
+      if (after !== undefined && after > start.lastEventSeq) {
+        throw apiError("INVALID_ARGUMENT", {
+          field: "after_event_id",
+          problem: `"${req.afterEventId}" is not an event of entity "${entityId}" (its last is "${eventIdOf(start.lastEventSeq)}"): pass the id of an event or bookmark this entity's events carried, or none to watch from now`,
+        });
+      }
+      watch.start(after ?? start.lastEventSeq, start.lastEventSeq);
+      const bookmark = () => ({ kind: { case: "bookmark" as const, value: { lastEventId: eventIdOf(watch.position!) } } });
+      let live = watch.position! >= start.lastEventSeq;
+      if (live) yield bookmark();
+      for (;;) {
+        const events = await watch.next(ctx.signal);
+        if (events.length === 0) yield bookmark();
+        for (const event of events) {
+          if (mayRemoveAccess(event)) await this.#stillReadable(entityId, caller, ctx.signal);
+          // Passed before it is sent: a stream delivers in order, so a
+          // client told where the stream ended has received everything before.
+          watch.passed(event.seq);
+          yield { kind: { case: "event", value: toEventMessage(event) } };
+          if (!live && event.seq >= start.lastEventSeq) {
+            live = true;
+            yield bookmark();
+          }
+        }
+      }
+    } catch (error) {
+      // The call's signal: its deadline, the client gone, the server stopping.
+      throw ctx.signal.aborted && error === ctx.signal.reason ? abortError(error) : error;
+    } finally {
+      watch.close();
+    }
+  }
+
+  /** Throws ENTITY_NOT_FOUND (as for a call without access) unless the caller may still read the entity. */
+  async #stillReadable(entityId: string, caller: Caller, signal: AbortSignal): Promise<void> {
+    enforce(decideRead(caller, await this.#d.access.facts(entityId, caller, signal)), entityId, caller);
+  }
+}

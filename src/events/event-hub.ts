@@ -1,0 +1,321 @@
+import type { ConnectError } from "@connectrpc/connect";
+import { apiError } from "../errors/api-error.js";
+import type { EventRecord } from "../store/event-log.js";
+
+/** Where the hub reads events from: the event log. */
+export interface EventSource {
+  /** Up to `limit` of the entity's events after `afterSeq`, oldest first. */
+  after(entityId: string, afterSeq: number, limit: number, signal?: AbortSignal): Promise<EventRecord[]>;
+  /** Up to `limit` events of the given entities, each after its own number, ordered by entity and number: one query. */
+  poll(cursors: ReadonlyMap<string, number>, limit: number): Promise<EventRecord[]>;
+}
+
+/** How the hub polls, keeps streams alive, and bounds them. */
+export interface EventHubOptions {
+  /** How often the database is read for new events while anything is watched. */
+  readonly pollIntervalMs: number;
+  /** A watch with nothing to send for this long is sent a bookmark. */
+  readonly keepaliveMs: number;
+  /** Watches this process serves at once. */
+  readonly maxWatches: number;
+  /** Watches one caller may have open on this process at once. */
+  readonly maxWatchesPerCaller: number;
+  /** Told of the first failed poll of a run of failures (each next poll retries), and when polls succeed again. */
+  readonly onPollError?: (error: unknown) => void;
+  readonly onPollRecovered?: () => void;
+}
+
+/** Most events a poll reads; when it reads this many, it reads again at once. */
+const pollLimit = 1000;
+/** Events a watch reads from the database at a time while it catches up. */
+const replayBatch = 100;
+/** Recent events kept per watched entity, so that watches a little behind read them from memory. */
+const recentMax = 64;
+
+/** A watched entity: how far the hub has read its events, the latest of them, and its watches. */
+class Channel {
+  /** The number of the last event read (every event up to it is known); undefined until a watch has started. */
+  cursor: number | undefined;
+  /** The events up to `cursor`, with no gaps, at most recentMax. */
+  recent: EventRecord[] = [];
+  readonly watches = new Set<Watch>();
+
+  /** Takes events read after the cursor, in order; returns whether any was new. */
+  take(events: readonly EventRecord[]): boolean {
+    let advanced = false;
+    for (const event of events) {
+      // Numbers have no gaps: anything else was already read, or is out of order.
+      if (this.cursor === undefined || event.seq !== this.cursor + 1) continue;
+      this.recent.push(event);
+      this.cursor = event.seq;
+      advanced = true;
+    }
+    if (this.recent.length > recentMax) this.recent.splice(0, this.recent.length - recentMax);
+    return advanced;
+  }
+}
+
+/**
+ * One watch of one entity's events: where it stands (the number of the last
+ * event it passed) and how it waits for the next ones. Made by
+ * EventHub.open; closed by its owner when the stream ends, however it ends.
+ */
+export class Watch {
+  readonly entityId: string;
+  readonly callerId: string;
+  readonly #hub: EventHub;
+  readonly #channel: Channel;
+  #position: number | undefined;
+  #ended: ConnectError | undefined;
+  #wake: (() => void) | undefined;
+  #lastSentAt = Date.now();
+  #closed = false;
+
+  /** Made by EventHub.open only. */
+  constructor(hub: EventHub, channel: Channel, entityId: string, callerId: string) {
+    this.#hub = hub;
+    this.#channel = channel;
+    this.entityId = entityId;
+    this.callerId = callerId;
+  }
+
+  /** The number of the last event this watch passed; undefined before start. */
+  get position(): number | undefined {
+    return this.#position;
+  }
+
+  /**
+   * Starts the watch after event `afterSeq`, the entity's last event being
+   * `lastEventSeq` now (read after the watch was registered, so nothing
+   * committed after that read can be missed).
+   */
+  start(afterSeq: number, lastEventSeq: number): void {
+    this.#position = afterSeq;
+    this.#channel.cursor ??= lastEventSeq;
+    this.#hub.scheduled();
+  }
+
+  /** Records that the events up to `seq` were handed to the stream. */
+  passed(seq: number): void {
+    this.#position = seq;
+  }
+
+  /**
+   * The next events after the watch's position, in order: from memory when
+   * the hub has them, else from the database (a replay, or a watch far
+   * behind). When there are none yet, waits until there are, and answers
+   * none once the keep-alive interval has passed with nothing sent.
+   * Rejects when the watch was ended (the server stopping) or `signal`
+   * aborts.
+   */
+  async next(signal: AbortSignal): Promise<EventRecord[]> {
+    for (;;) {
+      if (this.#ended !== undefined) throw this.#ended;
+      if (signal.aborted) throw signal.reason;
+      const position = this.#position!;
+      const { cursor, recent } = this.#channel;
+      if (cursor !== undefined && cursor > position) {
+        const first = recent[0];
+        const events =
+          first !== undefined && first.seq <= position + 1
+            ? recent.slice(position + 1 - first.seq, position + 1 - first.seq + replayBatch)
+            : await this.#hub.source.after(this.entityId, position, replayBatch, signal);
+        if (events.length > 0) {
+          this.#lastSentAt = Date.now();
+          return events;
+        }
+      }
+      const quietFor = Date.now() - this.#lastSentAt;
+      if (quietFor >= this.#hub.options.keepaliveMs) {
+        this.#lastSentAt = Date.now();
+        return [];
+      }
+      await this.#sleep(this.#hub.options.keepaliveMs - quietFor, signal);
+    }
+  }
+
+  /** Waits until woken (new events, the end), the time passes, or the signal aborts. */
+  #sleep(ms: number, signal: AbortSignal): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        signal.removeEventListener("abort", done);
+        this.#wake = undefined;
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      signal.addEventListener("abort", done, { once: true });
+      this.#wake = done;
+    });
+  }
+
+  /** New events, or the end: whoever waits looks again. */
+  wake(): void {
+    this.#wake?.();
+  }
+
+  /** Ends the watch with this error: its next() rejects with it. */
+  end(error: ConnectError): void {
+    this.#ended ??= error;
+    this.wake();
+  }
+
+  /** Unregisters the watch; idempotent. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.wake();
+    this.#hub.closed(this, this.#channel);
+  }
+}
+
+/**
+ * Fans out an entity's new events to every watch of it in this process.
+ * One poller per process, running only while something is watched, reads
+ * the new events of every watched entity with one query per interval (so
+ * replicas see each other's changes within about one interval), and each
+ * watch takes them from memory; in-process writers prompt a poll at once
+ * (`recorded`), which is also how SQLite, one process only, delivers
+ * without waiting. Bounds the watches per process and per caller, and ends
+ * every watch when the server stops.
+ */
+export class EventHub {
+  readonly source: EventSource;
+  readonly options: EventHubOptions;
+  readonly #channels = new Map<string, Channel>();
+  readonly #perCaller = new Map<string, number>();
+  #watches = 0;
+  #timer: NodeJS.Timeout | undefined;
+  #polling = false;
+  #pollAgain = false;
+  #closing = false;
+  #failing = false;
+  #drained: (() => void) | undefined;
+
+  constructor(source: EventSource, options: EventHubOptions) {
+    this.source = source;
+    this.options = options;
+  }
+
+  /** Watches open now. */
+  get size(): number {
+    return this.#watches;
+  }
+
+  /**
+   * Registers a watch of an entity for a caller; throws TOO_MANY_WATCHES
+   * past the bounds, and SHUTTING_DOWN once the hub is closing. The caller
+   * then reads where the entity stands and starts the watch.
+   */
+  open(entityId: string, callerId: string): Watch {
+    if (this.#closing) throw apiError("SHUTTING_DOWN", {});
+    if (this.#watches >= this.options.maxWatches) throw apiError("TOO_MANY_WATCHES", { limit: this.options.maxWatches, scope: "server" });
+    const mine = this.#perCaller.get(callerId) ?? 0;
+    if (mine >= this.options.maxWatchesPerCaller) throw apiError("TOO_MANY_WATCHES", { limit: this.options.maxWatchesPerCaller, scope: "caller" });
+    let channel = this.#channels.get(entityId);
+    if (channel === undefined) this.#channels.set(entityId, (channel = new Channel()));
+    const watch = new Watch(this, channel, entityId, callerId);
+    channel.watches.add(watch);
+    this.#watches++;
+    this.#perCaller.set(callerId, mine + 1);
+    return watch;
+  }
+
+  /** Called by Watch.close. */
+  closed(watch: Watch, channel: Channel): void {
+    if (!channel.watches.delete(watch)) return;
+    if (channel.watches.size === 0) this.#channels.delete(watch.entityId);
+    this.#watches--;
+    const mine = (this.#perCaller.get(watch.callerId) ?? 1) - 1;
+    if (mine === 0) this.#perCaller.delete(watch.callerId);
+    else this.#perCaller.set(watch.callerId, mine);
+    if (this.#watches === 0) {
+      clearTimeout(this.#timer);
+      this.#timer = undefined;
+      this.#drained?.();
+    }
+  }
+
+  /**
+   * Told that a transaction of this process committed events of these
+   * entities: when any is watched, poll now rather than at the next
+   * interval.
+   */
+  recorded(entityIds: readonly string[]): void {
+    if (entityIds.some((id) => this.#channels.has(id))) this.#schedule(0);
+  }
+
+  /** Called when a watch starts: the poller runs while anything is watched. */
+  scheduled(): void {
+    if (this.#timer === undefined && !this.#polling) this.#schedule(this.options.pollIntervalMs);
+  }
+
+  #schedule(delayMs: number): void {
+    if (this.#polling) {
+      if (delayMs === 0) this.#pollAgain = true;
+      return;
+    }
+    if (this.#timer !== undefined) {
+      if (delayMs !== 0) return;
+      clearTimeout(this.#timer);
+    }
+    this.#timer = setTimeout(() => void this.#poll(), delayMs);
+    // Watches keep the server, not the process, alive.
+    this.#timer.unref();
+  }
+
+  async #poll(): Promise<void> {
+    this.#timer = undefined;
+    const cursors = new Map<string, number>();
+    for (const [entityId, channel] of this.#channels) if (channel.cursor !== undefined) cursors.set(entityId, channel.cursor);
+    if (cursors.size === 0 || this.#closing) return;
+    this.#polling = true;
+    this.#pollAgain = false;
+    let full = false;
+    try {
+      const events = await this.source.poll(cursors, pollLimit);
+      full = events.length >= pollLimit;
+      const byEntity = new Map<string, EventRecord[]>();
+      for (const event of events) {
+        const list = byEntity.get(event.entityId);
+        if (list === undefined) byEntity.set(event.entityId, [event]);
+        else list.push(event);
+      }
+      for (const [entityId, list] of byEntity) {
+        const channel = this.#channels.get(entityId);
+        if (channel?.take(list) === true) for (const watch of channel.watches) watch.wake();
+      }
+      if (this.#failing) this.options.onPollRecovered?.();
+      this.#failing = false;
+    } catch (error) {
+      // Watches wait (and keep their keep-alives) until the database answers again.
+      if (!this.#failing) this.options.onPollError?.(error);
+      this.#failing = true;
+    } finally {
+      this.#polling = false;
+    }
+    if (this.#channels.size > 0) this.#schedule(full || this.#pollAgain ? 0 : this.options.pollIntervalMs);
+  }
+
+  /**
+   * Ends every watch with SHUTTING_DOWN, naming the last event each passed
+   * (so its client resumes elsewhere from there), refuses new ones, and
+   * resolves once every watch has closed, or after `waitMs`.
+   */
+  async close(waitMs: number): Promise<void> {
+    this.#closing = true;
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    if (this.#watches === 0) return;
+    const drained = new Promise<void>((resolve) => (this.#drained = resolve));
+    for (const channel of this.#channels.values()) {
+      for (const watch of channel.watches) {
+        const position = watch.position;
+        watch.end(apiError("SHUTTING_DOWN", position === undefined ? {} : { lastEventId: String(position) }));
+      }
+    }
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([drained, new Promise<void>((resolve) => (timer = setTimeout(resolve, waitMs)))]);
+    clearTimeout(timer);
+  }
+}

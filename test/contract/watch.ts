@@ -1,0 +1,322 @@
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { type Backend, createTestDatabase } from "../support/env.js";
+import { grpc } from "../support/grpc-client.js";
+import type { RestClient } from "../support/rest.js";
+import { newEntityId, push, serviceEnv, spawnService, startService, type TestService } from "../support/service.js";
+import { serviceSuite } from "../support/suite.js";
+import { bearer, token } from "../support/tokens.js";
+import { type WatchItem, type WatchStream, watchConnect, watchGrpc, watchRest } from "../support/watch-client.js";
+
+const v = (e: string) => `/api/entities/${e}`;
+
+type EventItem = Extract<WatchItem, { kind: "event" }>;
+const brief = (e: EventItem) => `${e.id} ${e.type} ${e.versionId}${e.access === "" ? "" : ` ${e.access}`}`;
+
+/** A user's headers, REST client and gRPC client. */
+async function user(svc: TestService, sub: string, roles: string[], orgs: string[] = []) {
+  const headers = bearer(await token({ sub, roles, orgs }));
+  return { headers, rest: svc.restAs(headers), grpc: svc.grpcAs(headers) };
+}
+
+/** An entity with a first version made active (events 1 to 3: the claim, the version, its activation). */
+async function entityWithVersion(owner: RestClient): Promise<{ e: string; v1: string }> {
+  const e = newEntityId("watch");
+  const first = await push({ rest: owner }, e, { setAsActive: true });
+  assert.is(first.confirm?.status, 201, JSON.stringify(first.confirm?.body));
+  return { e, v1: first.confirm!.body.version.id };
+}
+
+/**
+ * WatchEvents in one process: what a watch sends on every protocol, resume,
+ * access, bounds, keep-alives and shutdown. (Across processes: watchReplicasSuite.)
+ */
+export function watchSuite(backend: Backend) {
+  const s = serviceSuite("watch: WatchEvents on every protocol, resume, access, bounds, keep-alives, shutdown", backend);
+
+  s("gRPC, gRPC-Web, Connect and REST: the events after after_event_id, a bookmark, then each new event as it happens, in order, once", async ({ svc }) => {
+    const owner = await user(svc, "owner", ["publisher"]);
+    const { e, v1 } = await entityWithVersion(owner.rest);
+    const watches: Record<string, WatchStream> = {
+      grpc: watchGrpc(owner.grpc, e, { afterEventId: "1" }),
+      rest: watchRest(svc.url, e, owner.headers, { afterEventId: "1", backend }),
+      connect: watchConnect(svc.url, "connect", e, owner.headers, { afterEventId: "1" }),
+      "grpc-web": watchConnect(svc.url, "grpc-web", e, owner.headers, { afterEventId: "1" }),
+    };
+    const fromNow = watchGrpc(owner.grpc, e);
+    try {
+      for (const [protocol, w] of Object.entries(watches)) {
+        assert.equal((await w.events(2)).map(brief), [`2 VERSION_CREATED ${v1}`, `3 ACTIVE_VERSION_CHANGED ${v1}`], protocol);
+        assert.is(await w.bookmark(), "3", `${protocol}: a bookmark once the replay is done`);
+      }
+      assert.is(await fromNow.bookmark(), "3", "without after_event_id: only a bookmark of where the entity stands");
+      const v2 = (await push({ rest: owner.rest }, e, { base: v1 })).confirm!.body.version.id as string;
+      assert.is((await owner.rest.put(`${v(e)}/active-version`, { versionId: v2 })).status, 200);
+      assert.is((await owner.rest.post(`${v(e)}/shares`, { user_id: "bob" })).status, 200);
+      const expected = [`4 VERSION_CREATED ${v2}`, `5 ACTIVE_VERSION_CHANGED ${v2}`, `6 ACCESS_CHANGED  SHARE_ADDED:bob`];
+      for (const [protocol, w] of Object.entries({ ...watches, fromNow })) {
+        const got = await w.events(3);
+        assert.equal(got.map(brief), expected, protocol);
+        assert.equal(got[1]!.previousActiveVersionId, v1, protocol);
+        assert.equal(got.map((x) => x.actor), ["owner", "owner", "owner"], protocol);
+        // Nothing more: no event twice, no bookmark yet (the keep-alive is 15 s).
+        assert.equal(w.received.filter((x) => x.kind === "event").length, protocol === "fromNow" ? 3 : 5, protocol);
+      }
+    } finally {
+      for (const w of [...Object.values(watches), fromNow]) w.close();
+    }
+  });
+
+  s("resuming from any event id sends exactly the events after it, then a bookmark of the last", async ({ svc }) => {
+    const owner = await user(svc, "owner", ["publisher"]);
+    const { e, v1 } = await entityWithVersion(owner.rest);
+    let base = v1;
+    for (let i = 0; i < 3; i++) base = (await push({ rest: owner.rest }, e, { base })).confirm!.body.version.id;
+    const all = (await owner.rest.get(`${v(e)}/events`)).body.events.map((x: { id: string }) => x.id).reverse() as string[];
+    assert.equal(all, ["1", "2", "3", "4", "5", "6"]);
+    for (const after of ["0", ...all]) {
+      const w = after === "3" ? watchRest(svc.url, e, owner.headers, { afterEventId: after, backend }) : watchGrpc(owner.grpc, e, { afterEventId: after });
+      try {
+        const expected = all.filter((id) => Number(id) > Number(after));
+        assert.equal((await w.events(expected.length)).map((x) => x.id), expected, `after ${after}`);
+        assert.is(await w.bookmark(), "6", `after ${after}`);
+      } finally {
+        w.close();
+      }
+    }
+  });
+
+  s("a watch that cannot start is refused before its stream: unknown entity, no access, a bad or unknown after_event_id", async ({ svc }) => {
+    const owner = await user(svc, "owner", ["publisher"]);
+    const stranger = await user(svc, "stranger", ["publisher"]);
+    const { e } = await entityWithVersion(owner.rest);
+    const cases: Array<[WatchStream, WatchStream, number, string]> = [
+      [watchGrpc(owner.grpc, newEntityId("missing")), watchRest(svc.url, newEntityId("missing"), owner.headers, { backend }), 404, "ENTITY_NOT_FOUND"],
+      [watchGrpc(stranger.grpc, e), watchRest(svc.url, e, stranger.headers, { backend }), 404, "ENTITY_NOT_FOUND"],
+      [watchGrpc(owner.grpc, e, { afterEventId: "4" }), watchRest(svc.url, e, owner.headers, { afterEventId: "4", backend }), 400, "INVALID_ARGUMENT"],
+      [watchGrpc(owner.grpc, e, { afterEventId: "x1" }), watchRest(svc.url, e, owner.headers, { afterEventId: "-1", backend }), 400, "INVALID_ARGUMENT"],
+      [watchGrpc(owner.grpc, "bad.id"), watchRest(svc.url, "bad.id", owner.headers, { backend }), 400, "INVALID_ARGUMENT"],
+    ];
+    for (const [g, r, status, reason] of cases) {
+      const [ge, re] = [await g.ended(), await r.ended()];
+      assert.equal([ge.code, ge.reason], [status === 404 ? grpc.status.NOT_FOUND : grpc.status.INVALID_ARGUMENT, reason]);
+      assert.equal([re.httpStatus, re.reason], [status, reason]);
+      assert.equal([g.received, r.received], [[], []]);
+    }
+    const unknown = watchGrpc(owner.grpc, e, { afterEventId: "4" });
+    assert.match((await unknown.ended()).message, 'is not an event of entity');
+  });
+
+  s("a gRPC client's deadline ends its watch; the watch is counted when it ends, not when it starts", async ({ svc }) => {
+    const owner = await user(svc, "owner", ["publisher"]);
+    const { e } = await entityWithVersion(owner.rest);
+    const text = async () => (await (await fetch(`${svc.url}/metrics`)).text()).split("\n");
+    const counted = async () =>
+      (await text())
+        .filter((l) => l.startsWith('entity_versions_rpc_requests_total{rpc="entityversions.v1.EntityEventsService/WatchEvents",protocol="grpc"'))
+        .reduce((sum, l) => sum + Number(l.split(" ").pop()), 0);
+    const open = async () => Number((await text()).find((l) => l.startsWith("entity_versions_watches_open "))?.split(" ")[1]);
+    // Earlier tests' watches, closed by their clients, may still be ending.
+    for (let waited = 0; (await open()) > 0 && waited < 3_000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+    const before = await counted();
+    const w = watchGrpc(owner.grpc, e, { deadlineMs: 1_000 });
+    try {
+      assert.is(await w.bookmark(), "3");
+      assert.equal([await counted(), await open()], [before, 1], "not counted while it runs");
+      assert.is((await w.ended()).code, grpc.status.DEADLINE_EXCEEDED);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      assert.equal([await counted(), await open()], [before + 1, 0]);
+    } finally {
+      w.close();
+    }
+  });
+
+  s("a watcher who loses read access is ended as a caller without access is answered; others, and admins, go on", async ({ svc }) => {
+    const owner = await user(svc, "owner", ["publisher"]);
+    const bob = await user(svc, "bob", []);
+    const carol = await user(svc, "carol", [], ["acme"]);
+    const root = await user(svc, "root", ["admin"]);
+    const { e } = await entityWithVersion(owner.rest);
+    for (const [path, body] of [["shares", { user_id: "bob" }], ["shares", { user_id: "carol" }]] as const) assert.is((await owner.rest.post(`${v(e)}/${path}`, body)).status, 200);
+    assert.is((await owner.rest.put(`${v(e)}/stores/orgs/acme`, undefined)).status, 200);
+    const bobWatch = watchGrpc(bob.grpc, e);
+    const carolWatch = watchRest(svc.url, e, carol.headers, { backend });
+    const rootWatch = watchConnect(svc.url, "connect", e, root.headers);
+    try {
+      for (const w of [bobWatch, carolWatch, rootWatch]) assert.is(await w.bookmark(), "6");
+      assert.is((await owner.rest.delete(`${v(e)}/shares/bob`)).status, 200);
+      const bobEnd = await bobWatch.ended();
+      assert.equal([bobEnd.code, bobEnd.reason], [grpc.status.NOT_FOUND, "ENTITY_NOT_FOUND"]);
+      assert.equal(bobWatch.received.filter((x) => x.kind === "event"), [], "the event that took bob's access is not sent to him");
+      // Carol can still read through her organization's store.
+      assert.is((await owner.rest.delete(`${v(e)}/shares/carol`)).status, 200);
+      assert.equal((await carolWatch.events(2)).map(brief), ["7 ACCESS_CHANGED  SHARE_REMOVED:bob", "8 ACCESS_CHANGED  SHARE_REMOVED:carol"]);
+      assert.is((await owner.rest.delete(`${v(e)}/stores/orgs/acme`)).status, 200);
+      const carolEnd = await carolWatch.ended();
+      assert.equal([carolEnd.httpStatus, carolEnd.reason], [200, "ENTITY_NOT_FOUND"], "REST: a last {error} line");
+      assert.is(carolWatch.received.filter((x) => x.kind === "event").length, 2);
+      // Admins keep access: they see all three.
+      assert.equal((await rootWatch.events(3)).map((x) => x.id), ["7", "8", "9"]);
+      assert.not.ok(rootWatch.done);
+    } finally {
+      for (const w of [bobWatch, carolWatch, rootWatch]) w.close();
+    }
+  });
+
+  s("bounded: TOO_MANY_WATCHES past the caller's and the process's caps (REST 429 with Retry-After); a quiet watch gets bookmarks; shutdown ends watches where they can resume", async () => {
+    const svc = await startService(backend, { env: { WATCH_MAX_PER_CALLER: "2", WATCH_MAX_PER_PROCESS: "3", WATCH_KEEPALIVE_MS: "300" } });
+    const opened: WatchStream[] = [];
+    try {
+      const owner = await user(svc, "owner", ["publisher"]);
+      const other = await user(svc, "other", ["admin"]);
+      const { e } = await entityWithVersion(owner.rest);
+      opened.push(watchGrpc(owner.grpc, e), watchRest(svc.url, e, owner.headers, { backend }));
+      for (const w of opened) assert.is(await w.bookmark(), "3");
+      const third = watchRest(svc.url, e, owner.headers, { backend });
+      const thirdEnd = await third.ended();
+      assert.equal([thirdEnd.httpStatus, thirdEnd.reason], [429, "TOO_MANY_WATCHES"]);
+      assert.match(thirdEnd.message, "You already have 2 watches open");
+      opened.push(watchGrpc(other.grpc, e));
+      assert.is(await opened[2]!.bookmark(), "3");
+      const fourth = watchGrpc(other.grpc, e);
+      const fourthEnd = await fourth.ended();
+      assert.equal([fourthEnd.code, fourthEnd.reason], [grpc.status.RESOURCE_EXHAUSTED, "TOO_MANY_WATCHES"]);
+      assert.match(fourthEnd.message, "This server already serves 3 watches");
+      // Ending one frees its place.
+      opened.shift()!.close();
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      opened.push(watchGrpc(owner.grpc, e));
+      assert.is(await opened[2]!.bookmark(), "3");
+      // Keep-alives: a quiet watch is sent a bookmark each interval.
+      const quiet = opened[0]!;
+      const before = quiet.received.length;
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      const bookmarks = quiet.received.slice(before);
+      assert.ok(bookmarks.length >= 2 && bookmarks.length <= 4, JSON.stringify(bookmarks));
+      assert.ok(bookmarks.every((b) => b.kind === "bookmark" && b.lastEventId === "3"), JSON.stringify(bookmarks));
+      // An event in between: the bookmarks after it carry its id.
+      assert.is((await owner.rest.post(`${v(e)}/shares`, { user_id: "bob" })).status, 200);
+      const [shared] = await quiet.events(1);
+      assert.is(shared!.id, "4");
+      assert.is(await quiet.bookmark(1_000), "4");
+      // Shutdown: every watch ends UNAVAILABLE SHUTTING_DOWN, naming the last event each passed.
+      const closing = svc.close();
+      for (const w of opened) {
+        const end = await w.ended();
+        if (end.httpStatus === undefined) {
+          assert.equal([end.code, end.reason, end.metadata["last_event_id"]], [grpc.status.UNAVAILABLE, "SHUTTING_DOWN", "4"]);
+        } else {
+          assert.equal([end.httpStatus, end.reason], [200, "SHUTTING_DOWN"]);
+        }
+        assert.match(end.message, "after_event_id=4", JSON.stringify(end));
+      }
+      await closing;
+    } finally {
+      for (const w of opened) w.close();
+      await svc.close().catch(() => undefined);
+    }
+  });
+
+  return s;
+}
+
+/**
+ * Two service processes on one MySQL database: a watch on either sees the
+ * other's changes within 2 s, activation races between them have one
+ * winner, and a process that stops ends its watches where they can resume
+ * on the other.
+ */
+export function watchReplicasSuite() {
+  const s = suite<{ a: TestService; b: Awaited<ReturnType<typeof spawnService>> }>("mysql: watch across replicas: two processes, one database");
+
+  s.before(async (ctx) => {
+    const db = await createTestDatabase("mysql");
+    ctx.a = await startService("mysql", { db });
+    ctx.b = await spawnService({ ...(await serviceEnv(db)), PORT: "0" }, db);
+  });
+  s.after(async (ctx) => {
+    await ctx.b?.close();
+    await ctx.a?.close();
+    await ctx.a?.db.drop();
+  });
+
+  s("a watch on one process sees the other's push and activation, in order, within 2 s", async ({ a, b }) => {
+    const ownerA = await user(a, "owner", ["publisher"]);
+    const ownerB = await user(b, "owner", ["publisher"]);
+    const { e, v1 } = await entityWithVersion(ownerA.rest);
+    const onA = watchGrpc(ownerA.grpc, e);
+    const onB = watchRest(b.url, e, ownerB.headers, { backend: "mysql" });
+    try {
+      assert.is(await onA.bookmark(), "3");
+      assert.is(await onB.bookmark(), "3");
+      let answered = Date.now();
+      const v2 = (await push({ rest: ownerB.rest }, e, { base: v1 })).confirm!.body.version.id as string;
+      answered = Date.now();
+      const [created] = await onA.events(1, 2_000);
+      const createdAfter = Date.now() - answered;
+      answered = Date.now();
+      assert.is((await ownerB.rest.put(`${v(e)}/active-version`, { versionId: v2, expected_active_version_id: v1 })).status, 200);
+      answered = Date.now();
+      const [activated] = await onA.events(1, 2_000);
+      const activatedAfter = Date.now() - answered;
+      assert.equal([created, activated].map((x) => brief(x!)), [`4 VERSION_CREATED ${v2}`, `5 ACTIVE_VERSION_CHANGED ${v2}`]);
+      assert.ok(createdAfter < 2_000 && activatedAfter < 2_000, `${createdAfter} ms, ${activatedAfter} ms`);
+      // And the other way round.
+      assert.is((await ownerA.rest.post(`${v(e)}/shares`, { user_id: "bob" })).status, 200);
+      assert.equal((await onB.events(3, 2_000)).map((x) => x.id), ["4", "5", "6"]);
+    } finally {
+      onA.close();
+      onB.close();
+    }
+  });
+
+  s("activations racing on two processes, each expecting the same version: exactly one wins", async ({ a, b }) => {
+    const ownerA = await user(a, "owner", ["publisher"]);
+    const ownerB = await user(b, "owner", ["publisher"]);
+    const { e, v1 } = await entityWithVersion(ownerA.rest);
+    const targets: string[] = [];
+    let base = v1;
+    for (let i = 0; i < 8; i++) targets.push((base = (await push({ rest: ownerA.rest }, e, { base })).confirm!.body.version.id));
+    const results = await Promise.all(targets.map((t, i) => (i % 2 === 0 ? ownerA : ownerB).rest.put(`${v(e)}/active-version`, { versionId: t, expected_active_version_id: v1 })));
+    const winners = results.filter((r) => r.status === 200);
+    assert.is(winners.length, 1, JSON.stringify(results.map((r) => r.body.code ?? r.status)));
+    for (const r of results.filter((x) => x.status !== 200)) assert.equal([r.status, r.body.code, r.body.current_active_version.id], [409, "ACTIVE_VERSION_CHANGED", winners[0]!.body.id]);
+  });
+
+  s("SIGTERM ends a process's watches with SHUTTING_DOWN naming the last event; resumed on the other process, nothing is missed or repeated", async ({ a }) => {
+    const owner = await user(a, "owner", ["publisher"]);
+    const { e, v1 } = await entityWithVersion(owner.rest);
+    const c = await spawnService({ ...a.env, PORT: "0" }, a.db);
+    const onC = watchGrpc(c.grpcAs(owner.headers), e, { afterEventId: "1" });
+    const onCRest = watchRest(c.url, e, owner.headers, { backend: "mysql" });
+    try {
+      assert.equal((await onC.events(2)).map((x) => x.id), ["2", "3"]);
+      assert.is(await onC.bookmark(), "3");
+      assert.is(await onCRest.bookmark(), "3");
+      const exited = new Promise<number | null>((resolve) => c.child.once("exit", resolve));
+      const stopping = Date.now();
+      c.child.kill("SIGTERM");
+      const [end, restEnd] = [await onC.ended(), await onCRest.ended()];
+      assert.equal([end.code, end.reason, end.metadata["last_event_id"]], [grpc.status.UNAVAILABLE, "SHUTTING_DOWN", "3"]);
+      assert.equal([restEnd.httpStatus, restEnd.reason], [200, "SHUTTING_DOWN"]);
+      assert.match(restEnd.message, "after_event_id=3");
+      assert.is(await exited, 0);
+      assert.ok(Date.now() - stopping < 5_000, "watches do not hold the shutdown to its timeout");
+      // Changes made meanwhile are all there when the client resumes elsewhere.
+      const v2 = (await push({ rest: owner.rest }, e, { base: v1 })).confirm!.body.version.id as string;
+      const resumed = watchGrpc(owner.grpc, e, { afterEventId: end.metadata["last_event_id"]! });
+      try {
+        assert.equal((await resumed.events(1)).map(brief), [`4 VERSION_CREATED ${v2}`]);
+        assert.is(await resumed.bookmark(), "4");
+      } finally {
+        resumed.close();
+      }
+    } finally {
+      onC.close();
+      onCRest.close();
+      await c.close();
+    }
+  });
+
+  return s;
+}
