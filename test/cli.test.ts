@@ -191,12 +191,19 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
     assert.match(table.stdout, /^VERSION\s+ID\s+ACTIVE/);
     assert.ok(table.stdout.indexOf(v3.version) < table.stdout.indexOf(v1.version.version), "newest first");
 
-    // activate, then rollback goes to the version created before the active one.
+    // activate with nothing active before: rollback goes to the version created before the active one, and says so.
     expectExit(await cli(["activate", entity, v3.id], at), 0, "activate");
     const rollback = await cli(["rollback", entity], at);
     expectExit(rollback, 0, "rollback");
     assert.match(rollback.stdout, `rolled back to ${v2.version} (id ${v2.id}); ${v3.version} (id ${v3.id}) was active`);
     assert.match(rollback.stdout, "created just before");
+    assert.match(rollback.stdout, "no version was active before");
+    // Now the events know what was active before v2: v3. Rolling back again goes there.
+    const back = await cli(["rollback", entity], at);
+    expectExit(back, 0, "second rollback");
+    assert.match(back.stdout, `rolled back to ${v3.version} (id ${v3.id}); ${v2.version} (id ${v2.id}) was active`);
+    assert.match(back.stdout, "the version that was active before");
+    expectExit(await cli(["rollback", entity], at), 0, "third rollback");
     const active = await svc.restAs(bearer(alice.ENTITY_VERSIONS_TOKEN!)).get(`/api/entities/${entity}/active-version`);
     assert.is(active.body.id, v2.id);
     const get = await cli(["get", entity, v2.id, "--json"], at);

@@ -61,6 +61,22 @@ export interface RestVersionList {
   next_page_token: string;
 }
 
+/** One event of an entity, as ListEvents answers it (only the fields the CLI reads). */
+export interface RestEvent {
+  id: string;
+  type: string;
+  actor: string;
+  occurred_at?: string;
+  version_id?: string;
+  previous_active_version_id?: string;
+}
+
+/** ListEvents' answer (newest first). */
+export interface RestEventList {
+  events: RestEvent[];
+  next_page_token: string;
+}
+
 /** GetEntityAccess's answer, also the answer of every access change. */
 export interface RestEntityAccess {
   entity_id: string;

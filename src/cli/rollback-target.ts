@@ -1,6 +1,6 @@
 import { type ApiClient, apiPath } from "./api-client.js";
-import { CliError } from "./cli-error.js";
-import type { RestVersion, RestVersionList } from "./rest-types.js";
+import { CliError, ServiceError } from "./cli-error.js";
+import type { RestEventList, RestVersion, RestVersionList } from "./rest-types.js";
 
 /** The version a rollback activates, the one it replaces, and why that one was chosen (printed). */
 export interface RollbackChoice {
@@ -15,11 +15,9 @@ export type RollbackStrategy = (api: ApiClient, entity: string) => Promise<Rollb
 const pageSize = 100;
 
 /**
- * The version created just before the active one. The service keeps no
- * history of activations yet, so "the version that was active before"
- * cannot be known; creation order is what it can answer. Once the service
- * records activations (its events API), a strategy reading them can take
- * this one's place in `rollback`.
+ * The version created just before the active one: what rollback falls back
+ * on when the entity's events cannot say which version was active before
+ * (none was, or that version has been deleted).
  */
 export const previousByCreation: RollbackStrategy = async (api, entity) => {
   const active = (await api.call<RestVersion>("GET", apiPath("entities", entity, "active-version"))).body;
@@ -31,7 +29,7 @@ export const previousByCreation: RollbackStrategy = async (api, entity) => {
     for (const version of page.versions) {
       // Newest first: the first version after the active one is the one created before it.
       if (foundActive) {
-        return { active, target: version, reason: `the version created just before ${active.version} (the service keeps no history of activations, so rollback goes by creation order)` };
+        return { active, target: version, reason: `the version created just before ${active.version}` };
       }
       if (version.id === active.id) foundActive = true;
     }
@@ -43,4 +41,39 @@ export const previousByCreation: RollbackStrategy = async (api, entity) => {
       : `the active version ${active.version} (id ${active.id}) is not in the list of ${entity}'s versions (deleted meanwhile?): run rollback again.`,
     "NO_EARLIER_VERSION",
   );
+};
+
+/**
+ * The version that was active before the active one, read from the
+ * entity's events: the newest activation of the active version names the
+ * version it replaced. When there was none, or it has been deleted since,
+ * the version created just before the active one (previousByCreation), and
+ * the reason says so.
+ */
+export const previouslyActive: RollbackStrategy = async (api, entity) => {
+  const active = (await api.call<RestVersion>("GET", apiPath("entities", entity, "active-version"))).body;
+  let pageToken = "";
+  do {
+    const query = `?page_size=${pageSize}${pageToken === "" ? "" : `&page_token=${encodeURIComponent(pageToken)}`}`;
+    const page = (await api.call<RestEventList>("GET", `${apiPath("entities", entity, "events")}${query}`)).body;
+    for (const event of page.events) {
+      if (event.type !== "EVENT_TYPE_ACTIVE_VERSION_CHANGED" || event.version_id !== active.id) continue;
+      const before = event.previous_active_version_id;
+      const fallback = async (why: string) => {
+        const choice = await previousByCreation(api, entity);
+        return { ...choice, reason: `${choice.reason}: ${why}` };
+      };
+      if (before === undefined) return fallback(`no version was active before ${active.version}`);
+      try {
+        const target = (await api.call<RestVersion>("GET", apiPath("entities", entity, "versions", before))).body;
+        return { active, target, reason: `the version that was active before ${active.version} (${active.version} was activated by ${event.actor}${event.occurred_at === undefined ? "" : ` at ${event.occurred_at}`})` };
+      } catch (error) {
+        if (error instanceof ServiceError && error.code === "VERSION_NOT_FOUND") return fallback(`the version active before ${active.version} (id ${before}) has been deleted`);
+        throw error;
+      }
+    }
+    pageToken = page.next_page_token;
+  } while (pageToken !== "");
+  const choice = await previousByCreation(api, entity);
+  return { ...choice, reason: `${choice.reason}: the entity's events do not say what was active before` };
 };
