@@ -30,6 +30,7 @@ import type { Sql } from "../src/store/sql.js";
 import { activeVersionSql, pushFactsSql, versionPageSql, versionWithFactsSql } from "../src/store/version-queries.js";
 import { closedLoop, h2load, h2loadAvailable, type LoadResult, median, runBatch } from "./load.js";
 import { cpuSeconds, machineBusySeconds, measured, memory, pidOf } from "./proc.js";
+import { openIdleWatchers } from "../test/support/watch-client.js";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const { values: args } = parseArgs({
@@ -58,6 +59,7 @@ const cfg = {
   confirms: smoke ? 100 : 1000,
   hotRounds: smoke ? 1 : 5,
   racers: 100,
+  idleWatchers: 100,
 };
 const out = args.out ?? (smoke ? undefined : path.join(root, "BENCHMARKS.md"));
 const mysqlUrl = process.env["BENCH_MYSQL_URL"] ?? "mysql://root:@127.0.0.1:3306";
@@ -435,6 +437,42 @@ async function main() {
       : ` Inside the service (its own \`entity_versions_rpc_duration_seconds\` histogram over that row), 99% of the requests took at most ${serviceP99Bound === "+Inf" ? "more than 10 s" : `${Number(serviceP99Bound) * 1000} ms`}; the pacing generator's own event loop, on the same two cores, was held up by ${(generatorLag.percentile(99) / 1e6).toFixed(1)} ms at the 99th percentile and ${(generatorLag.max / 1e6).toFixed(1)} ms at most, and took ${generatorCores.toFixed(2)} cores, ${pacerPriority === priorityBefore ? `at the same scheduling priority as the other processes (raising it, to nice ${-10}, was not permitted)` : `at scheduling priority nice ${pacerPriority} (the others at ${priorityBefore})`}. MariaDB took ${halfDbCores.toFixed(2)} cores, and the machine's cores were ${(halfMachineBusy * 100).toFixed(0)}% busy. The service ran ${majorGcs} full collections over the row, ${majorGcMs.toFixed(0)} ms of them in all.`;
   if (halfTail !== "") log(halfTail.trim());
 
+  // The same targets with idle watchers connected (WatchEvents, half over
+  // gRPC and half over REST, on entities the reads also hit): each holds a
+  // stream and a place in the poller's query, so they must cost the reads
+  // nothing while no event arrives. Several callers, since the service caps
+  // watches per caller; admins, who may watch any entity.
+  const watcherCallers = await Promise.all(
+    Array.from({ length: 5 }, async (_, i) => ({
+      authorization: `Bearer ${await mintToken(secret, { sub: `bench-watcher-${i}`, roles: ["admin"], ttlSeconds: 3600 })}`,
+    })),
+  );
+  const idleWatchers = await Promise.all(
+    (["grpc", "rest"] as const).flatMap((protocol) =>
+      Array.from({ length: cfg.idleWatchers / 10 }, (_, i) =>
+        openIdleWatchers({ url: serviceUrl, entityId: pick(i * 7 + (protocol === "rest" ? 3 : 0)), callers: watcherCallers, count: 5, protocol }),
+      ),
+    ),
+  );
+  const watchersOpen = idleWatchers.reduce((n, w) => n + w.watches.length, 0);
+  log(`${watchersOpen} idle watchers connected`);
+  const [watchBaselineRow] = await runOps([
+    { name: `baseline, ${watchersOpen} idle watchers on the service`, protocol: "REST", call: restLoad(baselineUrl, (n) => `/baseline/${pick(n)}/active-version`, baseRest), procPid: baseline.pid! },
+    { name: `GetActiveVersion, ${watchersOpen} idle watchers`, protocol: "REST", call: restLoad(serviceUrl, (n) => `/api/entities/${pick(n)}/active-version`) },
+    { name: `GetActiveVersion, ${watchersOpen} idle watchers`, protocol: "gRPC", call: grpcLoad("GetActiveVersion", (n) => ({ entity_id: pick(n) })) },
+  ]);
+  const watchBaselineRps = median(watchBaselineRow!.runs.map((x) => x.load.rps));
+  const watchedRows = rows.filter((x) => x.name === `GetActiveVersion, ${watchersOpen} idle watchers`);
+  for (const row of watchedRows) row.ratio = median(row.runs.map((x) => x.load.rps)) / watchBaselineRps;
+  const watchLean = new LeanHttp1(serviceUrl, auth);
+  (globalThis as { gc?: () => void }).gc?.();
+  const watchHalf = await runOp(`GetActiveVersion at half the peak rate, ${watchersOpen} idle watchers`, "REST", (_w, n) => watchLean.get(`/api/entities/${pick(n)}/active-version`).then((res) => (res.status === 200 ? true : `${res.status}`)), pid, Math.max(1, Math.floor(peak / 2)));
+  watchLean.close();
+  const watchHalfP99 = median(watchHalf.runs.map((x) => x.load.p99));
+  // A watcher that ended while idle is a fault, not noise.
+  const watchersEnded = idleWatchers.reduce((n, w) => n + w.watches.filter((x) => x.done).length, 0);
+  for (const w of idleWatchers) w.close();
+
   const uploadBody = (n: number) => ({ version: nextVersion(), source_hash: sha(`upload-${n}-${Math.random()}`), base_version_id: tips.get(pick(n)) });
   await runOp("GetUploadUrl", "REST", restCall("POST", (n) => `/api/entities/${pick(n)}/versions/upload-url`, uploadBody));
   await runOp("GetUploadUrl", "gRPC", (_w, n) => grpcCall("GetUploadUrl", { entity_id: pick(n), ...uploadBody(n) }));
@@ -727,6 +765,11 @@ async function main() {
     ["ConfirmUpload, distinct entities ≥ 1,000/s", confirmRps >= 1000, `${confirmRps.toFixed(0)}/s (its dependencies' work per confirm leaves room for ${confirmBound.toFixed(0)}/s on these cores)`],
     ["100 racers on one entity settled < 500 ms, exactly 1 created", hotOk && median(settles) < 500, `${median(settles).toFixed(0)} ms`],
     ["p99 < 25 ms at half the peak rate", halfP99 < 25, `${halfP99.toFixed(2)} ms at ${Math.floor(peak / 2)}/s`],
+    [
+      `GetActiveVersion with ${watchersOpen} idle watchers connected: REST and gRPC ≥ 0.8× baseline, p99 < 25 ms at half the peak rate, no watcher ended`,
+      watchedRows.every((r) => (r.ratio ?? 0) >= 0.8) && watchHalfP99 < 25 && watchersEnded === 0,
+      `${watchedRows.map((r) => `${r.protocol} ${(r.ratio ?? 0).toFixed(2)}×`).join(", ")}, p99 ${watchHalfP99.toFixed(2)} ms, ${watchersEnded} ended`,
+    ],
     ["peak RSS < 200 MB", peakRss < 200, `${peakRss.toFixed(0)} MB`],
     [
       `random reads over ${(sets.large * perEntity).toLocaleString("en")} versions ≥ 0.8× of the same over ${(sets.small * perEntity).toLocaleString("en")}`,
