@@ -33,6 +33,7 @@ import { registerRestGateway } from "./rest/rest-gateway.js";
 import { successStatus } from "./rest/success-status.js";
 import { connectRoutes, type RpcRouteConfig } from "./rpc/connect-routes.js";
 import { deadlineInterceptor } from "./rpc/deadline-interceptor.js";
+import { deadlineSignal } from "./rpc/deadline-signal.js";
 import { errorInterceptor, toCatalogError } from "./rpc/error-interceptor.js";
 import { createInProcessCaller, createInProcessStreamCaller } from "./rpc/in-process-caller.js";
 import { codeName, observeInterceptor, type RpcOutcome, recordRpc, rpcOutcomeKey } from "./rpc/observe-interceptor.js";
@@ -85,11 +86,6 @@ function endUnreadStream(req: http2.Http2ServerRequest): void {
       if (!stream.closed) stream.close(http2.constants.NGHTTP2_NO_ERROR);
     });
   });
-}
-
-/** The catalog error of an aborted wait: the server stopping, else the deadline. */
-function deadlineOrShutdown(reason: unknown): ConnectError {
-  return reason instanceof ConnectError ? reason : apiError("DEADLINE_EXCEEDED", {}, { cause: reason });
 }
 
 /** The RPC route config of a request, when its route serves an RPC. */
@@ -188,9 +184,18 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     // From the headers alone, before any body is read: a caller who may
     // not call costs the server no body. Bounded like the call itself.
     if (rpcRoute(req)?.authenticate === true) {
-      const bound = AbortSignal.any([AbortSignal.timeout(limits.defaultDeadlineMs), shutdown.signal]);
-      req.auth = await authenticateHeader(deps.authenticator, req.headers.authorization ?? null, bound);
-      if ("error" in req.auth && bound.aborted) req.auth = { error: deadlineOrShutdown(req.auth.error) };
+      const header = req.headers.authorization ?? null;
+      const known = deps.authenticator.known?.(header);
+      if (known !== undefined) {
+        req.auth = { caller: known };
+        return;
+      }
+      const bound = deadlineSignal(shutdown.signal, limits.defaultDeadlineMs, () => apiError("DEADLINE_EXCEEDED", {}));
+      try {
+        req.auth = await authenticateHeader(deps.authenticator, header, bound.signal);
+      } finally {
+        bound.dispose();
+      }
     }
   });
   // REST bodies are read by Fastify's JSON parser: guarded as Connect's are.

@@ -16,6 +16,13 @@ export interface Caller {
  */
 export interface Authenticator {
   authenticate(authorization: string | null): Promise<Caller>;
+  /**
+   * The caller of a credential verified moments ago, answered at once, or
+   * undefined when it must go through authenticate(). Lets the HTTP layer
+   * skip the deadline it puts around a verification that could wait on the
+   * network (a JWKS fetch) when nothing will wait.
+   */
+  known?(authorization: string | null): Caller | undefined;
 }
 
 /** What authenticating a request's headers gave: a caller, or the error to answer. */

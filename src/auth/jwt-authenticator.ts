@@ -52,6 +52,9 @@ function mapJoseError(error: unknown): Error {
   return apiError("TOKEN_MALFORMED", {}, { cause: error });
 }
 
+/** `Bearer <jwt>`, the token captured. */
+const bearer = /^Bearer +([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+) *$/i;
+
 /** How many verified tokens are remembered (each a few hundred bytes). */
 const cacheSize = 10_000;
 
@@ -95,19 +98,25 @@ export class JwtAuthenticator implements Authenticator {
 
   async authenticate(header: string | null): Promise<Caller> {
     if (header === null || header.trim() === "") throw apiError("AUTH_REQUIRED", {});
-    const match = /^Bearer +([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+) *$/i.exec(header);
+    const match = bearer.exec(header);
     if (match === null) throw apiError("TOKEN_MALFORMED", {});
     const token = match[1]!;
+    return this.#remembered(token) ?? (await this.#verify(token));
+  }
+
+  known(header: string | null): Caller | undefined {
+    const match = header === null ? null : bearer.exec(header);
+    return match === null ? undefined : this.#remembered(match[1]!);
+  }
+
+  /** A token verified within AUTH_TOKEN_CACHE_SECONDS and not yet expired: its caller, kept as the most recently used. */
+  #remembered(token: string): Caller | undefined {
     const known = this.#verified.get(token);
-    if (known !== undefined) {
-      this.#verified.delete(token);
-      if (Date.now() <= known.until) {
-        this.#verified.set(token, known);
-        return known.caller;
-      }
-    }
-    const caller = await this.#verify(token);
-    return caller;
+    if (known === undefined) return undefined;
+    this.#verified.delete(token);
+    if (Date.now() > known.until) return undefined;
+    this.#verified.set(token, known);
+    return known.caller;
   }
 
   async #verify(token: string): Promise<Caller> {

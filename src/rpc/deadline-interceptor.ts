@@ -1,5 +1,6 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { apiError } from "../errors/api-error.js";
+import { deadlineSignal } from "./deadline-signal.js";
 
 /**
  * The error a call's abort signal stands for: its deadline, the server
@@ -10,7 +11,6 @@ export function abortError(reason: unknown): ConnectError {
   if (reason instanceof ConnectError) {
     return reason.code === Code.DeadlineExceeded ? apiError("DEADLINE_EXCEEDED", {}, { cause: reason }) : reason;
   }
-  if (reason instanceof Error && reason.name === "TimeoutError") return apiError("DEADLINE_EXCEEDED", {}, { cause: reason });
   return new ConnectError("the client went away", Code.Canceled, undefined, undefined, reason);
 }
 
@@ -27,14 +27,18 @@ export function abortError(reason: unknown): ConnectError {
 export function deadlineInterceptor(defaultDeadlineMs: number): Interceptor {
   return (next) => (req) => {
     if (req.stream) return next(req);
-    const signal = AbortSignal.any([req.signal, AbortSignal.timeout(defaultDeadlineMs)]);
+    const deadline = deadlineSignal(req.signal, defaultDeadlineMs, () => apiError("DEADLINE_EXCEEDED", {}));
+    const { signal } = deadline;
     if (signal.aborted) return Promise.reject(abortError(signal.reason));
     return new Promise((resolve, reject) => {
       const onAbort = () => reject(abortError(signal.reason));
       signal.addEventListener("abort", onAbort, { once: true });
       next({ ...req, signal })
         .then(resolve, reject)
-        .finally(() => signal.removeEventListener("abort", onAbort));
+        .finally(() => {
+          signal.removeEventListener("abort", onAbort);
+          deadline.dispose();
+        });
     });
   };
 }
