@@ -10,7 +10,7 @@ import type {
 import type { Caller } from "../auth/caller.js";
 import { decideRead } from "../auth/policy.js";
 import { apiError } from "../errors/api-error.js";
-import type { EventHub } from "../events/event-hub.js";
+import type { EventHub, Watch } from "../events/event-hub.js";
 import { abortError } from "../rpc/deadline-interceptor.js";
 import type { AccessStore } from "../store/access-store.js";
 import type { EventRecord } from "../store/event-log.js";
@@ -34,6 +34,32 @@ export interface EntityEventsDeps {
 /** An event that may take read access away from a watcher: re-checked before it is sent. */
 function mayRemoveAccess(e: EventRecord): boolean {
   return e.type === "ACCESS_CHANGED" && e.accessKind !== undefined && e.accessKind.endsWith("_REMOVED");
+}
+
+/** The longest delay setTimeout keeps (2^31-1 ms, about 24.8 days); a longer wait is taken in steps. */
+const maxTimerMs = 2 ** 31 - 1;
+
+/**
+ * Ends a watch with TOKEN_EXPIRED, naming the last event it was sent, when
+ * its caller's credential stops being accepted: a call checks its
+ * credential once, and a watch may stay open far longer than a token
+ * lives. Returns what cancels that.
+ */
+function endAtExpiry(watch: Watch, expiresAt: number | undefined): () => void {
+  if (expiresAt === undefined) return () => undefined;
+  let timer: NodeJS.Timeout | undefined;
+  const check = () => {
+    const left = expiresAt - Date.now();
+    if (left > 0) {
+      timer = setTimeout(check, Math.min(left, maxTimerMs));
+      // The watch keeps the server busy, not the process alive.
+      timer.unref();
+      return;
+    }
+    watch.end((position) => apiError("TOKEN_EXPIRED", position === undefined ? {} : { lastEventId: eventIdOf(position) }));
+  };
+  check();
+  return () => clearTimeout(timer);
 }
 
 /**
@@ -70,13 +96,16 @@ export class EntityEventsServiceImpl implements ServiceImpl<typeof EntityEventsS
    * missed; events are numbered without gaps, so each is sent once, in
    * order. Read access is checked at the start and again before each event
    * that removes access; without it the stream ends as a call without
-   * access would (ENTITY_NOT_FOUND).
+   * access would (ENTITY_NOT_FOUND). When the caller's token expires, the
+   * stream ends with TOKEN_EXPIRED naming the last event sent, to resume
+   * from with a new token.
    */
   async *watchEvents(req: WatchEventsRequest, ctx: HandlerContext): AsyncGenerator<Init<typeof WatchEventsResponseSchema>> {
     const entityId = valid.entityId(req.entityId);
     const after = valid.eventId(req.afterEventId, "after_event_id");
     const caller = requireCaller(ctx);
     const watch = this.#d.hub.open(entityId, caller.id);
+    const stopExpiry = endAtExpiry(watch, caller.expiresAt);
     try {
       const start = await this.#d.events.position(entityId, caller, ctx.signal);
       enforce(decideRead(caller, start.facts), entityId, caller);
@@ -110,6 +139,7 @@ export class EntityEventsServiceImpl implements ServiceImpl<typeof EntityEventsS
       // The call's signal: its deadline, the client gone, the server stopping.
       throw ctx.signal.aborted && error === ctx.signal.reason ? abortError(error) : error;
     } finally {
+      stopExpiry();
       watch.close();
     }
   }

@@ -6,6 +6,12 @@ export interface Caller {
   readonly id: string;
   readonly roles: readonly string[];
   readonly orgs: readonly string[];
+  /**
+   * When the credential stops being accepted (epoch ms, clock skew
+   * included); undefined when it never does. A call checks its credential
+   * once, at its start; a stream that outlives it (a watch) is ended then.
+   */
+  readonly expiresAt?: number;
 }
 
 /**

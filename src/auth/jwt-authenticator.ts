@@ -144,9 +144,11 @@ export class JwtAuthenticator implements Authenticator {
     if (typeof payload.sub !== "string" || !principalIdPattern.test(payload.sub)) {
       throw apiError("TOKEN_CLAIMS_INVALID", { problem: "sub must be a user id of 1 to 255 printable characters without spaces" });
     }
-    const caller = { id: payload.sub, roles: stringList(payload, "roles"), orgs: stringList(payload, "orgs") };
+    // exp is required, so jose has checked it is a number.
+    const expiresAt = (payload.exp ?? 0) * 1000 + skew * 1000;
+    const caller: Caller = { id: payload.sub, roles: stringList(payload, "roles"), orgs: stringList(payload, "orgs"), expiresAt };
     if (this.#options.tokenCacheSeconds > 0) {
-      const until = Math.min((payload.exp ?? 0) * 1000 + this.#options.clockSkewSeconds * 1000, Date.now() + this.#options.tokenCacheSeconds * 1000);
+      const until = Math.min(expiresAt, Date.now() + this.#options.tokenCacheSeconds * 1000);
       this.#verified.set(token, { caller, until });
       if (this.#verified.size > cacheSize) this.#verified.delete(this.#verified.keys().next().value!);
     }

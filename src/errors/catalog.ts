@@ -165,7 +165,11 @@ export const catalog = Object.freeze({
     Code.Unauthenticated,
     () => "The bearer token's signature does not verify (wrong key, or a key this service does not know): get a token from the right issuer.",
   ),
-  TOKEN_EXPIRED: spec(Code.Unauthenticated, () => "The bearer token has expired: get a new one."),
+  TOKEN_EXPIRED: spec<{ lastEventId?: string }>(Code.Unauthenticated, (p) =>
+    p.lastEventId === undefined
+      ? "The bearer token has expired: get a new one."
+      : `The bearer token has expired: get a new one and watch again with after_event_id=${p.lastEventId} to miss nothing.`,
+  ),
   TOKEN_NOT_YET_VALID: spec(
     Code.Unauthenticated,
     () => "The bearer token is not valid yet (its nbf or iat is in the future): check the issuer's clock.",

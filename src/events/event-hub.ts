@@ -66,7 +66,7 @@ export class Watch {
   readonly #hub: EventHub;
   readonly #channel: Channel;
   #position: number | undefined;
-  #ended: ConnectError | undefined;
+  #ending: ((position: number | undefined) => ConnectError) | undefined;
   #wake: (() => void) | undefined;
   #lastSentAt = Date.now();
   #closed = false;
@@ -110,7 +110,7 @@ export class Watch {
    */
   async next(signal: AbortSignal): Promise<EventRecord[]> {
     for (;;) {
-      if (this.#ended !== undefined) throw this.#ended;
+      if (this.#ending !== undefined) throw this.#ending(this.#position);
       if (signal.aborted) throw signal.reason;
       const position = this.#position!;
       const { cursor, recent } = this.#channel;
@@ -154,9 +154,14 @@ export class Watch {
     this.#wake?.();
   }
 
-  /** Ends the watch with this error: its next() rejects with it. */
-  end(error: ConnectError): void {
-    this.#ended ??= error;
+  /**
+   * Ends the watch: its next() rejects with the error `reason` makes of the
+   * position the watch has reached by then (events of a batch already in
+   * hand may still pass after this call), so that an error naming where to
+   * resume names the last event the client was sent.
+   */
+  end(reason: (position: number | undefined) => ConnectError): void {
+    this.#ending ??= reason;
     this.wake();
   }
 
@@ -310,8 +315,7 @@ export class EventHub {
     const drained = new Promise<void>((resolve) => (this.#drained = resolve));
     for (const channel of this.#channels.values()) {
       for (const watch of channel.watches) {
-        const position = watch.position;
-        watch.end(apiError("SHUTTING_DOWN", position === undefined ? {} : { lastEventId: String(position) }));
+        watch.end((position) => apiError("SHUTTING_DOWN", position === undefined ? {} : { lastEventId: String(position) }));
       }
     }
     let timer: NodeJS.Timeout | undefined;

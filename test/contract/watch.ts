@@ -217,6 +217,44 @@ export function watchSuite(backend: Backend) {
     }
   });
 
+  s("a watch ends when its token expires: TOKEN_EXPIRED naming the last event sent, from which a new token resumes with nothing missed", async () => {
+    // No clock skew: the token stops being accepted at its exp.
+    const svc = await startService(backend, { env: { AUTH_CLOCK_SKEW_SECONDS: "0" } });
+    const opened: WatchStream[] = [];
+    try {
+      const owner = await user(svc, "owner", ["publisher"]);
+      const { e } = await entityWithVersion(owner.rest);
+      const short = bearer(await token({ sub: "owner", roles: ["publisher"], expiresIn: 3 }));
+      const expiresAt = (Math.floor(Date.now() / 1000) + 3) * 1000;
+      opened.push(watchGrpc(svc.grpcAs(short), e), watchRest(svc.url, e, short, { backend }), watchConnect(svc.url, "connect", e, short));
+      for (const w of opened) assert.is(await w.bookmark(), "3");
+      assert.is((await owner.rest.post(`${v(e)}/shares`, { user_id: "bob" })).status, 200);
+      for (const w of opened) assert.is((await w.events(1))[0]!.id, "4");
+      for (const w of opened) {
+        const end = await w.ended(6_000);
+        assert.ok(Date.now() >= expiresAt - 50, "not before the token's exp");
+        if (end.httpStatus === undefined) {
+          assert.equal([end.code, end.reason, end.metadata["last_event_id"]], [grpc.status.UNAUTHENTICATED, "TOKEN_EXPIRED", "4"], JSON.stringify(end));
+        } else {
+          assert.equal([end.httpStatus, end.reason], [200, "TOKEN_EXPIRED"], "REST: a last {error} line");
+        }
+        assert.match(end.message, "after_event_id=4", JSON.stringify(end));
+      }
+      // Whatever happened meanwhile reaches the resumed watch, once.
+      assert.is((await owner.rest.post(`${v(e)}/shares`, { user_id: "carol" })).status, 200);
+      const resumed = watchGrpc(owner.grpc, e, { afterEventId: "4" });
+      opened.push(resumed);
+      assert.equal((await resumed.events(1)).map(brief), ["5 ACCESS_CHANGED  SHARE_ADDED:carol"]);
+      assert.is(await resumed.bookmark(), "5");
+      // An expired token opens no new watch.
+      const late = await watchGrpc(svc.grpcAs(short), e).ended();
+      assert.equal([late.code, late.reason], [grpc.status.UNAUTHENTICATED, "TOKEN_EXPIRED"]);
+    } finally {
+      for (const w of opened) w.close();
+      await svc.close();
+    }
+  });
+
   return s;
 }
 

@@ -436,8 +436,9 @@ export const EntityEventsService: GenService<{
    * once. A bookmark is also sent whenever the stream has been quiet for the
    * keep-alive interval. To resume after the stream ends, watch again with
    * after_event_id set to the last event id or bookmark received. The watch
-   * ends with ENTITY_NOT_FOUND when the caller loses read access, and with
-   * SHUTTING_DOWN (retryable) when the server stops.
+   * ends with ENTITY_NOT_FOUND when the caller loses read access, with
+   * TOKEN_EXPIRED when the caller's token expires (resume with a new one),
+   * and with SHUTTING_DOWN (retryable) when the server stops.
    *
    * @generated from rpc entityversions.v1.EntityEventsService.WatchEvents
    */
