@@ -13,8 +13,8 @@ import * as assert from "uvu/assert";
 import { packTree } from "../src/cli/pack.js";
 import { hashFiles } from "../src/cli/source-hash.js";
 import { listSourceTree } from "../src/cli/source-tree.js";
-import { type Backend, mysqlAvailable } from "./support/env.js";
-import { newEntityId, startService, type TestService } from "./support/service.js";
+import { type Backend, createTestDatabase, mysqlAvailable } from "./support/env.js";
+import { newEntityId, push, startService, type TestService } from "./support/service.js";
 import { bearer, token } from "./support/tokens.js";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -74,6 +74,86 @@ async function expectedPackage(dir: string): Promise<Buffer> {
   const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "ev-cli-expect-")), "p.tgz");
   await packTree(await hashFiles(await listSourceTree(dir)), out);
   return fs.readFileSync(out);
+}
+
+
+/** A CLI run left going (watch): its stdout lines as they come, and a way to stop it. */
+interface CliProcess {
+  /** Waits until `ready` holds of the lines printed so far; fails with the output after `timeoutMs`. */
+  until(ready: (lines: string[]) => boolean, what: string, timeoutMs?: number): Promise<string[]>;
+  /** Ends it (SIGTERM) unless it ended by itself; resolves with how it ended. */
+  stop(): Promise<CliRun>;
+  readonly exited: Promise<CliRun>;
+}
+
+function cliInBackground(args: string[], options: { cwd: string; env?: Record<string, string> }): CliProcess {
+  const child = spawn(process.execPath, [bin, ...args], { cwd: options.cwd, env: { PATH: process.env["PATH"] ?? "", ...options.env }, stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  let notify = () => {};
+  child.stdout.on("data", (c: Buffer) => {
+    stdout += c.toString();
+    notify();
+  });
+  child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+  const exited = new Promise<CliRun>((resolve) => child.once("close", (code) => resolve({ code, stdout, stderr })));
+  void exited.then(() => notify());
+  const lines = () => stdout.split("\n").filter((l) => l !== "");
+  return {
+    exited,
+    async until(ready, what, timeoutMs = 15_000) {
+      const deadline = Date.now() + timeoutMs;
+      while (!ready(lines())) {
+        if (Date.now() > deadline || child.exitCode !== null) throw new Error(`${what}: not seen in ${timeoutMs} ms\n--- stdout\n${stdout}\n--- stderr\n${stderr}`);
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, 100);
+          notify = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+      }
+      return lines();
+    },
+    async stop() {
+      if (child.exitCode === null) child.kill("SIGTERM");
+      return exited;
+    },
+  };
+}
+
+/** A TCP proxy to a service, whose connections can be cut and whose target can be changed: a network fault and a replica swap, as a client sees them. */
+async function tcpProxy(target: string): Promise<{ url: string; cut(): void; retarget(url: string): void; close(): Promise<void> }> {
+  let to = new URL(target);
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(to.port), to.hostname);
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.once("close", () => sockets.delete(s));
+      s.on("error", () => {
+        client.destroy();
+        upstream.destroy();
+      });
+    }
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as net.AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    cut: () => {
+      for (const s of sockets) s.destroy();
+    },
+    retarget: (url) => {
+      to = new URL(url);
+    },
+    close: async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
 }
 
 interface Ctx {
@@ -220,6 +300,71 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
     assert.match(gone.stderr, "(VERSION_NOT_FOUND)");
   });
 
+  s("events, watch and activate --expect-active: each event printed once, in order, across a cut connection and a replica that stops", async ({ work }) => {
+    const db = await createTestDatabase(backend);
+    let svc = await startService(backend, { db });
+    const proxy = await tcpProxy(svc.url);
+    let watcher: CliProcess | undefined;
+    try {
+      const aliceToken = await token({ sub: "alice", roles: ["publisher"] });
+      const env = { ENTITY_VERSIONS_URL: proxy.url, ENTITY_VERSIONS_TOKEN: aliceToken };
+      const at = { cwd: work, env };
+      const rest = svc.restAs(bearer(aliceToken));
+      const entity = newEntityId("cli");
+      const v1 = (await push({ rest }, entity, { setAsActive: true })).confirm!.body.version;
+      const v2 = (await push({ rest }, entity, { base: v1.id })).confirm!.body.version;
+
+      // The audit trail: the claim, v1 created and activated, v2 created; newest first.
+      const listed = await cli(["events", entity, "--json"], at);
+      expectExit(listed, 0, "events --json");
+      assert.equal(json(listed).events.map((e: { id: string }) => e.id), ["4", "3", "2", "1"]);
+      const table = await cli(["events", entity], at);
+      expectExit(table, 0, "events");
+      assert.match(table.stdout, /^ID\s+OCCURRED AT\s+BY\s+CHANGE/);
+      assert.match(table.stdout, `activated ${v1.version} (id ${v1.id}), replacing none`);
+      assert.match(table.stdout, "publisher added: alice");
+
+      watcher = cliInBackground(["watch", entity, "--after", "2", "--json"], at);
+      const ids = (lines: string[]) => lines.map((l) => JSON.parse(l) as { event?: { id: string }; bookmark?: { last_event_id: string } }).filter((m) => m.event !== undefined).map((m) => m.event!.id);
+      await watcher.until((l) => ids(l).length === 2 && l.some((x) => x.includes('"bookmark":{"last_event_id":"4"}')), "events 3 and 4, then a bookmark");
+
+      // The connection cut: the watch resumes after event 4.
+      proxy.cut();
+      const activated = await cli(["activate", entity, v2.id, "--expect-active", v1.id, "--json"], { cwd: work, env: { ...env, ENTITY_VERSIONS_URL: svc.url } });
+      expectExit(activated, 0, "activate --expect-active (the expected one is active)");
+      assert.is(json(activated).is_active, true);
+      await watcher.until((l) => ids(l).includes("5"), "event 5 after the cut");
+
+      // The replica stops (SHUTTING_DOWN); another serves the same database; the watch resumes there.
+      await svc.close();
+      svc = await startService(backend, { db });
+      proxy.retarget(svc.url);
+      const stale = await cli(["activate", entity, v1.id, "--expect-active", v1.id], { cwd: work, env: { ...env, ENTITY_VERSIONS_URL: svc.url } });
+      expectExit(stale, 3, "activate --expect-active with another version active");
+      assert.match(stale.stderr, "(ACTIVE_VERSION_CHANGED)");
+      assert.match(stale.stderr, "--expect-active");
+      assert.is((await svc.restAs(bearer(aliceToken)).put(`/api/entities/${entity}/active-version`, { version_id: v1.id })).status, 200);
+      await watcher.until((l) => ids(l).includes("6"), "event 6 after the replica changed", 30_000);
+      const ended = await watcher.stop();
+      assert.equal(ids(ended.stdout.split("\n").filter((l) => l !== "")), ["3", "4", "5", "6"], "each event once, in order");
+
+      // --type and --count: wait for the next activation, print it, exit 0.
+      watcher = cliInBackground(["watch", entity, "--type", "active_version_changed", "--count", "1"], at);
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      assert.is((await svc.restAs(bearer(aliceToken)).post(`/api/entities/${entity}/shares`, { user_id: "bob" })).status, 200);
+      assert.is((await svc.restAs(bearer(aliceToken)).put(`/api/entities/${entity}/active-version`, { version_id: v2.id })).status, 200);
+      const next = await Promise.race([watcher.exited, new Promise<never>((_, reject) => setTimeout(() => reject(new Error("watch --count 1 did not exit")), 15_000))]);
+      expectExit(next, 0, "watch --count 1");
+      assert.equal(next.stdout.trim().split("\n").length, 1, next.stdout);
+      assert.match(next.stdout, new RegExp(`^8  \\S+  activated ${v2.version} \\(id ${v2.id}\\), replacing ${v1.id}  \\(by alice\\)`));
+    } finally {
+      await watcher?.stop();
+      await proxy.close();
+      await svc.close();
+      await db.drop();
+    }
+  });
+
   if (options.accessCommands) s("a package file is uploaded as is, its source hash the SHA-256 of its bytes; access commands", async ({ work, alice, bob }) => {
     const entity = newEntityId("cli");
     const file = path.join(work, `${entity}.tgz`);
@@ -268,10 +413,17 @@ function defineCliBasics(): void {
   s("--help: the exit codes, and a command's example", async ({ work }) => {
     const top = await cli(["--help"], { cwd: work });
     expectExit(top, 0, "--help");
-    assert.match(top.stdout, "3  STALE_BASE");
+    assert.match(top.stdout, "3  the entity changed since you read it: STALE_BASE");
+    assert.match(top.stdout, "ACTIVE_VERSION_CHANGED");
     const push = await cli(["push", "--help"], { cwd: work });
     expectExit(push, 0, "push --help");
     assert.match(push.stdout, "$ entity-versions push ./my-app --entity my-app");
+    const watch = await cli(["watch", "--help"], { cwd: work });
+    expectExit(watch, 0, "watch --help");
+    assert.match(watch.stdout, "--type ACTIVE_VERSION_CHANGED --count 1");
+    const badType = await cli(["watch", "my-app", "--type", "VERSION_MOVED"], { cwd: work });
+    expectExit(badType, 2, "watch --type with no such type");
+    assert.match(badType.stderr, "an event type is one of VERSION_CREATED");
   });
 
   s("a bad entity id is a usage error (exit 2) before any call", async ({ work }) => {

@@ -48,6 +48,23 @@ function networkCause(error: unknown): string {
   return message;
 }
 
+/** A stream that broke once it had begun (the connection cut): what was received stands, and the rest may be asked for again. */
+export class StreamBroken extends CliError {
+  constructor(cause: string, error: unknown) {
+    super(`the stream was cut (${cause})`, "STREAM_BROKEN");
+    this.name = "StreamBroken";
+    this.cause = error;
+  }
+}
+
+/** The query of a paginated listing (AIP-158): `?page_size=…&page_token=…`, or "" for the first page at the service's size. */
+export function pageQuery(options: { limit?: number; pageToken?: string }): string {
+  const query = new URLSearchParams();
+  if (options.limit !== undefined) query.set("page_size", String(options.limit));
+  if (options.pageToken !== undefined) query.set("page_token", options.pageToken);
+  return query.size === 0 ? "" : `?${query.toString()}`;
+}
+
 /** Encodes path segments of a REST route (ids are plain, but never trusted to be). */
 export function apiPath(...segments: string[]): string {
   return `/api/${segments.map(encodeURIComponent).join("/")}`;
@@ -106,11 +123,66 @@ export class ApiClient {
         await sleep(wait);
         continue;
       }
-      const code = errorCode(parsed);
-      if (code === undefined) throw this.#unexpected(res.status, text);
-      const record = parsed as Record<string, unknown>;
-      throw new ServiceError(res.status, code, typeof record["error"] === "string" ? record["error"] : `HTTP ${res.status}`, record);
+      throw this.#refusal(res.status, text, parsed);
     }
+  }
+
+  /**
+   * Opens a REST stream (newline-delimited JSON, as WatchEvents answers over
+   * REST) and yields each line's object as it arrives. An error answer
+   * before the stream rejects as call() would; a failure once it began
+   * (the connection cut, or nothing received for `idleMs`: a connection
+   * that died without closing) rejects with a {@link StreamBroken}, which
+   * the caller may resume from. Never retried here: what to resume from is
+   * the caller's to know.
+   */
+  async *stream(path: string, idleMs: number): AsyncGenerator<Record<string, unknown>> {
+    const url = `${this.settings.url}${path}`;
+    const idle = new AbortController();
+    let timer = setTimeout(() => idle.abort(), idleMs);
+    let res: Response;
+    try {
+      res = await fetch(url, { headers: { authorization: `Bearer ${this.token}`, accept: "application/x-ndjson" }, signal: idle.signal });
+    } catch (error) {
+      clearTimeout(timer);
+      const cause = idle.signal.aborted ? `no answer for ${idleMs / 1000} s` : networkCause(error);
+      throw refusedCodes.has(cause) ? this.#unreachable(cause, error) : new StreamBroken(cause, error);
+    }
+    if (!res.ok || res.body === null) {
+      clearTimeout(timer);
+      const text = await res.text();
+      throw this.#refusal(res.status, text, parseJson(text));
+    }
+    const decoder = new TextDecoder();
+    let buffered = "";
+    try {
+      for await (const chunk of res.body) {
+        clearTimeout(timer);
+        timer = setTimeout(() => idle.abort(), idleMs);
+        buffered += decoder.decode(chunk, { stream: true });
+        for (let nl = buffered.indexOf("\n"); nl >= 0; nl = buffered.indexOf("\n")) {
+          const line = buffered.slice(0, nl).trim();
+          buffered = buffered.slice(nl + 1);
+          if (line === "") continue;
+          const parsed = parseJson(line);
+          if (typeof parsed !== "object" || parsed === null) throw this.#unexpected(res.status, line);
+          yield parsed as Record<string, unknown>;
+        }
+      }
+    } catch (error) {
+      if (error instanceof CliError) throw error;
+      throw new StreamBroken(idle.signal.aborted ? `nothing received for ${idleMs / 1000} s` : networkCause(error), error);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** The error of a refused call: the service's code and message, or a plain "is this the service?" when the body is not the API's. */
+  #refusal(status: number, text: string, parsed: unknown): CliError {
+    const code = errorCode(parsed);
+    if (code === undefined) return this.#unexpected(status, text);
+    const record = parsed as Record<string, unknown>;
+    return new ServiceError(status, code, typeof record["error"] === "string" ? record["error"] : `HTTP ${status}`, record);
   }
 
   #unreachable(cause: string, error: unknown): CliError {

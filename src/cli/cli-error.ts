@@ -45,6 +45,7 @@ const hintsByCode: Readonly<Record<string, string[]>> = {
   NO_ACTIVE_VERSION: ["activate one with `entity-versions activate ENTITY VERSION_ID` (`entity-versions list ENTITY` shows the ids)."],
   ACTIVE_VERSION_NOT_DELETABLE: ["activate another version first with `entity-versions activate ENTITY VERSION_ID`."],
   VERSION_ALREADY_EXISTS: ["choose another --version, or leave it out to use the current time."],
+  ACTIVE_VERSION_CHANGED: ["`entity-versions list ENTITY` marks the version now active (*); decide against it, then retry with --expect-active set to it."],
 };
 
 /** A usage error (exit 2): a flag or argument the CLI can tell is wrong before calling anything. */

@@ -1,6 +1,7 @@
 /**
  * The CLI's exit codes. Scripts branch on them, so a code's meaning never
- * changes: 3 is the one a publishing pipeline waits for (reconcile and push
+ * changes: 3 is the one a publishing or deploying pipeline waits for
+ * (someone else changed the entity since you read it: reconcile and try
  * again), 4 the one that says "check the entity id, the version id or your
  * access" rather than "retry".
  */
@@ -8,9 +9,12 @@ export const ExitCode = Object.freeze({
   ok: 0,
   failure: 1,
   usage: 2,
-  staleBase: 3,
+  conflict: 3,
   noAccess: 4,
 });
+
+/** Service error codes that mean "the entity changed since you read it": STALE_BASE (push) and ACTIVE_VERSION_CHANGED (activate, rollback). */
+const conflictCodes = new Set(["STALE_BASE", "ACTIVE_VERSION_CHANGED"]);
 
 /** One of the values of {@link ExitCode}. */
 export type ExitCodeValue = (typeof ExitCode)[keyof typeof ExitCode];
@@ -25,7 +29,7 @@ const noAccessCodes = new Set(["ENTITY_NOT_FOUND", "VERSION_NOT_FOUND", "NO_ACTI
 
 /** The exit code for an error the service answered, from its `code` and HTTP status. */
 export function exitCodeForServiceError(code: string, status: number): ExitCodeValue {
-  if (code === "STALE_BASE") return ExitCode.staleBase;
+  if (conflictCodes.has(code)) return ExitCode.conflict;
   if (noAccessCodes.has(code) || status === 401) return ExitCode.noAccess;
   return ExitCode.failure;
 }
@@ -35,6 +39,8 @@ export const exitCodeHelp = `Exit codes:
   0  success (a push of source that is already published is success)
   1  failure (the service's error code is printed; the service unreachable)
   2  usage: unknown command or option, a missing or malformed argument
-  3  STALE_BASE: another version was published after your base; reconcile and push again
+  3  the entity changed since you read it: STALE_BASE (another version was published after
+     your base; reconcile and push again) or ACTIVE_VERSION_CHANGED (another version was
+     activated since you read the active one; look again, then retry)
   4  not found or no access: ENTITY_NOT_FOUND, VERSION_NOT_FOUND, NO_ACTIVE_VERSION,
      PERMISSION_DENIED, or no usable token (missing, malformed, expired, refused)`;

@@ -20,6 +20,20 @@ export class Output {
     this.stdout.write(this.json ? `${JSON.stringify(document, null, 2)}\n` : `${human()}\n`);
   }
 
+  /**
+   * One item of a streamed result (watch): with --json a compact JSON line
+   * (newline-delimited JSON), else the human line, or nothing when `human`
+   * gives undefined.
+   */
+  item(document: unknown, human: () => string | undefined): void {
+    if (this.json) {
+      this.stdout.write(`${JSON.stringify(document)}\n`);
+      return;
+    }
+    const line = human();
+    if (line !== undefined) this.stdout.write(`${line}\n`);
+  }
+
   /** A line about progress, on stderr; none with --json. */
   note(line: string): void {
     if (!this.json) this.stderr.write(`${line}\n`);

@@ -5,6 +5,7 @@ import { registerAccessCommands } from "./commands/access.js";
 import { registerActivate } from "./commands/activate.js";
 import { registerDelete } from "./commands/delete.js";
 import { registerDownload } from "./commands/download.js";
+import { registerEvents } from "./commands/events.js";
 import { registerGet } from "./commands/get.js";
 import { registerList } from "./commands/list.js";
 import { registerPush } from "./commands/push.js";
@@ -41,6 +42,7 @@ Example:
   registerActivate(program);
   registerRollback(program);
   registerDelete(program);
+  registerEvents(program);
   registerAccessCommands(program);
   registerWhoami(program);
   return program;

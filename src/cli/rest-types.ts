@@ -61,14 +61,22 @@ export interface RestVersionList {
   next_page_token: string;
 }
 
-/** One event of an entity, as ListEvents answers it (only the fields the CLI reads). */
+/** One event of an entity, as ListEvents and WatchEvents answer it (only the fields the CLI reads). */
 export interface RestEvent {
   id: string;
   type: string;
   actor: string;
   occurred_at?: string;
   version_id?: string;
+  version?: string;
   previous_active_version_id?: string;
+  access_change?: { kind: string; subject_id?: string };
+}
+
+/** One message of WatchEvents' REST stream: `{"result": …}` per line. */
+export interface RestWatchMessage {
+  event?: RestEvent;
+  bookmark?: { last_event_id: string };
 }
 
 /** ListEvents' answer (newest first). */

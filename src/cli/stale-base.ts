@@ -32,5 +32,5 @@ export function staleBaseError(
       `  entity-versions push ${target} --entity ${entity} --base ${tip.id}`,
     );
   }
-  return new CliError(error.message, "STALE_BASE", ExitCode.staleBase, error.body, hints);
+  return new CliError(error.message, "STALE_BASE", ExitCode.conflict, error.body, hints);
 }

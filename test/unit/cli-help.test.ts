@@ -17,7 +17,7 @@ test("every command's help has a description, an example and the common options"
   const commands = leaves(buildProgram());
   assert.equal(
     commands.map((c) => c.path),
-    ["push", "download", "list", "get", "activate", "rollback", "delete", "access", "publisher add", "publisher remove", "share add", "share remove", "store add", "store remove", "whoami"],
+    ["push", "download", "list", "get", "activate", "rollback", "delete", "events", "watch", "access", "publisher add", "publisher remove", "share add", "share remove", "store add", "store remove", "whoami"],
   );
   for (const { path, command } of commands) {
     let help = "";
@@ -34,7 +34,7 @@ test("the top-level help has the exit-code table", () => {
   let help = "";
   program.configureOutput({ writeOut: (s) => (help += s) });
   program.outputHelp();
-  for (const line of ["0  success", "1  failure", "2  usage", "3  STALE_BASE", "4  not found or no access"]) assert.ok(help.includes(line), line);
+  for (const line of ["0  success", "1  failure", "2  usage", "3  the entity changed since you read it", "4  not found or no access"]) assert.ok(help.includes(line), line);
 });
 
 test.run();

@@ -65,6 +65,7 @@ test("default versions: UTC, and the next second across day and year boundaries"
 
 test("exit codes of service errors follow the documented table", () => {
   assert.is(exitCodeForServiceError("STALE_BASE", 409), 3);
+  assert.is(exitCodeForServiceError("ACTIVE_VERSION_CHANGED", 409), 3);
   for (const code of ["ENTITY_NOT_FOUND", "VERSION_NOT_FOUND", "NO_ACTIVE_VERSION"]) assert.is(exitCodeForServiceError(code, 404), 4, code);
   assert.is(exitCodeForServiceError("PERMISSION_DENIED", 403), 4);
   assert.is(exitCodeForServiceError("TOKEN_EXPIRED", 401), 4);

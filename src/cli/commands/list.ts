@@ -1,5 +1,5 @@
 import type { Command } from "commander";
-import { apiPath } from "../api-client.js";
+import { apiPath, pageQuery } from "../api-client.js";
 import { parseEntityId, parsePageSize } from "../arguments.js";
 import { type CommonOptions, contextOf, withCommonOptions } from "../command-context.js";
 import { formatBytes, formatTable } from "../output.js";
@@ -12,11 +12,7 @@ interface ListOptions extends CommonOptions {
 
 async function list(entity: string, options: ListOptions): Promise<void> {
   const { output, api } = contextOf(options);
-  const query = new URLSearchParams();
-  if (options.limit !== undefined) query.set("page_size", String(options.limit));
-  if (options.pageToken !== undefined) query.set("page_token", options.pageToken);
-  const q = query.size === 0 ? "" : `?${query.toString()}`;
-  const page = (await api().call<RestVersionList>("GET", `${apiPath("entities", entity, "versions")}${q}`)).body;
+  const page = (await api().call<RestVersionList>("GET", `${apiPath("entities", entity, "versions")}${pageQuery(options)}`)).body;
   output.result(page, () => {
     if (page.versions.length === 0) return `${entity} has no versions.`;
     const table = formatTable(

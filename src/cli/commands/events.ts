@@ -1,0 +1,186 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import { type Command, InvalidArgumentError } from "commander";
+import { apiPath, pageQuery, StreamBroken } from "../api-client.js";
+import { parseEntityId, parsePageSize } from "../arguments.js";
+import { CliError, ServiceError } from "../cli-error.js";
+import { type CommonOptions, contextOf, prose, withCommonOptions } from "../command-context.js";
+import { ExitCode } from "../exit-codes.js";
+import { formatTable } from "../output.js";
+import type { RestEvent, RestEventList, RestWatchMessage } from "../rest-types.js";
+
+const typePrefix = "EVENT_TYPE_";
+const eventTypes = ["VERSION_CREATED", "ACTIVE_VERSION_CHANGED", "VERSION_DELETED", "ACCESS_CHANGED"] as const;
+
+/** What an event changed, in words: `activated 2026.11.22-101500 (id 7f3c…), replacing 0b5c…`. */
+export function describeChange(e: RestEvent): string {
+  const version = `${e.version ?? "?"} (id ${e.version_id ?? "?"})`;
+  switch (e.type.replace(typePrefix, "")) {
+    case "VERSION_CREATED":
+      return `created ${version}`;
+    case "ACTIVE_VERSION_CHANGED":
+      return `activated ${version}, replacing ${e.previous_active_version_id ?? "none"}`;
+    case "VERSION_DELETED":
+      return `deleted ${version}`;
+    case "ACCESS_CHANGED": {
+      const kind = (e.access_change?.kind ?? "").replace("ACCESS_CHANGE_KIND_", "").toLowerCase().replaceAll("_", " ");
+      const subject = e.access_change?.subject_id ?? "";
+      return subject === "" ? kind : `${kind}: ${subject}`;
+    }
+    default:
+      return e.type;
+  }
+}
+
+/** An event type option: VERSION_CREATED, ACTIVE_VERSION_CHANGED, … (any case, EVENT_TYPE_ prefix optional). */
+function parseEventType(value: string, previous: string[] = []): string[] {
+  const name = value.toUpperCase().replace(typePrefix, "");
+  if (!(eventTypes as readonly string[]).includes(name)) throw new InvalidArgumentError(`an event type is one of ${eventTypes.join(", ")}.`);
+  return [...previous, `${typePrefix}${name}`];
+}
+
+function parseCount(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError("a count is a whole number of at least 1.");
+  return n;
+}
+
+/** An event id option: what events and bookmarks carry (a decimal number here, opaque to clients). */
+function parseEventId(value: string): string {
+  if (!/^\d{1,19}$/.test(value)) throw new InvalidArgumentError("an event id is what `entity-versions events` or a watch printed, e.g. 42 (0: from the first event).");
+  return value;
+}
+
+interface EventsOptions extends CommonOptions {
+  limit?: number;
+  pageToken?: string;
+}
+
+async function listEvents(entity: string, options: EventsOptions): Promise<void> {
+  const { output, api } = contextOf(options);
+  const page = (await api().call<RestEventList>("GET", `${apiPath("entities", entity, "events")}${pageQuery(options)}`)).body;
+  output.result(page, () => {
+    if (page.events.length === 0) return `${entity} has no events.`;
+    const table = formatTable(
+      ["id", "occurred at", "by", "change"],
+      page.events.map((e) => [e.id, e.occurred_at ?? "", e.actor, describeChange(e)]),
+    );
+    return page.next_page_token === "" ? table : `${table}\n\nMore: entity-versions events ${entity} --page-token ${page.next_page_token}`;
+  });
+}
+
+interface WatchOptions extends CommonOptions {
+  after?: string;
+  type?: string[];
+  count?: number;
+}
+
+/** Error codes after which a watch is resumed rather than ended: the replica stopping, the database away for a moment. */
+const resumable = new Set(["SHUTTING_DOWN", "DATABASE_UNAVAILABLE", "DATABASE_BUSY", "AUTH_KEYS_UNAVAILABLE"]);
+/**
+ * A watch that receives nothing for this long is taken for a connection
+ * that died without closing, and resumed: the service sends a bookmark
+ * every WATCH_KEEPALIVE_MS of quiet (15 s unless configured).
+ */
+const idleMs = 90_000;
+/** Longest pause between attempts to resume. */
+const maxPauseMs = 5_000;
+
+/**
+ * Follows an entity's events as they happen, resuming after every
+ * interruption from the last event or bookmark received, so that each event
+ * is printed once, in order, whatever happens to the connection or the
+ * replica serving it.
+ */
+async function watch(entity: string, options: WatchOptions): Promise<void> {
+  const { output, api: makeApi } = contextOf(options);
+  const api = makeApi();
+  const types = options.type === undefined ? undefined : new Set(options.type);
+  let after = options.after;
+  let printed = 0;
+  let failures = 0;
+  let began = false;
+  for (;;) {
+    let why: string;
+    try {
+      const path = `${apiPath("entities", entity, "events")}:watch${after === undefined ? "" : `?after_event_id=${after}`}`;
+      for await (const line of api.stream(path, idleMs)) {
+        if (line["error"] !== undefined) throw streamError(line["error"], entity, after);
+        const message = line["result"] as RestWatchMessage | undefined;
+        if (message?.bookmark !== undefined) {
+          after = message.bookmark.last_event_id;
+          failures = 0;
+          if (!began) output.note(`watching ${entity} after event ${after} (Ctrl-C to stop)`);
+          began = true;
+          output.item(message, () => undefined);
+        } else if (message?.event !== undefined) {
+          const event = message.event;
+          after = event.id;
+          began = true;
+          if (types !== undefined && !types.has(event.type)) continue;
+          output.item(message, () => `${event.id}  ${event.occurred_at ?? ""}  ${describeChange(event)}  (by ${event.actor})`);
+          if (options.count !== undefined && ++printed >= options.count) return;
+        }
+      }
+      why = "the service ended the stream";
+    } catch (error) {
+      if (error instanceof StreamBroken) why = error.message;
+      else if (error instanceof ServiceError && (resumable.has(error.code) || error.status === 503)) why = `${error.message} (${error.code})`;
+      // A replica restarting refuses connections for a moment: once the watch has begun, wait for it.
+      else if (began && error instanceof CliError && error.code === "SERVICE_UNREACHABLE") why = error.message;
+      else throw error;
+    }
+    failures++;
+    const pause = failures === 1 ? 0 : Math.min(maxPauseMs, 250 * 2 ** (failures - 1));
+    output.note(`${why}; resuming after event ${after ?? "(none yet)"}${pause === 0 ? "" : ` in ${pause} ms`}`);
+    await sleep(pause);
+  }
+}
+
+/** The error a stream ended with, from its last `{"error": …}` line. */
+function streamError(body: unknown, entity: string, after: string | undefined): CliError {
+  const record = (typeof body === "object" && body !== null ? body : {}) as Record<string, unknown>;
+  const code = typeof record["code"] === "string" ? record["code"] : "UNKNOWN";
+  const message = typeof record["error"] === "string" ? record["error"] : "the stream ended with an error";
+  if (code === "TOKEN_EXPIRED") {
+    return new CliError(message, code, ExitCode.noAccess, record, [
+      `get a new token, then go on where this stopped: entity-versions watch ${entity}${after === undefined ? "" : ` --after ${after}`}`,
+    ]);
+  }
+  // A stream's errors are answered with 200 (the stream had begun); the code decides the exit code.
+  return new ServiceError(200, code, message, record);
+}
+
+/** `events` (an entity's audit trail, newest first) and `watch` (its events as they happen). */
+export function registerEvents(program: Command): void {
+  withCommonOptions(
+    program.command("events")
+      .summary("list an entity's events, newest first")
+      .description("Lists an entity's recorded changes, newest first, one page at a time: who created, activated or deleted which version, and who changed its access.")
+      .argument("<entity>", "the entity", parseEntityId)
+      .option("--limit <n>", "events per page, 1-1000 (default: the service's, 50)", parsePageSize)
+      .option("--page-token <token>", "the page after the one that printed this token")
+      .addHelpText("after", "\nExamples:\n  $ entity-versions events my-app\n  $ entity-versions events my-app --limit 5 --json")
+      .action((entity: string, options: EventsOptions) => listEvents(entity, options)),
+  );
+  withCommonOptions(
+    program.command("watch")
+      .summary("print an entity's events as they happen")
+      .description(
+        prose(`Prints each new event of an entity as it happens, in order, once: from now, or after the
+event --after names (0: from the first). Runs until Ctrl-C, until --count events were printed, or until
+an error retrying cannot mend (no access, the token expired). When the connection is cut or the service
+replica stops, it resumes after the last event or bookmark received, so nothing is missed or printed twice.
+With --json, stdout is newline-delimited JSON: one WatchEventsResponse per line, {"event": …} or
+{"bookmark": …} (the id to resume from).`),
+      )
+      .argument("<entity>", "the entity", parseEntityId)
+      .option("--after <event-id>", "start after this event (0: from the first); default: from now", parseEventId)
+      .option("--type <type>", `only events of this type (repeatable): ${eventTypes.join(", ")}`, parseEventType)
+      .option("--count <n>", "exit 0 once this many events were printed", parseCount)
+      .addHelpText(
+        "after",
+        "\nExamples:\n  $ entity-versions watch my-app\n  $ entity-versions watch my-app --type ACTIVE_VERSION_CHANGED --count 1   # wait for the next activation\n  $ entity-versions watch my-app --after 0 --json | jq -c 'select(.event)'",
+      )
+      .action((entity: string, options: WatchOptions) => watch(entity, options)),
+  );
+}
