@@ -98,6 +98,8 @@ export interface Config {
   readonly orphanGraceSeconds: number;
   /** How often the orphan sweeper runs. */
   readonly sweepIntervalSeconds: number;
+  /** Events older than this many days are deleted by the sweeper; 0: kept for as long as their entity (the default). */
+  readonly eventRetentionDays: number;
   /** Signs page tokens; replicas must share it. Undefined: a secret kept under dataDir. */
   readonly pageTokenSecret: string | undefined;
   readonly limits: Limits;
@@ -340,6 +342,7 @@ export function loadConfig(env: Env = process.env): Config {
     blobDeletionIntervalMs: integer(env, "BLOB_DELETION_INTERVAL_MS", 30_000, 100, 3_600_000),
     orphanGraceSeconds: integer(env, "ORPHAN_GRACE_SECONDS", 24 * 3600, 1, 365 * 24 * 3600),
     sweepIntervalSeconds: integer(env, "SWEEP_INTERVAL_SECONDS", 3600, 1, 7 * 24 * 3600),
+    eventRetentionDays: integer(env, "EVENT_RETENTION_DAYS", 0, 0, 100 * 366),
     pageTokenSecret: secret(env, "PAGE_TOKEN_SECRET"),
     limits: Object.freeze({
       maxRequestBytes,

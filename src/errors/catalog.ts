@@ -94,6 +94,13 @@ export const catalog = Object.freeze({
         : `This server already serves ${p.limit} watches: retry shortly, or against another replica.`,
     { retryable: true },
   ),
+  EVENTS_EXPIRED: spec<{ entityId: string; afterEventId: string; prunedThrough: string }>(
+    Code.OutOfRange,
+    (p) =>
+      `The events of entity "${p.entityId}" up to "${p.prunedThrough}" are no longer kept (EVENT_RETENTION_DAYS), so the events after "${p.afterEventId}" cannot all be sent: read the entity's state afresh (GetActiveVersion, ListVersions), then watch without after_event_id.`,
+    // As Kubernetes answers a watch from a resourceVersion it no longer has.
+    { httpStatus: 410 },
+  ),
   DEADLINE_EXCEEDED: spec(
     Code.DeadlineExceeded,
     () => "The call did not finish within its deadline (a dependency may be slow): retry; retrying a push or a confirm is safe.",

@@ -120,10 +120,14 @@ export class Watch {
           first !== undefined && first.seq <= position + 1
             ? recent.slice(position + 1 - first.seq, position + 1 - first.seq + replayBatch)
             : await this.#hub.source.after(this.entityId, position, replayBatch, signal);
-        if (events.length > 0) {
-          this.#lastSentAt = Date.now();
-          return events;
+        // Numbers have no gaps and the events up to the cursor were read:
+        // a first event past position + 1, or none, means those between
+        // were deleted for age while this watch was behind.
+        if (events[0]?.seq !== position + 1) {
+          throw apiError("EVENTS_EXPIRED", { entityId: this.entityId, afterEventId: String(position), prunedThrough: String((events[0]?.seq ?? cursor + 1) - 1) });
         }
+        this.#lastSentAt = Date.now();
+        return events;
       }
       const quietFor = Date.now() - this.#lastSentAt;
       if (quietFor >= this.#hub.options.keepaliveMs) {

@@ -10,6 +10,14 @@ export interface SweepResult {
   readonly abandonedUploads: number;
   /** Blobs older than the grace period with no upload record at all, deleted. */
   readonly strayBlobs: number;
+  /** Events older than the retention period, deleted (0 when events are kept for good). */
+  readonly prunedEvents: number;
+}
+
+/** The event log, as far as the sweeper prunes it. */
+export interface EventPruning {
+  /** Deletes events older than `cutoff`, looking at up to `limit`; returns how many it deleted. */
+  pruneBefore(cutoff: Date, limit: number): Promise<number>;
 }
 
 /** How the sweeper runs. */
@@ -17,6 +25,8 @@ export interface SweeperOptions {
   /** How long an upload may wait for its confirm before it is swept. */
   readonly graceMs: number;
   readonly intervalMs: number;
+  /** Events older than this are deleted; undefined: kept for as long as their entity. */
+  readonly eventRetentionMs?: number | undefined;
   readonly onSweep?: (result: SweepResult) => void;
   readonly onError?: (error: unknown) => void;
 }
@@ -31,7 +41,8 @@ export interface SweeperOptions {
  * it is older than the grace period AND its upload record is still
  * "issued" (then marked "deleting" by a conditional update that loses to any
  * confirm) or missing. Blobs of confirmed uploads are never touched. Every
- * step is idempotent, so replicas may sweep at the same time.
+ * step is idempotent, so replicas may sweep at the same time. With an event
+ * retention set, it also deletes the events older than that.
  */
 export class OrphanSweeper {
   readonly #uploads: UploadStore;
@@ -43,7 +54,10 @@ export class OrphanSweeper {
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<unknown> = Promise.resolve();
 
-  constructor(uploads: UploadStore, blobs: BlobStore, deleter: BlobDeleter, clock: Clock, log: DeleterLogger, options: SweeperOptions) {
+  readonly #events: EventPruning | undefined;
+
+  constructor(uploads: UploadStore, blobs: BlobStore, deleter: BlobDeleter, clock: Clock, log: DeleterLogger, options: SweeperOptions, events?: EventPruning) {
+    this.#events = events;
     this.#uploads = uploads;
     this.#blobs = blobs;
     this.#deleter = deleter;
@@ -52,7 +66,7 @@ export class OrphanSweeper {
     this.#options = options;
   }
 
-  /** One sweep: abandoned uploads by record, then stray blobs by listing, then the deletions. */
+  /** One sweep: abandoned uploads by record, then stray blobs by listing, then the deletions, then old events. */
   async runOnce(): Promise<SweepResult> {
     const now = this.#clock.now();
     const cutoff = new Date(now.getTime() - this.#options.graceMs);
@@ -81,7 +95,16 @@ export class OrphanSweeper {
       }
     }
     await this.#deleter.runOnce(1000);
-    const result = { abandonedUploads, strayBlobs };
+    let prunedEvents = 0;
+    const retentionMs = this.#options.eventRetentionMs;
+    if (this.#events !== undefined && retentionMs !== undefined) {
+      const eventCutoff = new Date(now.getTime() - retentionMs);
+      for (let deleted = -1; deleted !== 0; ) {
+        deleted = await this.#events.pruneBefore(eventCutoff, 1000);
+        prunedEvents += deleted;
+      }
+    }
+    const result = { abandonedUploads, strayBlobs, prunedEvents };
     this.#options.onSweep?.(result);
     return result;
   }

@@ -45,7 +45,7 @@ export class Metrics {
 
   readonly swept = new Counter({
     name: "entity_versions_sweeper_swept_total",
-    help: "What the orphan sweeper removed: abandoned uploads (queued for deletion) and stray blobs (deleted).",
+    help: "What the sweeper removed: abandoned uploads (queued for deletion), stray blobs and events past EVENT_RETENTION_DAYS (deleted).",
     labelNames: ["kind"] as const,
     registers: [this.registry],
   });

@@ -65,6 +65,25 @@ export class EventStore {
   }
 
   /**
+   * Deletes events that occurred before `cutoff`, looking at the oldest
+   * `limit` of them; returns how many it deleted (0: none left to delete).
+   * Each entity's events go as a prefix of its log (everything up to the
+   * newest old event found, one statement per entity), so the numbers kept
+   * stay without gaps after the first, and a watch that would need a
+   * deleted event sees where they start (EVENTS_EXPIRED). The search for
+   * old events is the one statement not scoped by entity: housekeeping
+   * across the whole table, like the orphan sweep.
+   */
+  async pruneBefore(cutoff: Date, limit: number): Promise<number> {
+    const old = await this.#knex("entity_events").where("occurred_at", "<", cutoff).orderBy("occurred_at").limit(limit).select<Array<{ entity_id: string; seq: number | string }>>("entity_id", "seq");
+    const through = new Map<string, number>();
+    for (const row of old) through.set(row.entity_id, Math.max(through.get(row.entity_id) ?? 0, Number(row.seq)));
+    let deleted = 0;
+    for (const [entityId, seq] of through) deleted += await this.#knex("entity_events").where("entity_id", entityId).andWhere("seq", "<=", seq).delete();
+    return deleted;
+  }
+
+  /**
    * Up to `limit` events of the given entities, each after its own number,
    * ordered by entity and number: one statement for every watched entity.
    * Not prepared: its text varies with the number of entities.

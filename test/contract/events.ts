@@ -1,6 +1,6 @@
-import knexFactory, { type Knex } from "knex";
+import type { Knex } from "knex";
 import * as assert from "uvu/assert";
-import type { Backend } from "../support/env.js";
+import { type Backend, connectTestDatabase } from "../support/env.js";
 import { grpc } from "../support/grpc-client.js";
 import type { RestClient } from "../support/rest.js";
 import { newEntityId, push, type TestService, uploadOnly } from "../support/service.js";
@@ -144,7 +144,7 @@ export function eventsSuite(backend: Backend) {
     const v1 = (await push({ rest: owner }, e, { setAsActive: true })).confirm!.body.version.id as string;
     const v2 = (await push({ rest: owner }, e, { base: v1 })).confirm!.body.version.id as string;
     const before = await allEvents(owner, e);
-    const knex = knexFactory(backend === "mysql" ? { client: "mysql2", connection: svc.db.url } : { client: "better-sqlite3", connection: { filename: svc.db.url.slice("sqlite:".length) }, useNullAsDefault: true });
+    const knex = connectTestDatabase(backend, svc.db);
     try {
       // The event cannot be written: the activation is not made, nor is a confirm's version.
       let drop = await refuseWrites(knex, backend, "ev_test_no_event", "entity_events", "insert", `new.entity_id = '${e}'`);

@@ -1,6 +1,6 @@
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { type Backend, createTestDatabase } from "../support/env.js";
+import { type Backend, connectTestDatabase, createTestDatabase } from "../support/env.js";
 import { grpc } from "../support/grpc-client.js";
 import type { RestClient } from "../support/rest.js";
 import { newEntityId, push, serviceEnv, spawnService, startService, type TestService } from "../support/service.js";
@@ -251,6 +251,40 @@ export function watchSuite(backend: Backend) {
       assert.equal([late.code, late.reason], [grpc.status.UNAUTHENTICATED, "TOKEN_EXPIRED"]);
     } finally {
       for (const w of opened) w.close();
+      await svc.close();
+    }
+  });
+
+  s("EVENT_RETENTION_DAYS: the sweeper deletes older events as a prefix of each entity's log; a watch from inside the deleted part is refused with EVENTS_EXPIRED", async () => {
+    const svc = await startService(backend, { env: { EVENT_RETENTION_DAYS: "1" } });
+    const knex = connectTestDatabase(backend, svc.db);
+    const opened: WatchStream[] = [];
+    try {
+      const owner = await user(svc, "owner", ["publisher"]);
+      const { e } = await entityWithVersion(owner.rest);
+      const { e: recent } = await entityWithVersion(owner.rest);
+      assert.is((await owner.rest.post(`${v(e)}/shares`, { user_id: "bob" })).status, 200);
+      // Events 1 and 2 of e happened two days ago; e's event 3, 4 and everything of the other entity are new.
+      await knex("entity_events").where("entity_id", e).andWhere("seq", "<=", 2).update({ occurred_at: new Date(Date.now() - 2 * 24 * 3600_000) });
+      assert.is((await svc.app.sweeper.runOnce()).prunedEvents, 2);
+      assert.is((await svc.app.sweeper.runOnce()).prunedEvents, 0, "nothing left to delete");
+      const ids = async (entity: string) => (await owner.rest.get(`${v(entity)}/events`)).body.events.map((x: { id: string }) => x.id);
+      assert.equal(await ids(e), ["4", "3"]);
+      assert.equal(await ids(recent), ["3", "2", "1"]);
+
+      // Resuming inside the deleted part would miss events: refused, saying what to do.
+      const restEnd = await watchRest(svc.url, e, owner.headers, { afterEventId: "1", backend }).ended();
+      assert.equal([restEnd.httpStatus, restEnd.reason], [410, "EVENTS_EXPIRED"]);
+      assert.match(restEnd.message, "watch without after_event_id");
+      const grpcEnd = await watchGrpc(owner.grpc, e, { afterEventId: "0" }).ended();
+      assert.equal([grpcEnd.code, grpcEnd.reason, grpcEnd.metadata["pruned_through"]], [grpc.status.OUT_OF_RANGE, "EVENTS_EXPIRED", "2"]);
+      // From the last deleted event on, nothing is missing.
+      opened.push(watchGrpc(owner.grpc, e, { afterEventId: "2" }), watchGrpc(owner.grpc, e));
+      assert.equal((await opened[0]!.events(2)).map((x) => `${x.id} ${x.type}`), ["3 ACTIVE_VERSION_CHANGED", "4 ACCESS_CHANGED"]);
+      for (const w of opened) assert.is(await w.bookmark(), "4");
+    } finally {
+      for (const w of opened) w.close();
+      await knex.destroy();
       await svc.close();
     }
   });

@@ -5,7 +5,7 @@ import { randomBytes } from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import knexFactory from "knex";
+import knexFactory, { type Knex } from "knex";
 import { type EmbeddedAzurite, startEmbeddedAzurite } from "../../src/blob/embedded-azurite.js";
 
 /** Which database a suite runs on. */
@@ -57,6 +57,15 @@ export interface TestDatabase {
   /** DATABASE_URL of the fresh database. */
   readonly url: string;
   drop(): Promise<void>;
+}
+
+/** A connection of the test's own to a service's database: to reach behind the API (triggers, old timestamps). Destroy it when done. */
+export function connectTestDatabase(backend: Backend, db: TestDatabase): Knex {
+  return knexFactory(
+    backend === "mysql"
+      ? { client: "mysql2", connection: db.url }
+      : { client: "better-sqlite3", connection: { filename: db.url.slice("sqlite:".length) }, useNullAsDefault: true },
+  );
 }
 
 /** Creates an empty database on the backend. */
