@@ -302,7 +302,7 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
 
   s("events, watch and activate --expect-active: each event printed once, in order, across a cut connection and a replica that stops", async ({ work }) => {
     const db = await createTestDatabase(backend);
-    let svc = await startService(backend, { db });
+    let svc = await startService(backend, { db, env: { AUTH_CLOCK_SKEW_SECONDS: "0" } });
     const proxy = await tcpProxy(svc.url);
     let watcher: CliProcess | undefined;
     try {
@@ -337,7 +337,7 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
 
       // The replica stops (SHUTTING_DOWN); another serves the same database; the watch resumes there.
       await svc.close();
-      svc = await startService(backend, { db });
+      svc = await startService(backend, { db, env: { AUTH_CLOCK_SKEW_SECONDS: "0" } });
       proxy.retarget(svc.url);
       const stale = await cli(["activate", entity, v1.id, "--expect-active", v1.id], { cwd: work, env: { ...env, ENTITY_VERSIONS_URL: svc.url } });
       expectExit(stale, 3, "activate --expect-active with another version active");
@@ -357,6 +357,14 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
       expectExit(next, 0, "watch --count 1");
       assert.equal(next.stdout.trim().split("\n").length, 1, next.stdout);
       assert.match(next.stdout, new RegExp(`^8  \\S+  activated ${v2.version} \\(id ${v2.id}\\), replacing ${v1.id}  \\(by alice\\)`));
+
+      // A token that expires while watching: exit 4, naming where to go on from with a new one.
+      const short = await token({ sub: "alice", roles: ["publisher"], expiresIn: 3 });
+      const expiring = await cli(["watch", entity, "--after", "7"], { cwd: work, env: { ...env, ENTITY_VERSIONS_TOKEN: short } });
+      expectExit(expiring, 4, "watch whose token expires");
+      assert.match(expiring.stdout, `8  `);
+      assert.match(expiring.stderr, "(TOKEN_EXPIRED)");
+      assert.match(expiring.stderr, `entity-versions watch ${entity} --after 8`);
     } finally {
       await watcher?.stop();
       await proxy.close();

@@ -129,8 +129,8 @@ export class ApiClient {
 
   /**
    * Opens a REST stream (newline-delimited JSON, as WatchEvents answers over
-   * REST) and yields each line's object as it arrives. An error answer
-   * before the stream rejects as call() would; a failure once it began
+   * REST) and yields each line's object as it arrives. No answer, or an
+   * error answer, rejects as call() would; a failure once it began
    * (the connection cut, or nothing received for `idleMs`: a connection
    * that died without closing) rejects with a {@link StreamBroken}, which
    * the caller may resume from. Never retried here: what to resume from is
@@ -145,8 +145,8 @@ export class ApiClient {
       res = await fetch(url, { headers: { authorization: `Bearer ${this.token}`, accept: "application/x-ndjson" }, signal: idle.signal });
     } catch (error) {
       clearTimeout(timer);
-      const cause = idle.signal.aborted ? `no answer for ${idleMs / 1000} s` : networkCause(error);
-      throw refusedCodes.has(cause) ? this.#unreachable(cause, error) : new StreamBroken(cause, error);
+      // No answer at all: as for any call, the service is not reached.
+      throw this.#unreachable(idle.signal.aborted ? `no answer for ${idleMs / 1000} s` : networkCause(error), error);
     }
     if (!res.ok || res.body === null) {
       clearTimeout(timer);
@@ -216,7 +216,8 @@ function errorCode(body: unknown): string | undefined {
   return typeof code === "string" ? code : undefined;
 }
 
-function backoff(attempt: number): number {
+/** The pause before attempt `attempt + 1`: 0.5 s doubling, at most 5 s. */
+export function backoff(attempt: number): number {
   return Math.min(maxBackoffMs, 500 * 2 ** (attempt - 1));
 }
 

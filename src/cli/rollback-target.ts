@@ -1,4 +1,4 @@
-import { type ApiClient, apiPath } from "./api-client.js";
+import { type ApiClient, apiPath, pageQuery } from "./api-client.js";
 import { CliError, ServiceError } from "./cli-error.js";
 import type { RestEventList, RestVersion, RestVersionList } from "./rest-types.js";
 
@@ -24,7 +24,7 @@ export const previousByCreation: RollbackStrategy = async (api, entity) => {
   let pageToken = "";
   let foundActive = false;
   do {
-    const query = `?page_size=${pageSize}${pageToken === "" ? "" : `&page_token=${encodeURIComponent(pageToken)}`}`;
+    const query = pageQuery({ limit: pageSize, ...(pageToken === "" ? {} : { pageToken }) });
     const page = (await api.call<RestVersionList>("GET", `${apiPath("entities", entity, "versions")}${query}`)).body;
     for (const version of page.versions) {
       // Newest first: the first version after the active one is the one created before it.
@@ -54,7 +54,7 @@ export const previouslyActive: RollbackStrategy = async (api, entity) => {
   const active = (await api.call<RestVersion>("GET", apiPath("entities", entity, "active-version"))).body;
   let pageToken = "";
   do {
-    const query = `?page_size=${pageSize}${pageToken === "" ? "" : `&page_token=${encodeURIComponent(pageToken)}`}`;
+    const query = pageQuery({ limit: pageSize, ...(pageToken === "" ? {} : { pageToken }) });
     const page = (await api.call<RestEventList>("GET", `${apiPath("entities", entity, "events")}${query}`)).body;
     for (const event of page.events) {
       if (event.type !== "EVENT_TYPE_ACTIVE_VERSION_CHANGED" || event.version_id !== active.id) continue;

@@ -44,8 +44,11 @@ class Channel {
   take(events: readonly EventRecord[]): boolean {
     let advanced = false;
     for (const event of events) {
-      // Numbers have no gaps: anything else was already read, or is out of order.
-      if (this.cursor === undefined || event.seq !== this.cursor + 1) continue;
+      if (this.cursor === undefined || event.seq <= this.cursor) continue;
+      // Numbers have no gaps but where events were deleted for age
+      // (EVENT_RETENTION_DAYS): past cursor + 1, those between are gone,
+      // and a watch that still needs them learns so in next().
+      if (event.seq !== this.cursor + 1) this.recent = [];
       this.recent.push(event);
       this.cursor = event.seq;
       advanced = true;
@@ -105,8 +108,9 @@ export class Watch {
    * the hub has them, else from the database (a replay, or a watch far
    * behind). When there are none yet, waits until there are, and answers
    * none once the keep-alive interval has passed with nothing sent.
-   * Rejects when the watch was ended (the server stopping) or `signal`
-   * aborts.
+   * Rejects when the watch was ended (the server stopping, the token
+   * expiring), when `signal` aborts, and with EVENTS_EXPIRED when events
+   * it still needs were deleted for age.
    */
   async next(signal: AbortSignal): Promise<EventRecord[]> {
     for (;;) {

@@ -53,6 +53,7 @@ export class OrphanSweeper {
   readonly #options: SweeperOptions;
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<unknown> = Promise.resolve();
+  #stopping = false;
 
   readonly #events: EventPruning | undefined;
 
@@ -66,20 +67,36 @@ export class OrphanSweeper {
     this.#options = options;
   }
 
-  /** One sweep: abandoned uploads by record, then stray blobs by listing, then the deletions, then old events. */
+  /**
+   * One sweep: abandoned uploads by record, old events (the database
+   * only, so a blob store that is down does not hold them up), then stray
+   * blobs by listing, then the deletions. Each long loop stops between
+   * batches once stop() is called: a first sweep over a large log or
+   * container must not hold up a shutdown (the next sweep goes on).
+   */
   async runOnce(): Promise<SweepResult> {
     const now = this.#clock.now();
     const cutoff = new Date(now.getTime() - this.#options.graceMs);
     let abandonedUploads = 0;
-    for (let marked = -1; marked !== 0; ) {
+    for (let marked = -1; marked !== 0 && !this.#stopping; ) {
       marked = await this.#uploads.abandonIssuedBefore(cutoff, now, 500);
       abandonedUploads += marked;
+    }
+    let prunedEvents = 0;
+    const retentionMs = this.#options.eventRetentionMs;
+    if (this.#events !== undefined && retentionMs !== undefined) {
+      const eventCutoff = new Date(now.getTime() - retentionMs);
+      for (let deleted = -1; deleted !== 0 && !this.#stopping; ) {
+        deleted = await this.#events.pruneBefore(eventCutoff, 1000);
+        prunedEvents += deleted;
+      }
     }
     let strayBlobs = 0;
     // Only under the service's own prefixes: a container shared with
     // anything else keeps everything else.
     for (const prefix of Object.values(areaPrefixes)) {
       for await (const blob of this.#blobs.list(prefix)) {
+        if (this.#stopping) break;
         if (blob.lastModified >= cutoff) continue;
         const path = parseUploadPath(blob.name);
         // A name of ours that we never make: left alone, like anything foreign.
@@ -94,16 +111,7 @@ export class OrphanSweeper {
         }
       }
     }
-    await this.#deleter.runOnce(1000);
-    let prunedEvents = 0;
-    const retentionMs = this.#options.eventRetentionMs;
-    if (this.#events !== undefined && retentionMs !== undefined) {
-      const eventCutoff = new Date(now.getTime() - retentionMs);
-      for (let deleted = -1; deleted !== 0; ) {
-        deleted = await this.#events.pruneBefore(eventCutoff, 1000);
-        prunedEvents += deleted;
-      }
-    }
+    if (!this.#stopping) await this.#deleter.runOnce(1000);
     const result = { abandonedUploads, strayBlobs, prunedEvents };
     this.#options.onSweep?.(result);
     return result;
@@ -125,8 +133,9 @@ export class OrphanSweeper {
     this.#timer = setTimeout(tick, next()).unref();
   }
 
-  /** Stops sweeping and waits for a sweep under way. */
+  /** Stops sweeping, and waits for a sweep under way to end its current batch. */
   async stop(): Promise<void> {
+    this.#stopping = true;
     clearTimeout(this.#timer);
     this.#timer = undefined;
     await this.#running;

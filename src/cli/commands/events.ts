@@ -1,11 +1,11 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { type Command, InvalidArgumentError } from "commander";
-import { apiPath, pageQuery, StreamBroken } from "../api-client.js";
+import { apiPath, backoff, pageQuery, StreamBroken } from "../api-client.js";
 import { parseEntityId, parsePageSize } from "../arguments.js";
 import { CliError, ServiceError } from "../cli-error.js";
 import { type CommonOptions, contextOf, prose, withCommonOptions } from "../command-context.js";
 import { ExitCode } from "../exit-codes.js";
-import { formatTable } from "../output.js";
+import { describeVersion, formatTable } from "../output.js";
 import type { RestEvent, RestEventList, RestWatchMessage } from "../rest-types.js";
 
 const typePrefix = "EVENT_TYPE_";
@@ -13,7 +13,7 @@ const eventTypes = ["VERSION_CREATED", "ACTIVE_VERSION_CHANGED", "VERSION_DELETE
 
 /** What an event changed, in words: `activated 2026.11.22-101500 (id 7f3c…), replacing 0b5c…`. */
 export function describeChange(e: RestEvent): string {
-  const version = `${e.version ?? "?"} (id ${e.version_id ?? "?"})`;
+  const version = describeVersion({ version: e.version ?? "?", id: e.version_id ?? "?" });
   switch (e.type.replace(typePrefix, "")) {
     case "VERSION_CREATED":
       return `created ${version}`;
@@ -82,8 +82,6 @@ const resumable = new Set(["SHUTTING_DOWN", "DATABASE_UNAVAILABLE", "DATABASE_BU
  * every WATCH_KEEPALIVE_MS of quiet (15 s unless configured).
  */
 const idleMs = 90_000;
-/** Longest pause between attempts to resume. */
-const maxPauseMs = 5_000;
 
 /**
  * Follows an entity's events as they happen, resuming after every
@@ -102,20 +100,19 @@ async function watch(entity: string, options: WatchOptions): Promise<void> {
   for (;;) {
     let why: string;
     try {
-      const path = `${apiPath("entities", entity, "events")}:watch${after === undefined ? "" : `?after_event_id=${after}`}`;
+      const path = `${apiPath("entities", entity, "events")}:watch${after === undefined ? "" : `?after_event_id=${encodeURIComponent(after)}`}`;
       for await (const line of api.stream(path, idleMs)) {
-        if (line["error"] !== undefined) throw streamError(line["error"], entity, after);
+        if (line["error"] !== undefined) throw streamError(line["error"]);
+        if (!began) output.note(`watching ${entity} ${after === undefined ? "from now" : `after event ${after}`} (Ctrl-C to stop)`);
+        began = true;
+        failures = 0;
         const message = line["result"] as RestWatchMessage | undefined;
         if (message?.bookmark !== undefined) {
           after = message.bookmark.last_event_id;
-          failures = 0;
-          if (!began) output.note(`watching ${entity} after event ${after} (Ctrl-C to stop)`);
-          began = true;
           output.item(message, () => undefined);
         } else if (message?.event !== undefined) {
           const event = message.event;
           after = event.id;
-          began = true;
           if (types !== undefined && !types.has(event.type)) continue;
           output.item(message, () => `${event.id}  ${event.occurred_at ?? ""}  ${describeChange(event)}  (by ${event.actor})`);
           if (options.count !== undefined && ++printed >= options.count) return;
@@ -123,30 +120,31 @@ async function watch(entity: string, options: WatchOptions): Promise<void> {
       }
       why = "the service ended the stream";
     } catch (error) {
+      // Whether the stream said so or the next attempt is refused: retrying cannot mend it, so say where to go on from.
+      if (error instanceof ServiceError && error.code === "TOKEN_EXPIRED") {
+        throw new CliError(error.message, error.code, ExitCode.noAccess, error.body, [
+          `get a new token, then go on where this stopped: entity-versions watch ${entity}${after === undefined ? "" : ` --after ${after}`}`,
+        ]);
+      }
       if (error instanceof StreamBroken) why = error.message;
       else if (error instanceof ServiceError && (resumable.has(error.code) || error.status === 503)) why = `${error.message} (${error.code})`;
       // A replica restarting refuses connections for a moment: once the watch has begun, wait for it.
       else if (began && error instanceof CliError && error.code === "SERVICE_UNREACHABLE") why = error.message;
       else throw error;
     }
-    failures++;
-    const pause = failures === 1 ? 0 : Math.min(maxPauseMs, 250 * 2 ** (failures - 1));
-    output.note(`${why}; resuming after event ${after ?? "(none yet)"}${pause === 0 ? "" : ` in ${pause} ms`}`);
+    // Never at once: a stream cut again and again right after it opens must not become a busy loop.
+    const pause = backoff(++failures);
+    output.note(`${why}; resuming after event ${after ?? "(none yet)"} in ${pause} ms`);
     await sleep(pause);
   }
 }
 
 /** The error a stream ended with, from its last `{"error": …}` line. */
-function streamError(body: unknown, entity: string, after: string | undefined): CliError {
+function streamError(body: unknown): ServiceError {
   const record = (typeof body === "object" && body !== null ? body : {}) as Record<string, unknown>;
   const code = typeof record["code"] === "string" ? record["code"] : "UNKNOWN";
   const message = typeof record["error"] === "string" ? record["error"] : "the stream ended with an error";
-  if (code === "TOKEN_EXPIRED") {
-    return new CliError(message, code, ExitCode.noAccess, record, [
-      `get a new token, then go on where this stopped: entity-versions watch ${entity}${after === undefined ? "" : ` --after ${after}`}`,
-    ]);
-  }
-  // A stream's errors are answered with 200 (the stream had begun); the code decides the exit code.
+  // A stream's errors come after its 200; the code decides the exit code.
   return new ServiceError(200, code, message, record);
 }
 
@@ -168,7 +166,8 @@ export function registerEvents(program: Command): void {
       .description(
         prose(`Prints each new event of an entity as it happens, in order, once: from now, or after the
 event --after names (0: from the first). Runs until Ctrl-C, until --count events were printed, or until
-an error retrying cannot mend (no access, the token expired). When the connection is cut or the service
+an error retrying cannot mend: no access, the token expired (it names the --after to go on from), or
+EVENTS_EXPIRED (the events after --after are no longer kept). When the connection is cut or the service
 replica stops, it resumes after the last event or bookmark received, so nothing is missed or printed twice.
 With --json, stdout is newline-delimited JSON: one WatchEventsResponse per line, {"event": …} or
 {"bookmark": …} (the id to resume from).`),

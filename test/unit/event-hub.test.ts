@@ -1,0 +1,125 @@
+// The event hub's delivery over an event log held in memory (its EventSource
+// is a two-method interface): order, and what a watch is told when events
+// it still needs were deleted for age. The hub against real databases, on
+// every protocol, is in test/contract/watch.ts.
+import { ConnectError } from "@connectrpc/connect";
+import { test } from "uvu";
+import * as assert from "uvu/assert";
+import { reasonOf } from "../../src/errors/api-error.js";
+import { EventHub, type EventSource } from "../../src/events/event-hub.js";
+import type { EventRecord } from "../../src/store/event-log.js";
+
+/** An entity's event log, as the database would answer the hub's two reads. */
+class MemoryLog implements EventSource {
+  events: EventRecord[] = [];
+
+  append(entityId: string, count: number): void {
+    const last = this.events.filter((e) => e.entityId === entityId).reduce((n, e) => Math.max(n, e.seq), 0);
+    for (let seq = last + 1; seq <= last + count; seq++) {
+      this.events.push({
+        entityId,
+        seq,
+        type: "VERSION_CREATED",
+        actor: "alice",
+        occurredAt: new Date(),
+        versionId: `v${seq}`,
+        version: undefined,
+        previousActiveVersionId: undefined,
+        accessKind: undefined,
+        accessSubject: undefined,
+      });
+    }
+  }
+
+  /** Deletes the entity's events up to `through`, as the sweeper does. */
+  prune(entityId: string, through: number): void {
+    this.events = this.events.filter((e) => e.entityId !== entityId || e.seq > through);
+  }
+
+  async after(entityId: string, afterSeq: number, limit: number): Promise<EventRecord[]> {
+    return this.events.filter((e) => e.entityId === entityId && e.seq > afterSeq).slice(0, limit);
+  }
+
+  async poll(cursors: ReadonlyMap<string, number>, limit: number): Promise<EventRecord[]> {
+    return this.events.filter((e) => cursors.has(e.entityId) && e.seq > cursors.get(e.entityId)!).slice(0, limit);
+  }
+}
+
+const hubOver = (log: MemoryLog) => new EventHub(log, { pollIntervalMs: 10_000, keepaliveMs: 10_000, maxWatches: 10, maxWatchesPerCaller: 10 });
+const never = new AbortController().signal;
+
+/** What a watch's next() rejected with: its catalog reason and metadata-bearing message. */
+async function rejection(promise: Promise<unknown>): Promise<{ reason: string | undefined; message: string }> {
+  try {
+    await promise;
+  } catch (error) {
+    assert.instance(error, ConnectError);
+    return { reason: reasonOf(error as ConnectError), message: (error as ConnectError).rawMessage };
+  }
+  throw new Error("next() did not reject");
+}
+
+test("a watch replays, then follows, each event once and in order", async () => {
+  const log = new MemoryLog();
+  log.append("e", 5);
+  const hub = hubOver(log);
+  const watch = hub.open("e", "alice");
+  watch.start(2, 5);
+  const seen: number[] = [];
+  for (const e of await watch.next(never)) {
+    seen.push(e.seq);
+    watch.passed(e.seq);
+  }
+  log.append("e", 2);
+  hub.recorded(["e"]);
+  for (const e of await watch.next(never)) {
+    seen.push(e.seq);
+    watch.passed(e.seq);
+  }
+  assert.equal(seen, [3, 4, 5, 6, 7]);
+  watch.close();
+  await hub.close(0);
+});
+
+test("a watch behind events that were deleted for age ends with EVENTS_EXPIRED, naming the last one deleted", async () => {
+  const log = new MemoryLog();
+  log.append("e", 10);
+  const hub = hubOver(log);
+  const watch = hub.open("e", "alice");
+  watch.start(2, 10);
+  log.prune("e", 5);
+  const { reason, message } = await rejection(watch.next(never));
+  assert.is(reason, "EVENTS_EXPIRED");
+  assert.match(message, `up to "5" are no longer kept`);
+  assert.match(message, `after "2"`);
+  // From the last deleted event on, nothing is missing.
+  const fresh = hub.open("e", "alice");
+  fresh.start(5, 10);
+  assert.equal((await fresh.next(never)).map((e) => e.seq), [6, 7, 8, 9, 10]);
+  for (const w of [watch, fresh]) w.close();
+  await hub.close(0);
+});
+
+test("events deleted before the poller read them: the hub reads on past the gap, and a watch that needed them is told", async () => {
+  const log = new MemoryLog();
+  log.append("e", 3);
+  const hub = hubOver(log);
+  const behind = hub.open("e", "alice");
+  behind.start(3, 3);
+  log.append("e", 5);
+  log.prune("e", 6);
+  hub.recorded(["e"]);
+  const { reason, message } = await rejection(behind.next(never));
+  assert.is(reason, "EVENTS_EXPIRED");
+  assert.match(message, `up to "6"`);
+  // A watch from where the hub now stands goes on with the next events.
+  const current = hub.open("e", "alice");
+  current.start(8, 8);
+  log.append("e", 1);
+  hub.recorded(["e"]);
+  assert.equal((await current.next(never)).map((e) => e.seq), [9]);
+  for (const w of [behind, current]) w.close();
+  await hub.close(0);
+});
+
+test.run();
