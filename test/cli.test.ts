@@ -359,7 +359,7 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
       assert.match(next.stdout, new RegExp(`^8  \\S+  activated ${v2.version} \\(id ${v2.id}\\), replacing ${v1.id}  \\(by alice\\)`));
 
       // A token that expires while watching: exit 4, naming where to go on from with a new one.
-      const short = await token({ sub: "alice", roles: ["publisher"], expiresIn: 3 });
+      const short = await token({ sub: "alice", roles: ["publisher"], expiresIn: 6 });
       const expiring = await cli(["watch", entity, "--after", "7"], { cwd: work, env: { ...env, ENTITY_VERSIONS_TOKEN: short } });
       expectExit(expiring, 4, "watch whose token expires");
       assert.match(expiring.stdout, `8  `);

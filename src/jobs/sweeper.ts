@@ -95,6 +95,7 @@ export class OrphanSweeper {
     // Only under the service's own prefixes: a container shared with
     // anything else keeps everything else.
     for (const prefix of Object.values(areaPrefixes)) {
+      if (this.#stopping) break;
       for await (const blob of this.#blobs.list(prefix)) {
         if (this.#stopping) break;
         if (blob.lastModified >= cutoff) continue;

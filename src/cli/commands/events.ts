@@ -97,6 +97,8 @@ async function watch(entity: string, options: WatchOptions): Promise<void> {
   let printed = 0;
   let failures = 0;
   let began = false;
+  // Whether the service has answered at all: from then on a refused connection is a replica restarting, and is waited for.
+  let reached = false;
   for (;;) {
     let why: string;
     try {
@@ -126,10 +128,10 @@ async function watch(entity: string, options: WatchOptions): Promise<void> {
           `get a new token, then go on where this stopped: entity-versions watch ${entity}${after === undefined ? "" : ` --after ${after}`}`,
         ]);
       }
+      reached ||= began || error instanceof ServiceError;
       if (error instanceof StreamBroken) why = error.message;
       else if (error instanceof ServiceError && (resumable.has(error.code) || error.status === 503)) why = `${error.message} (${error.code})`;
-      // A replica restarting refuses connections for a moment: once the watch has begun, wait for it.
-      else if (began && error instanceof CliError && error.code === "SERVICE_UNREACHABLE") why = error.message;
+      else if (reached && error instanceof CliError && error.code === "SERVICE_UNREACHABLE") why = error.message;
       else throw error;
     }
     // Never at once: a stream cut again and again right after it opens must not become a busy loop.
