@@ -25,7 +25,11 @@ s("without auth configured, npm start prints a working token for user dev and wr
     { url: "", drop: async () => undefined },
   );
   try {
-    const printed = /export TOKEN=(\S+)/.exec(svc.stderr())?.[1];
+    // stderr and stdout are two pipes: the token printed before the
+    // "listening" line may still be on its way when that line is read.
+    const token = () => /export TOKEN=(\S+)/.exec(svc.stderr())?.[1];
+    for (let waited = 0; token() === undefined && waited < 5_000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+    const printed = token();
     assert.ok(printed !== undefined, svc.output());
     assert.not.match(svc.stdout(), printed!, "stdout is the JSON log stream: the token goes to stderr");
     // Development mode listens on this machine only unless HOST says otherwise.

@@ -51,20 +51,19 @@ export class OrphanSweeper {
   readonly #clock: Clock;
   readonly #log: DeleterLogger;
   readonly #options: SweeperOptions;
+  readonly #events: EventPruning | undefined;
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<unknown> = Promise.resolve();
   #stopping = false;
 
-  readonly #events: EventPruning | undefined;
-
   constructor(uploads: UploadStore, blobs: BlobStore, deleter: BlobDeleter, clock: Clock, log: DeleterLogger, options: SweeperOptions, events?: EventPruning) {
-    this.#events = events;
     this.#uploads = uploads;
     this.#blobs = blobs;
     this.#deleter = deleter;
     this.#clock = clock;
     this.#log = log;
     this.#options = options;
+    this.#events = events;
   }
 
   /**
