@@ -7,12 +7,14 @@ import { type CommonOptions, contextOf, prose, withCommonOptions } from "../comm
 import { ExitCode } from "../exit-codes.js";
 import { describeVersion, formatTable } from "../output.js";
 import type { RestEvent, RestEventList, RestWatchMessage } from "../rest-types.js";
+import { EventTypeSchema } from "../../../gen/entityversions/v1/entity_events_pb.js";
 
 const typePrefix = "EVENT_TYPE_";
-const eventTypes = ["VERSION_CREATED", "ACTIVE_VERSION_CHANGED", "VERSION_DELETED", "ACCESS_CHANGED"] as const;
+/** The event types --type takes, from the proto's EventType: VERSION_CREATED, ACTIVE_VERSION_CHANGED, … */
+const eventTypes = EventTypeSchema.values.filter((v) => v.number !== 0).map((v) => v.name.slice(typePrefix.length));
 
 /** What an event changed, in words: `activated 2026.11.22-101500 (id 7f3c…), replacing 0b5c…`. */
-export function describeChange(e: RestEvent): string {
+function describeChange(e: RestEvent): string {
   const version = describeVersion({ version: e.version ?? "?", id: e.version_id ?? "?" });
   switch (e.type.replace(typePrefix, "")) {
     case "VERSION_CREATED":
@@ -34,7 +36,7 @@ export function describeChange(e: RestEvent): string {
 /** An event type option: VERSION_CREATED, ACTIVE_VERSION_CHANGED, … (any case, EVENT_TYPE_ prefix optional). */
 function parseEventType(value: string, previous: string[] = []): string[] {
   const name = value.toUpperCase().replace(typePrefix, "");
-  if (!(eventTypes as readonly string[]).includes(name)) throw new InvalidArgumentError(`an event type is one of ${eventTypes.join(", ")}.`);
+  if (!eventTypes.includes(name)) throw new InvalidArgumentError(`an event type is one of ${eventTypes.join(", ")}.`);
   return [...previous, `${typePrefix}${name}`];
 }
 
