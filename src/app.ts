@@ -118,6 +118,11 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
       maxWatchesPerCaller: config.watch.maxPerCaller,
       onPollError: (error) => logger.error({ err: error }, "reading new events for watches failed; retrying every poll interval"),
       onPollRecovered: () => logger.info("reading new events for watches works again"),
+      onGap: (entityId, afterSeq, nextSeq) =>
+        logger.warn(
+          { entityId, afterEventId: String(afterSeq), nextEventId: String(nextSeq) },
+          "events were deleted before this replica read them (EVENT_RETENTION_DAYS shorter than its lag, or rows removed by hand): watches that needed them end with EVENTS_EXPIRED",
+        ),
     });
     // Changes made here reach this process's watches at once; other replicas' within a poll interval.
     const onEventsRecorded = (entityIds: readonly string[]) => hub.recorded(entityIds);

@@ -23,6 +23,13 @@ export interface EventHubOptions {
   /** Told of the first failed poll of a run of failures (each next poll retries), and when polls succeed again. */
   readonly onPollError?: (error: unknown) => void;
   readonly onPollRecovered?: () => void;
+  /**
+   * Told when a poll finds an entity's events missing after the last one it
+   * read: deleted for age before this replica read them (a retention
+   * shorter than the replica's lag), or removed by hand. Watches that need
+   * them end with EVENTS_EXPIRED.
+   */
+  readonly onGap?: (entityId: string, afterSeq: number, nextSeq: number) => void;
 }
 
 /** Most events a poll reads; when it reads this many, it reads again at once. */
@@ -40,15 +47,22 @@ class Channel {
   recent: EventRecord[] = [];
   readonly watches = new Set<Watch>();
 
-  /** Takes events read after the cursor, in order; returns whether any was new. */
-  take(events: readonly EventRecord[]): boolean {
+  /**
+   * Takes events read after the cursor, in order; returns whether any was
+   * new. `onGap` hears of events missing between the cursor and the next
+   * one read.
+   */
+  take(events: readonly EventRecord[], onGap?: (afterSeq: number, nextSeq: number) => void): boolean {
     let advanced = false;
     for (const event of events) {
       if (this.cursor === undefined || event.seq <= this.cursor) continue;
       // Numbers have no gaps but where events were deleted for age
       // (EVENT_RETENTION_DAYS): past cursor + 1, those between are gone,
       // and a watch that still needs them learns so in next().
-      if (event.seq !== this.cursor + 1) this.recent = [];
+      if (event.seq !== this.cursor + 1) {
+        onGap?.(this.cursor, event.seq);
+        this.recent = [];
+      }
       this.recent.push(event);
       this.cursor = event.seq;
       advanced = true;
@@ -296,7 +310,8 @@ export class EventHub {
       }
       for (const [entityId, list] of byEntity) {
         const channel = this.#channels.get(entityId);
-        if (channel?.take(list) === true) for (const watch of channel.watches) watch.wake();
+        const onGap = (afterSeq: number, nextSeq: number) => this.options.onGap?.(entityId, afterSeq, nextSeq);
+        if (channel?.take(list, onGap) === true) for (const watch of channel.watches) watch.wake();
       }
       if (this.#failing) this.options.onPollRecovered?.();
       this.#failing = false;

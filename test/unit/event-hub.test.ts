@@ -45,7 +45,8 @@ class MemoryLog implements EventSource {
   }
 }
 
-const hubOver = (log: MemoryLog) => new EventHub(log, { pollIntervalMs: 10_000, keepaliveMs: 10_000, maxWatches: 10, maxWatchesPerCaller: 10 });
+const hubOver = (log: MemoryLog, onGap?: (entityId: string, afterSeq: number, nextSeq: number) => void) =>
+  new EventHub(log, { pollIntervalMs: 10_000, keepaliveMs: 10_000, maxWatches: 10, maxWatchesPerCaller: 10, ...(onGap === undefined ? {} : { onGap }) });
 const never = new AbortController().signal;
 
 /** What a watch's next() rejected with: its catalog reason and metadata-bearing message. */
@@ -103,7 +104,8 @@ test("a watch behind events that were deleted for age ends with EVENTS_EXPIRED, 
 test("events deleted before the poller read them: the hub reads on past the gap, and a watch that needed them is told", async () => {
   const log = new MemoryLog();
   log.append("e", 3);
-  const hub = hubOver(log);
+  const gaps: string[] = [];
+  const hub = hubOver(log, (entityId, afterSeq, nextSeq) => gaps.push(`${entityId} ${afterSeq}..${nextSeq}`));
   const behind = hub.open("e", "alice");
   behind.start(3, 3);
   log.append("e", 5);
@@ -112,6 +114,7 @@ test("events deleted before the poller read them: the hub reads on past the gap,
   const { reason, message } = await rejection(behind.next(never));
   assert.is(reason, "EVENTS_EXPIRED");
   assert.match(message, `up to "6"`);
+  assert.equal(gaps, ["e 3..7"], "the gap is reported, once");
   // A watch from where the hub now stands goes on with the next events.
   const current = hub.open("e", "alice");
   current.start(8, 8);

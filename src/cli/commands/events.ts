@@ -132,7 +132,10 @@ async function watch(entity: string, options: WatchOptions): Promise<void> {
       }
       reached ||= began || error instanceof ServiceError;
       if (error instanceof StreamBroken) why = error.message;
-      else if (error instanceof ServiceError && (resumable.has(error.code) || error.status === 503)) why = `${error.message} (${error.code})`;
+      // TOO_MANY_WATCHES once the watch has begun: the server may still count the connection just cut.
+      else if (error instanceof ServiceError && (resumable.has(error.code) || error.status === 503 || (began && error.code === "TOO_MANY_WATCHES"))) {
+        why = `${error.message} (${error.code})`;
+      }
       else if (reached && error instanceof CliError && error.code === "SERVICE_UNREACHABLE") why = error.message;
       else throw error;
     }
