@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { CliError, ServiceError } from "./cli-error.js";
+import type { PageOptions } from "./command-context.js";
 import type { Settings } from "./settings.js";
 
 /** How long one call may take before it counts as a network failure. */
@@ -58,7 +59,7 @@ export class StreamBroken extends CliError {
 }
 
 /** The query of a paginated listing (AIP-158): `?page_size=…&page_token=…`, or "" for the first page at the service's size. */
-export function pageQuery(options: { limit?: number; pageToken?: string }): string {
+export function pageQuery(options: PageOptions): string {
   const query = new URLSearchParams();
   if (options.limit !== undefined) query.set("page_size", String(options.limit));
   if (options.pageToken !== undefined) query.set("page_token", options.pageToken);

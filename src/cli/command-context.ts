@@ -1,4 +1,5 @@
 import type { Command } from "commander";
+import { parsePageSize } from "./arguments.js";
 import { ApiClient } from "./api-client.js";
 import { Output } from "./output.js";
 import { requireToken, resolveSettings, type Settings } from "./settings.js";
@@ -20,6 +21,24 @@ export function withCommonOptions(command: Command): Command {
     .option("--url <url>", "the service's base URL (default: $ENTITY_VERSIONS_URL, else http://localhost:8080)")
     .option("--token <jwt>", "bearer token (default: $ENTITY_VERSIONS_TOKEN, else ./data/dev-token when present)")
     .option("--json", "print exactly one JSON document on stdout: the REST answer of the final call");
+}
+
+/** The options of a paginated listing (AIP-158), the same on every such command. */
+export interface PageOptions {
+  limit?: number;
+  pageToken?: string;
+}
+
+/** Adds `--limit` and `--page-token` to a listing of `what` ("versions", "events"). */
+export function withPageOptions(command: Command, what: string): Command {
+  return command
+    .option("--limit <n>", `${what} per page, 1-1000 (default: the service's, 50)`, parsePageSize)
+    .option("--page-token <token>", "the page after the one that printed this token");
+}
+
+/** A page's table, and when more follow, the command that prints the next page. */
+export function withNextPage(table: string, nextPageToken: string, command: string): string {
+  return nextPageToken === "" ? table : `${table}\n\nMore: entity-versions ${command} --page-token ${nextPageToken}`;
 }
 
 /**

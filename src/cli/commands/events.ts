@@ -1,9 +1,9 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { type Command, InvalidArgumentError } from "commander";
 import { apiPath, backoff, pageQuery, StreamBroken } from "../api-client.js";
-import { parseEntityId, parsePageSize } from "../arguments.js";
+import { parseEntityId } from "../arguments.js";
 import { CliError, ServiceError } from "../cli-error.js";
-import { type CommonOptions, contextOf, prose, withCommonOptions } from "../command-context.js";
+import { type CommonOptions, contextOf, type PageOptions, prose, withCommonOptions, withNextPage, withPageOptions } from "../command-context.js";
 import { ExitCode } from "../exit-codes.js";
 import { describeVersion, formatTable } from "../output.js";
 import type { RestEvent, RestEventList, RestWatchMessage } from "../rest-types.js";
@@ -52,10 +52,7 @@ function parseEventId(value: string): string {
   return value;
 }
 
-interface EventsOptions extends CommonOptions {
-  limit?: number;
-  pageToken?: string;
-}
+type EventsOptions = CommonOptions & PageOptions;
 
 async function listEvents(entity: string, options: EventsOptions): Promise<void> {
   const { output, api } = contextOf(options);
@@ -66,7 +63,7 @@ async function listEvents(entity: string, options: EventsOptions): Promise<void>
       ["id", "occurred at", "by", "change"],
       page.events.map((e) => [e.id, e.occurred_at ?? "", e.actor, describeChange(e)]),
     );
-    return page.next_page_token === "" ? table : `${table}\n\nMore: entity-versions events ${entity} --page-token ${page.next_page_token}`;
+    return withNextPage(table, page.next_page_token, `events ${entity}`);
   });
 }
 
@@ -158,12 +155,10 @@ function streamError(body: unknown): ServiceError {
 /** `events` (an entity's audit trail, newest first) and `watch` (its events as they happen). */
 export function registerEvents(program: Command): void {
   withCommonOptions(
-    program.command("events")
+    withPageOptions(program.command("events"), "events")
       .summary("list an entity's events, newest first")
       .description("Lists an entity's recorded changes, newest first, one page at a time: who created, activated or deleted which version, and who changed its access.")
       .argument("<entity>", "the entity", parseEntityId)
-      .option("--limit <n>", "events per page, 1-1000 (default: the service's, 50)", parsePageSize)
-      .option("--page-token <token>", "the page after the one that printed this token")
       .addHelpText("after", "\nExamples:\n  $ entity-versions events my-app\n  $ entity-versions events my-app --limit 5 --json")
       .action((entity: string, options: EventsOptions) => listEvents(entity, options)),
   );

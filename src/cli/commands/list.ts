@@ -1,14 +1,11 @@
 import type { Command } from "commander";
 import { apiPath, pageQuery } from "../api-client.js";
-import { parseEntityId, parsePageSize } from "../arguments.js";
-import { type CommonOptions, contextOf, withCommonOptions } from "../command-context.js";
+import { parseEntityId } from "../arguments.js";
+import { type CommonOptions, contextOf, type PageOptions, withCommonOptions, withNextPage, withPageOptions } from "../command-context.js";
 import { formatBytes, formatTable } from "../output.js";
 import type { RestVersionList } from "../rest-types.js";
 
-interface ListOptions extends CommonOptions {
-  limit?: number;
-  pageToken?: string;
-}
+type ListOptions = CommonOptions & PageOptions;
 
 async function list(entity: string, options: ListOptions): Promise<void> {
   const { output, api } = contextOf(options);
@@ -19,19 +16,17 @@ async function list(entity: string, options: ListOptions): Promise<void> {
       ["version", "id", "active", "published by", "created at", "size"],
       page.versions.map((v) => [v.version, v.id, v.is_active ? "*" : "", v.published_by, v.created_at, formatBytes(Number(v.file_size_bytes))]),
     );
-    return page.next_page_token === "" ? table : `${table}\n\nMore: entity-versions list ${entity} --page-token ${page.next_page_token}`;
+    return withNextPage(table, page.next_page_token, `list ${entity}`);
   });
 }
 
 /** `list`: one page of an entity's versions, newest first, as a table. */
 export function registerList(program: Command): void {
   withCommonOptions(
-    program.command("list")
+    withPageOptions(program.command("list"), "versions")
       .summary("list an entity's versions, newest first")
       .description("Lists an entity's versions, newest first, one page at a time (the active one is marked *).")
       .argument("<entity>", "the entity", parseEntityId)
-      .option("--limit <n>", "versions per page, 1-1000 (default: the service's, 50)", parsePageSize)
-      .option("--page-token <token>", "the page after the one that printed this token")
       .addHelpText("after", "\nExamples:\n  $ entity-versions list my-app\n  $ entity-versions list my-app --limit 5 --json")
       .action((entity: string, options: ListOptions) => list(entity, options)),
   );
