@@ -88,6 +88,16 @@ function endUnreadStream(req: http2.Http2ServerRequest): void {
   });
 }
 
+/**
+ * A request Fastify could not read, said for the caller: its JSON parser's
+ * own words name its content type, not what to send instead.
+ */
+function frameworkProblem(error: FastifyError): string {
+  if (error.code === "FST_ERR_CTP_INVALID_JSON_BODY") return "the body is not valid JSON: send one JSON object, as in {\"version\": \"…\"}";
+  if (error.code === "FST_ERR_CTP_EMPTY_JSON_BODY") return "the body is empty: send a JSON object ({} when the request has no fields)";
+  return error.message;
+}
+
 /** The RPC route config of a request, when its route serves an RPC. */
 function rpcRoute(req: FastifyRequest): RpcRouteConfig | undefined {
   const config = req.routeOptions.config as Partial<RpcRouteConfig> | undefined;
@@ -250,17 +260,13 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
           : status === 413
             ? apiError("REQUEST_TOO_LARGE", { limitBytes: deps.bodyLimitBytes })
             : status >= 400 && status < 500
-              ? apiError("MALFORMED_REQUEST", { problem: error.message })
+              ? apiError("MALFORMED_REQUEST", { problem: frameworkProblem(error) })
               : toError(error, `${req.method} ${req.url.split("?")[0]}`);
     req.rpcOutcome.code = codeName(apiErr.code);
     const reason = reasonOf(apiErr);
     if (reason !== undefined) req.rpcOutcome.reason = reason;
     const rendered = renderRestError(apiErr);
     return reply.code(rendered.status).headers(rendered.headers).send(rendered.body);
-  });
-  app.setNotFoundHandler((req, reply) => {
-    const rendered = renderRestError(apiError("ROUTE_NOT_FOUND", { method: req.method, path: req.url.split("?")[0]! }));
-    return reply.code(rendered.status).send(rendered.body);
   });
 
   const connectOptions = {
@@ -303,7 +309,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       );
     },
   });
-  registerRestGateway(app, {
+  const restRoutes = registerRestGateway(app, {
     services: apiServices,
     call: createInProcessCaller(specs, apiInterceptors),
     callStream: createInProcessStreamCaller(specs, apiInterceptors),
@@ -315,6 +321,16 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     toError,
   });
 
+  app.setNotFoundHandler((req, reply) => {
+    const path = req.url.split("?")[0]!;
+    const allowed = restRoutes.allowedMethods(path);
+    if (allowed.length > 0) {
+      const rendered = renderRestError(apiError("METHOD_NOT_ALLOWED", { method: req.method, path, allowed: allowed.join(", ") }));
+      return reply.code(rendered.status).header("allow", allowed.join(", ")).send(rendered.body);
+    }
+    const rendered = renderRestError(apiError("ROUTE_NOT_FOUND", { method: req.method, path }));
+    return reply.code(rendered.status).send(rendered.body);
+  });
   registerOpenApiRoutes(app);
   app.get("/healthz", async () => ({ status: "ok" }));
   app.get("/readyz", async (_req, reply) => {

@@ -55,6 +55,18 @@ function mapJoseError(error: unknown): Error {
 /** `Bearer <jwt>`, the token captured. */
 const bearer = /^Bearer +([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+) *$/i;
 
+/**
+ * What is wrong with an Authorization header that is not `Bearer <jwt>`:
+ * a token sent without its scheme, another scheme, or a bearer token that
+ * is not a JWT, each said as such, since the fix differs.
+ */
+function malformedHeader(header: string): string {
+  const scheme = /^([A-Za-z][A-Za-z0-9!#$%&'*+.^_`|~-]*) /.exec(header)?.[1];
+  if (scheme === undefined) return "The Authorization header has no scheme";
+  if (scheme.toLowerCase() !== "bearer") return `The Authorization header uses the ${scheme} scheme, which this service does not take`;
+  return "The bearer token is not a JWT (three base64url parts separated by dots)";
+}
+
 /** How many verified tokens are remembered (each a few hundred bytes). */
 const cacheSize = 10_000;
 
@@ -99,7 +111,7 @@ export class JwtAuthenticator implements Authenticator {
   async authenticate(header: string | null): Promise<Caller> {
     if (header === null || header.trim() === "") throw apiError("AUTH_REQUIRED", {});
     const match = bearer.exec(header);
-    if (match === null) throw apiError("TOKEN_MALFORMED", {});
+    if (match === null) throw apiError("TOKEN_MALFORMED", { problem: malformedHeader(header) });
     const token = match[1]!;
     return this.#remembered(token) ?? (await this.#verify(token));
   }

@@ -108,8 +108,13 @@ export const catalog = Object.freeze({
   ),
   ROUTE_NOT_FOUND: spec<{ method: string; path: string }>(
     Code.Unimplemented,
-    (p) => `No route ${p.method} ${p.path}: see the README for the API's paths.`,
+    (p) => `No route ${p.method} ${p.path}: the API's paths are listed at /docs and in /openapi.json.`,
     { httpStatus: 404 },
+  ),
+  METHOD_NOT_ALLOWED: spec<{ method: string; path: string; allowed: string }>(
+    Code.Unimplemented,
+    (p) => `${p.path} does not take ${p.method}; it takes ${p.allowed} (see /docs).`,
+    { httpStatus: 405 },
   ),
   ENTITY_NOT_FOUND: spec<{ entityId: string }>(
     Code.NotFound,
@@ -164,9 +169,9 @@ export const catalog = Object.freeze({
     Code.Unauthenticated,
     () => "Authentication required: send Authorization: Bearer <token> (gRPC: authorization metadata). See the README for development tokens.",
   ),
-  TOKEN_MALFORMED: spec(
+  TOKEN_MALFORMED: spec<{ problem?: string }>(
     Code.Unauthenticated,
-    () => "The bearer token is not a well-formed JWT signed with an accepted algorithm: send Authorization: Bearer <jwt>.",
+    (p) => `${p.problem ?? "The bearer token is not a well-formed JWT signed with an accepted algorithm"}: send Authorization: Bearer <jwt>.`,
   ),
   TOKEN_BAD_SIGNATURE: spec(
     Code.Unauthenticated,

@@ -7,6 +7,7 @@ import {
   toJson,
 } from "@bufbuild/protobuf";
 import { apiError } from "../errors/api-error.js";
+import { unknownNameProblem } from "./field-hint.js";
 import { int64NumberFields } from "./int64-json.js";
 
 function asNumber(value: JsonValue): JsonValue {
@@ -63,9 +64,14 @@ function describe(text: string): string {
  * Reads a request message from REST JSON. Proto names (snake_case) and JSON
  * names (lowerCamelCase) are both accepted; unknown keys and wrong types are
  * INVALID_ARGUMENT naming the field, because a misspelled field silently
- * dropped is a bug the caller never sees.
+ * dropped is a bug the caller never sees. An unknown key's error offers
+ * `fieldNames` (by default every field of the message).
  */
-export function readRestJson<Desc extends DescMessage>(schema: Desc, json: JsonValue): Message {
+export function readRestJson<Desc extends DescMessage>(
+  schema: Desc,
+  json: JsonValue,
+  fieldNames: readonly string[] = schema.fields.map((f) => f.name),
+): Message {
   try {
     return fromJson(schema, json);
   } catch (error) {
@@ -88,7 +94,7 @@ export function readRestJson<Desc extends DescMessage>(schema: Desc, json: JsonV
     if (field !== null) throw apiError("INVALID_ARGUMENT", { field: field[1]!, problem: describe(text) }, { cause: error });
     const unknown = /key "([^"]*)" is unknown/.exec(text);
     if (unknown !== null) {
-      throw apiError("INVALID_ARGUMENT", { field: unknown[1]!, problem: "no such field; see the README for the request's fields" });
+      throw apiError("INVALID_ARGUMENT", { field: unknown[1]!, problem: unknownNameProblem("field", unknown[1]!, fieldNames) });
     }
     throw apiError("MALFORMED_REQUEST", { problem: text.replace(/^cannot decode message [\w.]+ from JSON: ?/, "") });
   }

@@ -2,12 +2,14 @@ import { Readable } from "node:stream";
 import { create, type DescField, type DescMethod, type DescService, type JsonObject, type JsonValue, type Message, ScalarType } from "@bufbuild/protobuf";
 import type { ConnectError, ContextValues } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import FindMyWay from "find-my-way";
 import { apiError, reasonOf } from "../errors/api-error.js";
 import type { RpcRouteConfig } from "../rpc/connect-routes.js";
 import { codeName, type RpcOutcome } from "../rpc/observe-interceptor.js";
 import type { InProcessCallInit, InProcessCaller, InProcessStreamCaller } from "../rpc/in-process-caller.js";
 import { http } from "../../gen/google/api/annotations_pb.js";
 import { queryFieldPath, type RestBinding, restBindings } from "./http-rules.js";
+import { unknownNameProblem } from "./field-hint.js";
 import { readRestJson, writeRestJson } from "./json-codec.js";
 import { renderRestError } from "./rest-error.js";
 
@@ -67,6 +69,25 @@ function queryValue(field: DescField, values: string[]): JsonValue {
   return field.fieldKind === "list" ? values.map(one) : one(values[values.length - 1]!);
 }
 
+/** The fields a binding's path variables set: not the caller's to send elsewhere. */
+function pathFields(binding: RestBinding): Set<DescField> {
+  return new Set(binding.variables.map((v) => v.fieldPath[0]!));
+}
+
+/** The top-level query parameters a binding takes, to name when one sent is not among them. */
+function queryParameters(binding: RestBinding): string[] {
+  const bound = pathFields(binding);
+  return binding.method.input.fields
+    .filter((f) => !bound.has(f) && f !== binding.body && queryFieldPath(binding, f.name) !== undefined)
+    .map((f) => f.name);
+}
+
+/** The fields a binding's JSON body may carry, to name when one sent is not among them. */
+function bodyFields(binding: RestBinding): string[] {
+  const bound = pathFields(binding);
+  return binding.method.input.fields.filter((f) => !bound.has(f)).map((f) => f.name);
+}
+
 /** Builds the request JSON from body, query and path, as AIP-127 maps them. */
 function requestJson(binding: RestBinding, req: FastifyRequest): JsonObject {
   let json: JsonObject = {};
@@ -82,7 +103,13 @@ function requestJson(binding: RestBinding, req: FastifyRequest): JsonObject {
   for (const [key, raw] of Object.entries(query)) {
     const path = binding.body === "*" ? undefined : queryFieldPath(binding, key);
     if (path === undefined) {
-      throw apiError("INVALID_ARGUMENT", { field: key, problem: "no such query parameter for this request" });
+      throw apiError("INVALID_ARGUMENT", {
+        field: key,
+        problem:
+          binding.body === "*"
+            ? "this request takes no query parameters: send its fields in the JSON body"
+            : unknownNameProblem("query parameter", key, queryParameters(binding)),
+      });
     }
     setPath(json, path, queryValue(path[path.length - 1]!, Array.isArray(raw) ? raw : [raw]));
   }
@@ -111,6 +138,17 @@ function clientGone(reply: FastifyReply): AbortSignal {
   return controller.signal;
 }
 
+/** What the REST routes tell the rest of the server. */
+export interface RestRoutes {
+  /**
+   * The HTTP methods a REST path takes (none when no REST route has the
+   * path): a request with another method is answered 405 with them.
+   */
+  allowedMethods(path: string): readonly string[];
+}
+
+const httpMethods = ["GET", "HEAD", "PUT", "POST", "DELETE", "PATCH"] as const;
+
 /** The media type of a server stream's answer: one JSON object per line. */
 const ndjson = "application/x-ndjson";
 
@@ -129,11 +167,20 @@ const ndjson = "application/x-ndjson";
  * an ordinary error answer (its status and body); one after the stream
  * began is a last line `{"error": …}` holding the same body.
  */
-export function registerRestGateway(app: FastifyInstance, options: RestGatewayOptions): void {
-  for (const binding of restBindings(options.services, http)) {
+export function registerRestGateway(app: FastifyInstance, options: RestGatewayOptions): RestRoutes {
+  // The same router Fastify uses, holding only the REST routes: which
+  // methods a path takes is then answered exactly as routing would.
+  const routes = FindMyWay({ maxParamLength: 512 });
+  const bindings = restBindings(options.services, http);
+  for (const binding of bindings) {
+    routes.on(binding.verb, binding.routePath, () => undefined);
+    if (binding.verb === "GET") routes.on("HEAD", binding.routePath, () => undefined);
+  }
+  for (const binding of bindings) {
     const { method } = binding;
     const config: RpcRouteConfig = { rpc: `${method.parent.typeName}/${method.name}`, authenticate: true, gateway: "rest" };
     const responseSchema = binding.responseBody?.message ?? method.output;
+    const fieldNames = binding.body === "*" ? bodyFields(binding) : queryParameters(binding);
     const callInit = (req: FastifyRequest, reply: FastifyReply): InProcessCallInit => ({
       protocolName: "rest",
       header: webHeaders(req),
@@ -209,7 +256,10 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
         // A stream's refusal has been sent already.
         return reply.sent ? reply : reply.send(body);
       },
-      handler: (req, reply) => answer(req, reply, () => readRestJson(method.input, requestJson(binding, req))),
+      handler: (req, reply) => answer(req, reply, () => readRestJson(method.input, requestJson(binding, req), fieldNames)),
     });
   }
+  return {
+    allowedMethods: (path) => httpMethods.filter((m) => routes.find(m, path) !== null),
+  };
 }

@@ -28,6 +28,14 @@ export function authSuite(backend: Backend) {
       assert.is(r.status, 401, code);
       assert.is(r.body.code, code);
     }
+    // What is wrong with the header is said, since the fix differs.
+    const bare = await svc.restAs({ authorization: await token({}) }).get(`/api/entities/x/active-version`);
+    assert.is(bare.body.code, "TOKEN_MALFORMED");
+    assert.match(bare.body.error, /has no scheme: send Authorization: Bearer <jwt>/);
+    const basic = await svc.restAs({ authorization: "Basic dXNlcjpwYXNz" }).get(`/api/entities/x/active-version`);
+    assert.match(basic.body.error, /uses the Basic scheme/);
+    const notJwt = await svc.restAs({ authorization: "Bearer not-a-jwt" }).get(`/api/entities/x/active-version`);
+    assert.match(notJwt.body.error, /is not a JWT/);
     const rolesNotList = await new SignJWT({ roles: "admin" })
       .setProtectedHeader({ alg: "HS256" })
       .setSubject("x")

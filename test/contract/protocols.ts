@@ -99,7 +99,8 @@ export function protocolsSuite(backend: Backend) {
       ["POST", path, "hello", { "content-type": "text/plain" }, 415, "UNSUPPORTED_MEDIA_TYPE"],
       ["POST", path, JSON.stringify({ version: "x".repeat(2 * 1024 * 1024) }), { "content-type": "application/json" }, 413, "REQUEST_TOO_LARGE"],
       ["GET", "/api/nothing-here", undefined, {}, 404, "ROUTE_NOT_FOUND"],
-      ["PATCH", `/api/entities/${e}/active-version`, "{}", { "content-type": "application/json" }, 404, "ROUTE_NOT_FOUND"],
+      ["PATCH", `/api/entities/${e}/active-version`, "{}", { "content-type": "application/json" }, 405, "METHOD_NOT_ALLOWED"],
+      ["POST", `/api/entities/${e}/versions/some-id/nothing`, "{}", { "content-type": "application/json" }, 404, "ROUTE_NOT_FOUND"],
       ["GET", `/api/entities/${"%ZZ"}/versions`, undefined, {}, 400, "MALFORMED_REQUEST"],
       ["GET", `/api/entities/${"x".repeat(600)}/versions`, undefined, {}, 400, "INVALID_ARGUMENT"],
     ];
@@ -114,6 +115,42 @@ export function protocolsSuite(backend: Backend) {
       assert.is(json.code, code, text);
       assert.type(json.error, "string");
     }
+  });
+
+  s("an unknown field or query parameter is answered with what the caller may have meant and the names there are; a body that is not JSON says what to send", async ({ svc }) => {
+    const e = newEntityId();
+    const field = await svc.rest.post(`/api/entities/${e}/versions/upload-url`, { version: "2024.01.01-000000", source_hash: "ab", base_version: "x" });
+    assert.is(field.body.code, "INVALID_ARGUMENT");
+    assert.match(field.body.error, /^Invalid base_version: no such field \(did you mean base_version_id\?\); this request's fields are version, source_hash, base_version_id, force$/);
+    assert.not.match(field.body.error, /entity_id/, "a path variable is not a body field");
+    const query = await svc.rest.get(`/api/entities/${e}/versions?limit=5`);
+    assert.match(query.body.error, /^Invalid limit: no such query parameter; this request's query parameters are page_size, page_token$/);
+    const typo = await svc.rest.get(`/api/entities/${e}/versions?pageSise=5`);
+    assert.match(typo.body.error, /\(did you mean page_size\?\)/);
+    const notJson = await fetch(`${svc.url}/api/entities/${e}/versions/upload-url`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: svc.rest.defaultHeaders["authorization"]! },
+      body: "{version: 1}",
+    });
+    assert.match(((await notJson.json()) as { error: string }).error, /^The request could not be read: the body is not valid JSON: send one JSON object/);
+    const inBody = await svc.rest.post(`/api/entities/${e}/versions/upload-url?version=1`, {});
+    assert.match(inBody.body.error, /takes no query parameters: send its fields in the JSON body/);
+  });
+
+  s("a REST path called with a method it does not take is 405, naming the methods it takes", async ({ svc }) => {
+    const e = newEntityId();
+    const res = await fetch(`${svc.url}/api/entities/${e}/active-version`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+    const json = (await res.json()) as { code: string; error: string };
+    assert.is(res.status, 405);
+    assert.is(res.headers.get("allow"), "GET, HEAD, PUT");
+    assert.is(json.code, "METHOD_NOT_ALLOWED");
+    assert.match(json.error, /does not take POST; it takes GET, HEAD, PUT/);
+    // A literal segment of one route and a variable of another: GET reaches GetVersion, as routing does.
+    const upload = await svc.rest.get(`/api/entities/${e}/versions/upload-url`);
+    assert.is.not(upload.status, 405);
+    const unknown = await fetch(`${svc.url}/api/nothing-here`);
+    assert.is(unknown.status, 404);
+    assert.match(((await unknown.json()) as { error: string }).error, /\/docs and in \/openapi\.json/);
   });
 
   s("the request id is taken from x-request-id or made, and returned", async ({ svc }) => {

@@ -1,0 +1,42 @@
+/** Edit distance between two names (insertions, deletions, substitutions). */
+function distance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    previous = current;
+  }
+  return previous[b.length]!;
+}
+
+/** The other spelling of a name: lowerCamelCase as snake_case. */
+const snake = (name: string) => name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+
+/**
+ * The name among `names` a caller most likely meant by `name`: a typo, a
+ * name cut short (`base_version` for `base_version_id`), or another
+ * spelling; undefined when none is close.
+ */
+export function closestName(name: string, names: readonly string[]): string | undefined {
+  const wanted = snake(name).toLowerCase();
+  let best: { name: string; score: number } | undefined;
+  for (const candidate of names) {
+    const prefix = wanted.length >= 3 && (candidate.startsWith(wanted) || wanted.startsWith(candidate));
+    const score = prefix ? 1 : distance(wanted, candidate);
+    if (score <= Math.max(2, Math.floor(candidate.length / 4)) && (best === undefined || score < best.score)) best = { name: candidate, score };
+  }
+  return best?.name;
+}
+
+/**
+ * What to tell a caller who sent a field (or query parameter) the request
+ * does not have: what they may have meant, and the names it does have, so
+ * the fix needs no trip to the docs.
+ */
+export function unknownNameProblem(kind: "field" | "query parameter", name: string, names: readonly string[]): string {
+  if (names.length === 0) return `this request has no ${kind}s`;
+  const guess = closestName(name, names);
+  return `no such ${kind}${guess === undefined ? "" : ` (did you mean ${guess}?)`}; this request's ${kind}s are ${names.join(", ")}`;
+}
