@@ -292,6 +292,26 @@ function blob(env: Env, dataDir: string): BlobConfig {
   };
 }
 
+/** Whether NODE_ENV is production; any value but the three known ones is refused. */
+function isProduction(env: Env): boolean {
+  const nodeEnv = env["NODE_ENV"];
+  // Compared exactly: "Production" silently meaning development would turn
+  // on the development token and listen everywhere.
+  if (nodeEnv !== undefined && nodeEnv !== "" && !(environments as readonly string[]).includes(nodeEnv)) {
+    throw new ConfigError(`NODE_ENV must be one of ${environments.join(", ")} (exactly, lowercase) or unset; got "${nodeEnv}".`);
+  }
+  return nodeEnv === "production";
+}
+
+/**
+ * The authentication settings alone, and where the development secret is
+ * kept: what `npm run token` signs with. It needs none of the database or
+ * storage settings a production server must have.
+ */
+export function loadAuthConfig(env: Env = process.env): { readonly auth: AuthConfig; readonly dataDir: string } {
+  return Object.freeze({ auth: auth(env, isProduction(env)), dataDir: path.resolve(text(env, "DATA_DIR", "data")) });
+}
+
 /**
  * Reads and validates the configuration from the environment. The only place
  * that reads process.env: everything else receives the frozen result, so a
@@ -300,13 +320,7 @@ function blob(env: Env, dataDir: string): BlobConfig {
  */
 export function loadConfig(env: Env = process.env): Config {
   const dataDir = path.resolve(text(env, "DATA_DIR", "data"));
-  const nodeEnv = env["NODE_ENV"];
-  // Compared exactly: "Production" silently meaning development would turn
-  // on the development token and listen everywhere.
-  if (nodeEnv !== undefined && nodeEnv !== "" && !(environments as readonly string[]).includes(nodeEnv)) {
-    throw new ConfigError(`NODE_ENV must be one of ${environments.join(", ")} (exactly, lowercase) or unset; got "${nodeEnv}".`);
-  }
-  const production = nodeEnv === "production";
+  const production = isProduction(env);
   if (production) {
     for (const name of ["DATABASE_URL", "AZURE_STORAGE_CONNECTION_STRING", "PAGE_TOKEN_SECRET"]) {
       if (optional(env, name) === undefined) {

@@ -1,7 +1,6 @@
 import { createApp } from "./app.js";
-import { BlobStoreUnavailableError } from "./blob/blob-store.js";
 import { ConfigError, loadConfig } from "./config.js";
-import { classifyDbError } from "./store/db-errors.js";
+import { startupHint } from "./ops/startup-hint.js";
 
 // Reads the configuration, starts the service and stops it on SIGTERM or
 // SIGINT; everything else lives in app.ts and server.ts.
@@ -21,12 +20,8 @@ try {
   address = await app.server.listen({ host: config.host, port: config.port });
 } catch (error) {
   const message = error instanceof Error ? error.message : String(error);
-  const hint =
-    error instanceof BlobStoreUnavailableError
-      ? " (check AZURE_STORAGE_CONNECTION_STRING and that the storage account is reachable)"
-      : classifyDbError(error) === "unavailable"
-        ? " (check DATABASE_URL and that MySQL is running and reachable)"
-        : "";
+  const databaseName = config.database.kind === "mysql" ? decodeURIComponent(new URL(config.database.url).pathname.slice(1)) : undefined;
+  const hint = startupHint(error, { host: config.host, port: config.port, ...(databaseName ? { databaseName } : {}) });
   process.stderr.write(`entity-versions: could not start: ${message}${hint}\n`);
   await app?.close();
   process.exit(1);

@@ -2,6 +2,7 @@
 // production's refusals.
 import { spawnSync } from "node:child_process";
 import fs from "node:fs";
+import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { suite } from "uvu";
@@ -85,6 +86,37 @@ s("NODE_ENV=production refuses to start without auth, or on the embedded default
     assert.match(r.output, name);
   }
   assert.equal(fs.readdirSync(base.DATA_DIR), [], "nothing was created");
+});
+
+s("a port already taken stops the start with a message that says to set PORT", async () => {
+  const taken = net.createServer();
+  await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
+  const port = (taken.address() as net.AddressInfo).port;
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-port-"));
+  try {
+    const azurite = await sharedAzurite();
+    const r = run({ PORT: String(port), DATA_DIR: dataDir, AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString, AZURE_STORAGE_CONTAINER: "ev-port-taken" });
+    assert.is(r.status, 1, r.output);
+    assert.match(r.output, `could not start: listen EADDRINUSE`);
+    assert.match(r.output, `another process listens on 127.0.0.1:${port}: stop it, or set PORT to a free port`);
+  } finally {
+    taken.close();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+s("npm run token signs with AUTH_JWT_SECRET in production without the server's other settings, and has --help", () => {
+  const mint = (args: string[], env: Record<string, string>) =>
+    spawnSync(process.execPath, ["--import", "tsx", "src/tools/mint-token.ts", ...args], { env: { PATH: process.env["PATH"] ?? "", ...env }, encoding: "utf8" });
+  const minted = mint(["--sub", "ops"], { NODE_ENV: "production", AUTH_JWT_SECRET: "s".repeat(40) });
+  assert.is(minted.status, 0, minted.stderr);
+  assert.match(minted.stdout, /^[\w-]+\.[\w-]+\.[\w-]+\n$/);
+  const refused = mint([], { NODE_ENV: "production" });
+  assert.is(refused.status, 2);
+  assert.match(refused.stderr, "AUTH_JWT_SECRET or AUTH_JWKS_URL");
+  const help = mint(["--help"], {});
+  assert.is(help.status, 0);
+  assert.match(help.stdout, "npm run -s token -- [--sub NAME]");
 });
 
 s.run();

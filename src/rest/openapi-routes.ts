@@ -77,6 +77,9 @@ export function registerOpenApiRoutes(app: FastifyInstance): void {
   app.get("/openapi.json", async (_req, reply) => reply.type("application/json; charset=utf-8").send(json));
   app.get("/openapi.yaml", async (_req, reply) => reply.type("application/yaml; charset=utf-8").send(yaml));
   app.get("/docs", async (_req, reply) => reply.type("text/html; charset=utf-8").header("content-security-policy", contentSecurityPolicy).send(page));
+  // The page's own links are relative to /docs: served at /docs/ they would
+  // miss. A relative Location keeps a proxy's path prefix.
+  app.get("/docs/", async (_req, reply) => reply.redirect("../docs", 301));
   app.get("/docs/init.js", async (_req, reply) => reply.type("text/javascript; charset=utf-8").send(initScript));
   for (const [name, type] of Object.entries(rendererFiles)) {
     app.get(`/docs/${name}`, async (_req, reply) => {

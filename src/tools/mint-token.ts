@@ -6,8 +6,22 @@
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { mintToken } from "../auth/tokens.js";
-import { ConfigError, loadConfig } from "../config.js";
+import { ConfigError, loadAuthConfig } from "../config.js";
 import { localSecret } from "../local-secret.js";
+
+const usage = `Prints a signed HS256 token on stdout.
+
+  npm run -s token -- [--sub NAME] [--roles r1,r2] [--orgs o1,o2] [--ttl SECONDS]
+
+  --sub    the user (default dev)
+  --roles  comma-separated, of publisher and admin; "" for none (default publisher)
+  --orgs   the user's organizations (default none)
+  --ttl    seconds until it expires (default 3600)
+
+Signs with AUTH_JWT_SECRET, else with the development secret npm start keeps
+under DATA_DIR (./data); iss and aud follow AUTH_ISSUER and AUTH_AUDIENCE.
+Example: TOKEN=$(npm run -s token -- --sub alice --orgs acme)
+`;
 
 const list = (value: string | undefined) => (value === undefined || value === "" ? [] : value.split(",").map((s) => s.trim()));
 
@@ -18,9 +32,14 @@ try {
       roles: { type: "string", default: "publisher" },
       orgs: { type: "string", default: "" },
       ttl: { type: "string", default: "3600" },
+      help: { type: "boolean", short: "h", default: false },
     },
   });
-  const config = loadConfig();
+  if (values.help) {
+    process.stdout.write(usage);
+    process.exit(0);
+  }
+  const config = loadAuthConfig();
   if (config.auth.secret === undefined && config.auth.mode !== "dev") {
     throw new ConfigError("tokens for AUTH_JWKS_URL are minted by your identity provider; this tool signs HS256 with AUTH_JWT_SECRET only.");
   }
@@ -38,6 +57,6 @@ try {
     })}\n`,
   );
 } catch (error) {
-  process.stderr.write(`token: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.stderr.write(`token: ${error instanceof Error ? error.message : String(error)} (npm run -s token -- --help)\n`);
   process.exit(2);
 }

@@ -102,6 +102,9 @@ export function openapiSuite(backend: Backend) {
       assert.ok((await res.arrayBuffer()).byteLength > 100, asset);
     }
     assert.is((await fetch(`${svc.url}/docs/package.json`)).status, 404, "only the page's files are served");
+    const slash = await fetch(`${svc.url}/docs/`, { redirect: "manual" });
+    assert.is(slash.status, 301);
+    assert.is(new URL(slash.headers.get("location")!, `${svc.url}/docs/`).href, `${svc.url}/docs`);
   });
 
   s("every operation: 401 without a token, 400 for a bad id or an unreadable URL", async ({ svc }) => {

@@ -29,6 +29,15 @@ test("every command's help has a description, an example and the common options"
   }
 });
 
+test("a command that groups others shows examples of them too", () => {
+  for (const group of buildProgram().commands.filter((c) => c.commands.length > 0)) {
+    let help = "";
+    group.configureOutput({ writeOut: (text) => (help += text) });
+    group.outputHelp();
+    assert.match(help, new RegExp(`Examples?:\\n\\s+\\$ entity-versions ${group.name()} \\w+`), `${group.name()} has an example`);
+  }
+});
+
 test("the top-level help has the exit-code table", () => {
   const program = buildProgram();
   let help = "";

@@ -53,7 +53,8 @@ export function registerAccessCommands(program: Command): void {
   const publisher = program
     .command("publisher")
     .summary("add or remove an entity's publishers")
-    .description("Publishers may push, activate and delete versions and change access (with the publisher role in their token).");
+    .description("Publishers may push, activate and delete versions and change access (with the publisher role in their token).")
+    .addHelpText("after", "\nExamples:\n  $ entity-versions publisher add my-app alice\n  $ entity-versions publisher remove my-app alice");
   withCommonOptions(
     userArgument(publisher.command("add"))
       .description("Makes a user a publisher of the entity.")
@@ -74,7 +75,8 @@ export function registerAccessCommands(program: Command): void {
   const share = program
     .command("share")
     .summary("share an entity with users, or stop")
-    .description("Users an entity is shared with may read and download its versions.");
+    .description("Users an entity is shared with may read and download its versions.")
+    .addHelpText("after", "\nExamples:\n  $ entity-versions share add my-app bob\n  $ entity-versions share remove my-app bob");
   withCommonOptions(
     userArgument(share.command("add"))
       .description("Shares the entity with a user.")
@@ -91,7 +93,8 @@ export function registerAccessCommands(program: Command): void {
   const store = program
     .command("store")
     .summary("publish an entity to an organization's store or the public store, or withdraw it")
-    .description("Members of an organization read the entities in its store; every authenticated user reads those in the public store.");
+    .description("Members of an organization read the entities in its store; every authenticated user reads those in the public store.")
+    .addHelpText("after", "\nExamples:\n  $ entity-versions store add my-app --org acme\n  $ entity-versions store remove my-app --public");
   withCommonOptions(
     store.command("add")
       .description("Publishes the entity to an organization's store (--org) or to the public store (--public).")
