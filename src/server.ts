@@ -151,8 +151,13 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     // An HTTP/2 connection is its session; its streams share the budget.
     const connection = req.raw instanceof http2.Http2ServerRequest ? (req.raw.stream.session ?? req.raw.socket) : req.raw.socket;
     const ticket = budget.open(connection);
-    reply.raw.once("close", ticket.close);
-    return { ticket, timeoutMs: limits.bodyTimeoutMs };
+    const answered = new Promise<void>((resolve) =>
+      reply.raw.once("close", () => {
+        ticket.close();
+        resolve();
+      }),
+    );
+    return { ticket, timeoutMs: limits.bodyTimeoutMs, answered };
   };
   // Calls still running shutdownTimeoutMs after close() began are aborted
   // (SHUTTING_DOWN), whatever their protocol.
@@ -211,7 +216,11 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   // REST bodies are read by Fastify's JSON parser: guarded as Connect's are.
   app.addHook("preParsing", async (req, reply, payload) => {
     if (rpcRoute(req)?.gateway !== "rest") return payload;
-    return Readable.from(guardedBody(payload, bodyGuard(req, reply)), { objectMode: false });
+    const body = Readable.from(guardedBody(payload, bodyGuard(req, reply)), { objectMode: false });
+    // Fastify stops listening once a body passes its limit; an error after
+    // that (the client's connection failing) must not be an unhandled one.
+    body.on("error", (error) => req.log.debug({ err: error }, "request body failed after it was no longer read"));
+    return body;
   });
   app.addHook("onSend", async (req, reply, payload) => {
     // HTTP/1.1 cannot read the next request on this connection before the

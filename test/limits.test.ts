@@ -137,6 +137,25 @@ s("HTTP/1.1: a caller without a token is answered before it sends its body; a st
   assert.ok(await authorizedCallWorks(svc));
 });
 
+s("HTTP/1.1: a chunked body past MAX_REQUEST_BYTES gets 413, and the process outlives the body's deadline", async ({ svc }) => {
+  const url = new URL(`${svc.url}/api/entities/some-entity/shares`);
+  const status = await new Promise<number>((resolve, reject) => {
+    const req = http.request(url, { method: "POST", headers: { "content-type": "application/json", authorization: svc.rest.defaultHeaders["authorization"]! } }, (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on("error", reject);
+    // No content-length: chunked, so the limit is found while reading.
+    req.write(Buffer.alloc(1_500_000, 0x20));
+    req.end();
+  });
+  assert.is(status, 413);
+  // Past REQUEST_BODY_TIMEOUT_MS, when the unread rest of the body would time out.
+  await sleep(2500);
+  assert.is(svc.child.exitCode, null, svc.output().slice(-2000));
+  assert.ok(await authorizedCallWorks(svc));
+});
+
 s("an idle HTTP/2 session is closed after HTTP_IDLE_TIMEOUT_MS", async ({ svc }) => {
   const session = http2.connect(svc.url);
   session.on("error", () => {});

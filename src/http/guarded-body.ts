@@ -7,6 +7,11 @@ export interface BodyGuard {
   readonly ticket: BodyTicket;
   /** How long the whole body may take to arrive. */
   readonly timeoutMs: number;
+  /**
+   * Settles when the request has been answered (or its client went away):
+   * whoever was reading the body may have stopped, so reading ends too.
+   */
+  readonly answered: Promise<void>;
 }
 
 /**
@@ -15,7 +20,10 @@ export interface BodyGuard {
  * whole body must arrive within the timeout. Past either, reading stops with
  * the catalog's error (IN_FLIGHT_BYTES_EXCEEDED, REQUEST_BODY_TIMEOUT),
  * which every protocol answers in its own form, so a client that sends
- * slowly or too much holds neither memory nor a stream for long.
+ * slowly or too much holds neither memory nor a stream for long. Once the
+ * request is answered the body simply ends: a reader that gave up early
+ * (Fastify past its body limit) is not left with a timer that fails later
+ * with nobody listening.
  */
 export async function* guardedBody(source: AsyncIterable<Uint8Array>, guard: BodyGuard): AsyncGenerator<Uint8Array, void, undefined> {
   const it = source[Symbol.asyncIterator]();
@@ -25,9 +33,10 @@ export async function* guardedBody(source: AsyncIterable<Uint8Array>, guard: Bod
   });
   // Settled by the timer even when nobody races it any more.
   timedOut.catch(() => undefined);
+  const answered = guard.answered.then((): IteratorReturnResult<undefined> => ({ done: true, value: undefined }));
   try {
     for (;;) {
-      const next = await Promise.race([it.next(), timedOut]);
+      const next = await Promise.race([it.next(), timedOut, answered]);
       if (next.done === true) return;
       const refused = guard.ticket.take(next.value.byteLength);
       if (refused !== undefined) throw apiError("IN_FLIGHT_BYTES_EXCEEDED", refused);
