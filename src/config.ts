@@ -58,6 +58,12 @@ export interface HttpLimits {
   readonly maxBufferedBytes: number;
   /** The deadline of a call whose client set none (every REST call, gRPC and Connect calls without one). */
   readonly defaultDeadlineMs: number;
+  /** Unary calls one connection may have running, counted until their work ends (a reset stream's too). */
+  readonly maxCallsPerConnection: number;
+  /** Unary calls the whole process may have running. */
+  readonly maxCallsInFlight: number;
+  /** Connections the process accepts at once; more are closed as they arrive. */
+  readonly maxConnections: number;
 }
 
 /** How event watches are fed, kept alive and bounded. */
@@ -213,13 +219,18 @@ function httpLimits(env: Env, maxRequestBytes: number): HttpLimits {
       `MAX_REQUEST_BYTES (${maxRequestBytes}) ≤ MAX_CONNECTION_BUFFERED_BYTES (${maxConnectionBufferedBytes}) ≤ MAX_BUFFERED_BYTES (${maxBufferedBytes}) must hold, or a largest request could never be read.`,
     );
   }
+  const maxConcurrentStreams = integer(env, "HTTP2_MAX_CONCURRENT_STREAMS", 100, 1, 10_000);
   return Object.freeze({
-    maxConcurrentStreams: integer(env, "HTTP2_MAX_CONCURRENT_STREAMS", 100, 1, 10_000),
+    maxConcurrentStreams,
     idleTimeoutMs: integer(env, "HTTP_IDLE_TIMEOUT_MS", 65_000, 1_000, 3_600_000),
     bodyTimeoutMs: integer(env, "REQUEST_BODY_TIMEOUT_MS", 10_000, 100, 600_000),
     maxConnectionBufferedBytes,
     maxBufferedBytes,
     defaultDeadlineMs: integer(env, "REQUEST_DEADLINE_MS", 30_000, 100, 600_000),
+    // Twice the streams: a client's reset streams may still be finishing their work.
+    maxCallsPerConnection: integer(env, "HTTP_MAX_CALLS_PER_CONNECTION", 2 * maxConcurrentStreams, 1, 100_000),
+    maxCallsInFlight: integer(env, "HTTP_MAX_CALLS_IN_FLIGHT", 1000, 1, 1_000_000),
+    maxConnections: integer(env, "HTTP_MAX_CONNECTIONS", 10_000, 1, 1_000_000),
   });
 }
 

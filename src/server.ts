@@ -21,6 +21,7 @@ import { type AuthResult, type Authenticator, authenticateHeader, authIntercepto
 import type { HttpLimits } from "./config.js";
 import { apiError, reasonOf } from "./errors/api-error.js";
 import { BodyBudget } from "./http/body-budget.js";
+import { type CallPass, CallGate, isRefusal } from "./http/call-gate.js";
 import { type BodyGuard, guardedBody } from "./http/guarded-body.js";
 import { createOnePortServer, type RequestHandler } from "./net/one-port-server.js";
 import { HealthService } from "./ops/health-service.js";
@@ -42,8 +43,14 @@ declare module "fastify" {
   interface FastifyRequest {
     /** Filled by the observe interceptor (or the HTTP layer for early refusals); read by the request log line. */
     rpcOutcome: RpcOutcome;
-    /** The caller established from the headers, before the body is read; API routes only. */
+    /**
+     * The caller established from the headers, before the body is read, or
+     * why the call is refused from them (its token, or the call gate); API
+     * routes only.
+     */
     auth: AuthResult | undefined;
+    /** The unary API call's place at the call gate. */
+    callPass: CallPass | undefined;
   }
 }
 
@@ -98,6 +105,20 @@ function frameworkProblem(error: FastifyError): string {
   return error.message;
 }
 
+/** A request's connection: its socket, or for HTTP/2 its session, whose streams share what the connection may hold. */
+function connectionOf(req: FastifyRequest): object {
+  return req.raw instanceof http2.Http2ServerRequest ? (req.raw.stream.session ?? req.raw.socket) : req.raw.socket;
+}
+
+/**
+ * Ends the connection once this answer is written: an HTTP/2 session gets
+ * GOAWAY (its other streams finish), HTTP/1.1 answers with Connection: close.
+ */
+function closeConnectionAfter(req: FastifyRequest, reply: FastifyReply): void {
+  if (req.raw instanceof http2.Http2ServerRequest) req.raw.stream.session?.close();
+  else reply.header("connection", "close");
+}
+
 /** The RPC route config of a request, when its route serves an RPC. */
 function rpcRoute(req: FastifyRequest): RpcRouteConfig | undefined {
   const config = req.routeOptions.config as Partial<RpcRouteConfig> | undefined;
@@ -123,7 +144,11 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   // an HTTP/1.1 server to Fastify, with HTTP/2 requests as compatible objects.
   const app: FastifyInstance = Fastify({
     serverFactory: ((handler: RequestHandler) =>
-      createOnePortServer(handler, { maxConcurrentStreams: limits.maxConcurrentStreams, idleTimeoutMs: limits.idleTimeoutMs })) as unknown as FastifyServerFactory,
+      createOnePortServer(handler, {
+        maxConcurrentStreams: limits.maxConcurrentStreams,
+        idleTimeoutMs: limits.idleTimeoutMs,
+        maxConnections: limits.maxConnections,
+      })) as unknown as FastifyServerFactory,
     loggerInstance: deps.logger,
     bodyLimit: deps.bodyLimitBytes,
     // One log line per request comes from the onResponse hook below.
@@ -147,10 +172,9 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   });
 
   const budget = new BodyBudget({ perConnection: limits.maxConnectionBufferedBytes, total: limits.maxBufferedBytes });
+  const gate = new CallGate({ perConnection: limits.maxCallsPerConnection, total: limits.maxCallsInFlight });
   const bodyGuard = (req: FastifyRequest, reply: FastifyReply): BodyGuard => {
-    // An HTTP/2 connection is its session; its streams share the budget.
-    const connection = req.raw instanceof http2.Http2ServerRequest ? (req.raw.stream.session ?? req.raw.socket) : req.raw.socket;
-    const ticket = budget.open(connection);
+    const ticket = budget.open(connectionOf(req));
     const answered = new Promise<void>((resolve) =>
       reply.raw.once("close", () => {
         ticket.close();
@@ -192,13 +216,28 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   app.removeContentTypeParser("text/plain");
   app.decorateRequest("rpcOutcome", null as unknown as RpcOutcome);
   app.decorateRequest("auth", undefined);
+  app.decorateRequest("callPass", undefined);
   app.addHook("onRequest", async (req, reply) => {
     req.rpcOutcome = {};
     reply.header("x-request-id", req.id);
     if (req.raw instanceof http2.Http2ServerRequest) endUnreadStream(req.raw);
+    const route = rpcRoute(req);
+    // Let in first, before its token or body costs anything.
+    if (route?.authenticate === true && route.unary) {
+      const entry = gate.enter(connectionOf(req));
+      if (isRefusal(entry)) {
+        req.auth = { error: apiError("TOO_MANY_CALLS", entry) };
+        // One connection with this many calls running is a client not
+        // waiting for its answers (pipelining, or resetting streams).
+        if (entry.scope === "connection") closeConnectionAfter(req, reply);
+        return;
+      }
+      req.callPass = entry;
+      reply.raw.once("close", entry.responded);
+    }
     // From the headers alone, before any body is read: a caller who may
     // not call costs the server no body. Bounded like the call itself.
-    if (rpcRoute(req)?.authenticate === true) {
+    if (route?.authenticate === true) {
       const header = req.headers.authorization ?? null;
       const known = deps.authenticator.known?.(header);
       if (known !== undefined) {
@@ -231,9 +270,10 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   app.addHook("onResponse", async (req, reply) => {
     const o = req.rpcOutcome;
     const route = rpcRoute(req);
-    // The client went away before its answer (an HTTP/2 stream it reset
-    // ends the response too): the call may still be running.
-    const gone = req.raw.aborted === true;
+    // The client went away before its answer was written (an HTTP/2
+    // stream it reset ends the response too): the call may still be
+    // running, and whatever it answers reaches nobody.
+    const gone = !reply.raw.writableEnded;
     // A call refused before any interceptor saw it, or cut off by its
     // client, is counted here (once: see recordRpc).
     if (route !== undefined && o.rpc === undefined) {
@@ -252,7 +292,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
         ...(o.rpc === undefined ? {} : { rpc: o.rpc, protocol: o.protocol, code: o.code }),
         ...(o.reason === undefined ? {} : { reason: o.reason }),
         // nginx's 499: the client closed the request before the answer.
-        status: gone && o.code === undefined ? 499 : reply.statusCode,
+        status: gone ? 499 : reply.statusCode,
         durationMs: Math.round(reply.elapsedTime * 100) / 100,
       },
       "request",
@@ -280,6 +320,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
 
   const connectOptions = {
     contextValues,
+    callPass: (req: FastifyRequest) => req.callPass,
     outcome: (req: FastifyRequest) => req.rpcOutcome,
     refused,
     bodyGuard,
@@ -325,6 +366,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     contextValues,
     outcome: (req) => req.rpcOutcome,
     refused,
+    callPass: (req) => req.callPass,
     shutdownSignal: shutdown.signal,
     successStatus,
     toError,

@@ -86,6 +86,14 @@ export const catalog = Object.freeze({
       `More than ${p.limitBytes} bytes of request bodies are in flight on this ${p.scope}: wait for answers before sending more, then retry.`,
     { retryable: true },
   ),
+  TOO_MANY_CALLS: spec<{ limit: number; scope: "connection" | "server" }>(
+    Code.ResourceExhausted,
+    (p) =>
+      p.scope === "connection"
+        ? `This connection already has ${p.limit} calls running: wait for answers before sending more. The server closes the connection after this answer; reconnect, then retry.`
+        : `The server already has ${p.limit} calls running: retry shortly, or on another replica.`,
+    { retryable: true },
+  ),
   TOO_MANY_WATCHES: spec<{ limit: number; scope: "caller" | "server" }>(
     Code.ResourceExhausted,
     (p) =>

@@ -18,6 +18,12 @@ export interface OnePortOptions {
   readonly requestTimeoutMs?: number;
   /** How long a new connection may stay silent before it is dropped. */
   readonly firstBytesTimeoutMs?: number;
+  /**
+   * Connections held at once; more are closed as they arrive. Below the
+   * process's open-file limit, so that idle client connections can never
+   * leave it without sockets for the database and the blob store.
+   */
+  readonly maxConnections?: number;
 }
 
 /** The outer server, with the connection controls Fastify calls on close. */
@@ -114,6 +120,7 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
     socket.on("error", onError);
     socket.on("close", done);
   }) as OnePortServer;
+  if (options.maxConnections !== undefined) outer.maxConnections = options.maxConnections;
 
   outer.closeIdleConnections = () => {
     h1.closeIdleConnections();

@@ -18,6 +18,13 @@ export const everyRouteReasons: readonly Reason[] = ["INVALID_ARGUMENT", "MALFOR
  */
 export const bodyReasons: readonly Reason[] = ["UNSUPPORTED_MEDIA_TYPE", "REQUEST_TOO_LARGE", "REQUEST_BODY_TIMEOUT", "IN_FLIGHT_BYTES_EXCEEDED"];
 
+/**
+ * The errors of being let in: a unary call past the calls the connection
+ * or the server may have running (TOO_MANY_CALLS). Streams (watches) have
+ * caps of their own.
+ */
+export const unaryReasons: readonly Reason[] = ["TOO_MANY_CALLS"];
+
 /** Whether requests with this HTTP method have their body read, and can meet bodyReasons. */
 export function readsBody(verb: string): boolean {
   return verb !== "GET" && verb !== "HEAD";

@@ -1,9 +1,10 @@
 import { Readable } from "node:stream";
 import { create, type DescField, type DescMethod, type DescService, type JsonObject, type JsonValue, type Message, ScalarType } from "@bufbuild/protobuf";
-import type { ConnectError, ContextValues } from "@connectrpc/connect";
+import { Code, ConnectError, type ContextValues } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import FindMyWay from "find-my-way";
 import { apiError, reasonOf } from "../errors/api-error.js";
+import type { CallPass } from "../http/call-gate.js";
 import type { RpcRouteConfig } from "../rpc/connect-routes.js";
 import { codeName, type RpcOutcome } from "../rpc/observe-interceptor.js";
 import type { InProcessCallInit, InProcessCaller, InProcessStreamCaller } from "../rpc/in-process-caller.js";
@@ -29,6 +30,8 @@ export interface RestGatewayOptions {
    * it is then answered before its body is read, through the interceptors.
    */
   readonly refused: (req: FastifyRequest) => boolean;
+  /** The unary call's place at the server's call gate, when it holds one. */
+  readonly callPass?: (req: FastifyRequest) => CallPass | undefined;
   /** Aborts calls still running when the server stops waiting for them. */
   readonly shutdownSignal?: AbortSignal;
   /** The HTTP status of a successful response; 200 when omitted. */
@@ -178,7 +181,7 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
   }
   for (const binding of bindings) {
     const { method } = binding;
-    const config: RpcRouteConfig = { rpc: `${method.parent.typeName}/${method.name}`, authenticate: true, gateway: "rest" };
+    const config: RpcRouteConfig = { rpc: `${method.parent.typeName}/${method.name}`, authenticate: true, gateway: "rest", unary: method.methodKind === "unary" };
     const responseSchema = binding.responseBody?.message ?? method.output;
     const fieldNames = binding.body === "*" ? bodyFields(binding) : queryParameters(binding);
     const callInit = (req: FastifyRequest, reply: FastifyReply): InProcessCallInit => ({
@@ -233,6 +236,13 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
     };
     const answer = async (req: FastifyRequest, reply: FastifyReply, input: () => Message) => {
       if (method.methodKind === "server_streaming") return answerStream(req, reply, input);
+      const pass = options.callPass?.(req);
+      if (pass !== undefined && !pass.begin()) {
+        // The client went away before the call began: nothing to run.
+        const rendered = failed(req, new ConnectError("the client went away", Code.Canceled));
+        reply.code(rendered.status);
+        return rendered.body;
+      }
       try {
         const { message, header } = await options.call(method, input(), callInit(req, reply));
         header.forEach((value, key) => void reply.header(key, value));
@@ -242,6 +252,8 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
         const rendered = failed(req, error);
         reply.code(rendered.status).headers(rendered.headers);
         return rendered.body;
+      } finally {
+        pass?.end();
       }
     };
     app.route({

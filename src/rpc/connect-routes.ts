@@ -8,6 +8,7 @@ import {
 } from "@connectrpc/connect-node";
 import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from "fastify";
 import { reasonOf } from "../errors/api-error.js";
+import type { CallPass } from "../http/call-gate.js";
 import { type BodyGuard, guardedBody } from "../http/guarded-body.js";
 import { codeName, type RpcOutcome } from "./observe-interceptor.js";
 
@@ -22,14 +23,18 @@ export interface RpcRouteConfig {
   readonly authenticate: boolean;
   /** Which gateway serves it: "connect" (gRPC, gRPC-Web, Connect) or "rest". */
   readonly gateway: "connect" | "rest";
+  /** A unary RPC: its calls hold a place at the server's call gate (streams have caps of their own). */
+  readonly unary: boolean;
 }
 
 /** Options of the Connect routes plugin. */
 export interface ConnectRoutesOptions extends ConnectRouterOptions {
   /** Registers the services on the router. */
   readonly routes: (router: ConnectRouter) => void;
-  /** Whether the routes' calls are authenticated from their headers before their bodies are read. */
+  /** Whether the routes' calls are authenticated from their headers before their bodies are read (the API services). */
   readonly authenticate: boolean;
+  /** The unary call's place at the server's call gate, when it holds one. */
+  readonly callPass?: (req: FastifyRequest) => CallPass | undefined;
   /** Per-request context values (the log's outcome slot, the auth result). */
   readonly contextValues: (req: FastifyRequest) => ContextValues;
   /** The request's log outcome, where a call refused before any interceptor ran is noted. */
@@ -136,6 +141,55 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
       rpc: `${handler.service.typeName}/${handler.method.name}`,
       authenticate: opts.authenticate,
       gateway: "connect",
+      unary: handler.method.methodKind === "unary",
+    };
+    /** Answers the call through Connect's handler for its protocol. */
+    const serve = async (req: FastifyRequest, reply: FastifyReply, outcome: RpcOutcome): Promise<void> => {
+      const uReq = universalRequestFromNodeRequest(req.raw, reply.raw, undefined, opts.contextValues(req));
+      let bodyError: unknown;
+      if (opts.refused(req)) {
+        // The interceptors answer the refusal; the message they are
+        // given is empty, and its body is never read.
+        uReq.header.delete("content-encoding");
+        uReq.header.delete("content-length");
+        uReq.body = once(emptyMessageBody(uReq.header.get("content-type") ?? ""));
+      } else if (Symbol.asyncIterator in Object(uReq.body)) {
+        const guarded = guardedBody(uReq.body as AsyncIterable<Uint8Array>, opts.bodyGuard(req, reply));
+        uReq.body = (async function* () {
+          try {
+            yield* guarded;
+          } catch (error) {
+            bodyError = error;
+            throw error;
+          }
+        })();
+      }
+      const answered = await handler(uReq);
+      const { res: uRes, empty } = outcome.protocol === "grpc" ? await messageless(answered) : { res: answered, empty: false };
+      if (outcome.rpc === undefined) {
+        const reason = bodyError instanceof ConnectError ? reasonOf(bodyError) : undefined;
+        outcome.code = bodyError instanceof ConnectError ? codeName(bodyError.code) : refusalCode(uRes);
+        if (reason !== undefined) outcome.reason = reason;
+      }
+      // HTTP/1.1 cannot read the next request on this connection before
+      // the rest of an unread body: close it after the answer instead.
+      if (!(req.raw instanceof http2.Http2ServerRequest) && !req.raw.complete) reply.raw.shouldKeepAlive = false;
+      for (const [key, value] of Object.entries(reply.getHeaders())) if (value !== undefined) reply.raw.setHeader(key, value);
+      if (empty) {
+        // Headers set before end() are sent by Node's compatibility layer
+        // in one HEADERS frame with END_STREAM: Trailers-Only.
+        reply.raw.statusCode = uRes.status;
+        uRes.header?.forEach((value, key) => reply.raw.setHeader(key, value));
+        uRes.trailer?.forEach((value, key) => reply.raw.setHeader(key, value));
+        reply.raw.end();
+        return;
+      }
+      try {
+        await universalResponseToNodeResponse(uRes, reply.raw);
+      } catch (error) {
+        // The client went away mid-answer: nothing to tell it.
+        if (!(error instanceof ConnectError)) throw error;
+      }
     };
     instance.route({
       method: ["POST", "GET"],
@@ -144,50 +198,17 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
       handler: async (req, reply) => {
         const outcome = opts.outcome(req);
         outcome.protocol = protocolOf(req.headers["content-type"]);
-        const uReq = universalRequestFromNodeRequest(req.raw, reply.raw, undefined, opts.contextValues(req));
-        let bodyError: unknown;
-        if (opts.refused(req)) {
-          // The interceptors answer the refusal; the message they are
-          // given is empty, and its body is never read.
-          uReq.header.delete("content-encoding");
-          uReq.header.delete("content-length");
-          uReq.body = once(emptyMessageBody(uReq.header.get("content-type") ?? ""));
-        } else if (Symbol.asyncIterator in Object(uReq.body)) {
-          const guarded = guardedBody(uReq.body as AsyncIterable<Uint8Array>, opts.bodyGuard(req, reply));
-          uReq.body = (async function* () {
-            try {
-              yield* guarded;
-            } catch (error) {
-              bodyError = error;
-              throw error;
-            }
-          })();
-        }
-        const answered = await handler(uReq);
-        const { res: uRes, empty } = outcome.protocol === "grpc" ? await messageless(answered) : { res: answered, empty: false };
-        if (outcome.rpc === undefined) {
-          const reason = bodyError instanceof ConnectError ? reasonOf(bodyError) : undefined;
-          outcome.code = bodyError instanceof ConnectError ? codeName(bodyError.code) : refusalCode(uRes);
-          if (reason !== undefined) outcome.reason = reason;
-        }
-        // HTTP/1.1 cannot read the next request on this connection before
-        // the rest of an unread body: close it after the answer instead.
-        if (!(req.raw instanceof http2.Http2ServerRequest) && !req.raw.complete) reply.raw.shouldKeepAlive = false;
-        for (const [key, value] of Object.entries(reply.getHeaders())) if (value !== undefined) reply.raw.setHeader(key, value);
-        if (empty) {
-          // Headers set before end() are sent by Node's compatibility layer
-          // in one HEADERS frame with END_STREAM: Trailers-Only.
-          reply.raw.statusCode = uRes.status;
-          uRes.header?.forEach((value, key) => reply.raw.setHeader(key, value));
-          uRes.trailer?.forEach((value, key) => reply.raw.setHeader(key, value));
+        const pass = opts.callPass?.(req);
+        if (pass !== undefined && !pass.begin()) {
+          // The client went away before the call began: nothing to run, nobody to answer.
+          outcome.code = "canceled";
           reply.raw.end();
           return;
         }
         try {
-          await universalResponseToNodeResponse(uRes, reply.raw);
-        } catch (error) {
-          // The client went away mid-answer: nothing to tell it.
-          if (!(error instanceof ConnectError)) throw error;
+          await serve(req, reply, outcome);
+        } finally {
+          pass?.end();
         }
       },
     });

@@ -168,6 +168,26 @@ export function openapiSuite(backend: Backend) {
     assert.equal([cut.status, cut.body.code], [503, "SHUTTING_DOWN"]);
   });
 
+  s("every unary operation: 429 TOO_MANY_CALLS while the server's calls are at their limit", async () => {
+    const never: Authenticator = { authenticate: () => new Promise<never>(() => undefined) };
+    const svc = await startService(backend, { authenticator: never, env: { HTTP_MAX_CALLS_IN_FLIGHT: "1", REQUEST_DEADLINE_MS: "60000", SHUTDOWN_TIMEOUT_MS: "100" } });
+    try {
+      // The one place, held by a call whose authentication never ends.
+      const holder = svc.rest.get(fill("/api/entities/{entity_id}/active-version"));
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const unary = operations().filter((o) => !o.template.endsWith(":watch"));
+      const answers: Record<string, { status: number; code: string }> = {};
+      for (const op of unary) {
+        const res = await svc.rest.request(op.method, fill(op.template), op.readsBody ? {} : undefined);
+        answers[op.id] = { status: res.status, code: res.body?.code };
+      }
+      expectEvery(answers, unary.map((o) => o.id), 429, "TOO_MANY_CALLS");
+      holder.catch(() => undefined);
+    } finally {
+      await svc.close();
+    }
+  });
+
   s("every operation with a body: 408 when the body stalls, 429 while the server's bodies in flight are at the limit", async ({ svc }) => {
     const auth = { authorization: svc.rest.defaultHeaders["authorization"]! };
     const withBody = operations().filter((o) => o.readsBody);

@@ -1,6 +1,6 @@
 import type { DescField, DescMessage } from "@bufbuild/protobuf";
 import type { Reason } from "../../../src/errors/catalog.js";
-import { bodyReasons, everyRouteReasons, readsBody } from "../../../src/rest/gateway-errors.js";
+import { bodyReasons, everyRouteReasons, readsBody, unaryReasons } from "../../../src/rest/gateway-errors.js";
 import { queryFieldPath, type RestBinding } from "../../../src/rest/http-rules.js";
 import type { ApiOptions } from "./api-options.js";
 import { describe, firstSentence } from "./comments.js";
@@ -90,9 +90,14 @@ export interface OperationContext {
   readonly tag: string;
 }
 
-/** The reasons an operation can answer: every route's, body reading's, and the RPC's declared ones. */
+/** The reasons an operation can answer: every route's, body reading's, a unary call's, and the RPC's declared ones. */
 export function operationReasons(binding: RestBinding, options: ApiOptions): Reason[] {
-  return [...everyRouteReasons, ...(readsBody(binding.verb) ? bodyReasons : []), ...options.declaredReasons(binding.method)];
+  return [
+    ...everyRouteReasons,
+    ...(readsBody(binding.verb) ? bodyReasons : []),
+    ...(binding.method.methodKind === "unary" ? unaryReasons : []),
+    ...options.declaredReasons(binding.method),
+  ];
 }
 
 function successResponses(binding: RestBinding, ctx: OperationContext): Record<string, Response> {

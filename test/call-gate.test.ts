@@ -1,0 +1,116 @@
+// Calls running at once: one connection (HTTP/2 streams left waiting, or
+// reset as soon as they are sent) and the whole process are held to their
+// limits, and every place is given back. Against a real process.
+import http2 from "node:http2";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { createTestDatabase, type TestDatabase } from "./support/env.js";
+import { serviceEnv, spawnService } from "./support/service.js";
+
+type Spawned = Awaited<ReturnType<typeof spawnService>>;
+const s = suite<{ svc: Spawned; db: TestDatabase }>("call gate: unary calls running per connection and per process");
+
+s.before(async (ctx) => {
+  ctx.db = await createTestDatabase("sqlite");
+  ctx.svc = await spawnService(
+    await serviceEnv(ctx.db, { HTTP_MAX_CALLS_PER_CONNECTION: "10", HTTP_MAX_CALLS_IN_FLIGHT: "25", REQUEST_BODY_TIMEOUT_MS: "1500" }),
+    ctx.db,
+  );
+});
+s.after(async (ctx) => {
+  await ctx.svc?.close();
+  await ctx.db?.drop();
+});
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function connect(url: string): Promise<{ session: http2.ClientHttp2Session; goaway: Promise<boolean> }> {
+  const session = http2.connect(url);
+  session.on("error", () => {});
+  const goaway = new Promise<boolean>((resolve) => {
+    session.once("goaway", () => resolve(true));
+    session.once("close", () => resolve(false));
+  });
+  await new Promise<void>((resolve) => session.once("remoteSettings", () => resolve()));
+  return { session, goaway };
+}
+
+/** A REST call whose JSON body starts and never ends: it holds its place until the body deadline. */
+function stalled(session: http2.ClientHttp2Session, authorization: string): Promise<{ status: number; code: string; error: string }> {
+  return new Promise((resolve) => {
+    const req = session.request({ ":method": "POST", ":path": "/api/entities/gated/versions/upload-url", "content-type": "application/json", "content-length": "100", authorization });
+    let status = 0;
+    let text = "";
+    req.on("response", (h) => (status = Number(h[":status"])));
+    req.on("data", (d: Buffer) => (text += d.toString()));
+    req.on("error", () => {});
+    req.on("close", () => {
+      const body = text === "" ? { code: `rst ${req.rstCode}`, error: "" } : (JSON.parse(text) as { code: string; error: string });
+      resolve({ status, code: body.code, error: body.error });
+    });
+    req.write("{");
+  });
+}
+
+/** Whether n calls at once, each on its own HTTP/1.1 connection, are all let in. */
+async function allLetIn(svc: Spawned, n: number): Promise<string[]> {
+  const answers = await Promise.all(
+    Array.from({ length: n }, () =>
+      fetch(`${svc.url}/api/entities/nobody-has-it/active-version`, { headers: { authorization: svc.rest.defaultHeaders["authorization"]!, connection: "close" } }).then(
+        async (r) => ((await r.json()) as { code: string }).code,
+      ),
+    ),
+  );
+  return [...new Set(answers)];
+}
+
+s("one HTTP/2 connection past its calls is refused TOO_MANY_CALLS and sent GOAWAY; its running calls finish", async ({ svc }) => {
+  const { session, goaway } = await connect(svc.url);
+  const auth = svc.rest.defaultHeaders["authorization"]!;
+  const calls = Array.from({ length: 15 }, () => stalled(session, auth));
+  assert.ok(await goaway, "GOAWAY");
+  const answers = await Promise.all(calls);
+  session.destroy();
+  const codes = answers.map((a) => a.code);
+  // Ten let in (held to the body deadline), the eleventh refused; the
+  // streams sent after GOAWAY are REFUSED_STREAM, which a client may retry
+  // on a new connection (RFC 9113, 8.7).
+  assert.is(codes.filter((c) => c === "REQUEST_BODY_TIMEOUT").length, 10, JSON.stringify(codes));
+  const refused = answers.filter((a) => a.code === "TOO_MANY_CALLS");
+  assert.ok(refused.length >= 1, JSON.stringify(codes));
+  assert.ok(refused.every((a) => a.status === 429 && /This connection already has 10 calls running/.test(a.error)), JSON.stringify(refused[0]));
+  assert.ok(codes.every((c) => c === "REQUEST_BODY_TIMEOUT" || c === "TOO_MANY_CALLS" || c === `rst ${http2.constants.NGHTTP2_REFUSED_STREAM}`), JSON.stringify(codes));
+  assert.equal(await allLetIn(svc, 25), ["ENTITY_NOT_FOUND"], "every place was given back");
+});
+
+s("the process past its calls refuses TOO_MANY_CALLS on every connection; places come back", async ({ svc }) => {
+  const auth = svc.rest.defaultHeaders["authorization"]!;
+  const sessions = await Promise.all([connect(svc.url), connect(svc.url), connect(svc.url)]);
+  const calls: Array<Promise<{ status: number; code: string; error: string }>> = [];
+  for (const { session } of sessions) {
+    for (let i = 0; i < 10; i++) calls.push(stalled(session, auth));
+    await sleep(100);
+  }
+  const answers = await Promise.all(calls);
+  for (const { session } of sessions) session.destroy();
+  const refused = answers.filter((a) => a.code === "TOO_MANY_CALLS");
+  assert.is(refused.length, 5, JSON.stringify(answers.map((a) => a.code)));
+  assert.ok(refused.every((a) => a.status === 429 && /The server already has 25 calls running/.test(a.error)), JSON.stringify(refused[0]));
+  assert.equal(await allLetIn(svc, 25), ["ENTITY_NOT_FOUND"]);
+});
+
+s("streams reset as soon as they are sent (rapid reset) hold no place once their work ends", async ({ svc }) => {
+  const { session } = await connect(svc.url);
+  const auth = svc.rest.defaultHeaders["authorization"]!;
+  for (let i = 0; i < 500; i++) {
+    const req = session.request({ ":method": "GET", ":path": "/api/entities/nobody-has-it/active-version", authorization: auth });
+    req.on("error", () => {});
+    req.close(http2.constants.NGHTTP2_CANCEL);
+  }
+  await sleep(1000);
+  session.destroy();
+  assert.equal(await allLetIn(svc, 25), ["ENTITY_NOT_FOUND"]);
+  assert.is(svc.child.exitCode, null);
+});
+
+s.run();
