@@ -20,8 +20,13 @@ export interface JwtOptions {
   readonly jwksTimeoutMs?: number;
 }
 
-/** User and organization ids: printable, no spaces, at most 255 characters (they appear in REST paths). */
-export const principalIdPattern = /^[^\s\p{C}]{1,255}$/u;
+/**
+ * User and organization ids: printable, no spaces, at most 255 characters
+ * (they appear in REST paths). Never U+FFFD: a JSON or protobuf decoder puts
+ * it in place of bytes that were not UTF-8, so an id holding it is not the
+ * one its sender meant.
+ */
+export const principalIdPattern = /^[^\s\p{C}\uFFFD]{1,255}$/u;
 
 const maxListClaim = 500;
 

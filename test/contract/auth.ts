@@ -123,6 +123,14 @@ export function authSuite(backend: Backend) {
     const bad = await admin.post(`/api/entities/${e}/shares`, { user_id: "has space" });
     assert.is(bad.status, 400);
     assert.match(bad.body.error, "user_id");
+    // Bytes that are not UTF-8 arrive as U+FFFD: refused, not stored as another id.
+    const notUtf8 = await fetch(`${svc.url}/api/entities/${e}/shares`, {
+      method: "POST",
+      headers: { ...admin.defaultHeaders, "content-type": "application/json" },
+      body: Buffer.concat([Buffer.from('{"user_id":"'), Buffer.from([0xed, 0xa0, 0x80]), Buffer.from('x"}')]),
+    });
+    assert.is(notUtf8.status, 400);
+    assert.match(((await notUtf8.json()) as { error: string }).error, /user_id: must be 1 to 255 printable characters of valid UTF-8/);
     const both = await admin.put(`/api/entities/${e}/stores/orgs/acme`, undefined);
     assert.equal(both.body.org_stores, ["acme"]);
     assert.is((await admin.put(`/api/entities/${e}/stores/public`, undefined)).body.public_store, true);
