@@ -83,15 +83,25 @@ function requestIdFor(sent: string | string[] | undefined): string {
  * Ends an answered HTTP/2 stream whose body was left unread with
  * RST_STREAM NO_ERROR (RFC 9113, 8.1), so its client stops sending: without
  * it the stream (and its answer's "finish") waits for a body nobody reads.
- * On the next turn, once the answer's last frame is queued before it.
+ * The reset may only follow the answer's END_STREAM, and nghttp2 sends a
+ * reset ahead of DATA frames still queued: so it waits until the stream is
+ * closed on this side (END_STREAM sent), checking every few milliseconds,
+ * for at most a second (a client that stopped reading gets the reset then).
  */
 function endUnreadStream(req: http2.Http2ServerRequest): void {
   const stream = req.stream;
   stream.once("finish", () => {
     if (req.complete) return;
-    setImmediate(() => {
-      if (!stream.closed) stream.close(http2.constants.NGHTTP2_NO_ERROR);
-    });
+    const giveUpAt = Date.now() + 1000;
+    const reset = () => {
+      if (stream.closed || stream.destroyed) return;
+      if (stream.state.localClose !== 1 && Date.now() < giveUpAt) {
+        setTimeout(reset, 2);
+        return;
+      }
+      stream.close(http2.constants.NGHTTP2_NO_ERROR);
+    };
+    setImmediate(reset);
   });
 }
 

@@ -156,6 +156,31 @@ s("HTTP/1.1: a chunked body past MAX_REQUEST_BYTES gets 413, and the process out
   assert.ok(await authorizedCallWorks(svc));
 });
 
+s("HTTP/2: a refusal answered before its body is read reaches the client whole, before the stream is reset", async ({ svc }) => {
+  const session = http2.connect(svc.url);
+  session.on("error", () => {});
+  const paths = ["/api/entities/some-entity/versions/upload-url", "/entityversions.v1.EntityVersionsService/GetUploadUrl"];
+  const answers = await Promise.all(
+    Array.from({ length: 10 }, (_, i) =>
+      new Promise<string>((resolve) => {
+        const path = paths[i % 2]!;
+        const req = session.request({ ":method": "POST", ":path": path, "content-type": "application/json" });
+        let text = "";
+        let ended = false;
+        req.on("data", (d: Buffer) => (text += d.toString()));
+        req.on("end", () => (ended = true));
+        req.on("error", () => {});
+        req.on("close", () => resolve(`${ended ? "whole" : "cut"} rst=${req.rstCode} ${/"code":"(\w+)"|"code":"(\w+)/.exec(text)?.slice(1).find(Boolean) ?? text.slice(0, 40)}`));
+        // More than the stream's window: the client is still sending when the answer comes.
+        req.write(Buffer.alloc(200 * 1024, 0x20));
+        setTimeout(() => resolve(`not closed: ${ended ? "whole" : "cut"} ${text.slice(0, 40)}`), 5000).unref();
+      }),
+    ),
+  );
+  session.destroy();
+  assert.equal([...new Set(answers)].sort(), ["whole rst=0 unauthenticated", "whole rst=0 AUTH_REQUIRED"].sort(), JSON.stringify(answers));
+});
+
 s("an idle HTTP/2 session is closed after HTTP_IDLE_TIMEOUT_MS", async ({ svc }) => {
   const session = http2.connect(svc.url);
   session.on("error", () => {});
