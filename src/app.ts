@@ -126,7 +126,7 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     });
     // Changes made here reach this process's watches at once; other replicas' within a poll interval.
     const onEventsRecorded = (entityIds: readonly string[]) => hub.recorded(entityIds);
-    const access = new AccessStore(db, { onEventsRecorded });
+    const access = new AccessStore(db, { onEventsRecorded, maxEntries: config.limits.maxAccessEntries });
     const metrics = new Metrics({
       pool: () => (db.knex.client as { pool?: PoolStats }).pool,
       pendingDeletions: () => uploads.pendingCount(),

@@ -118,6 +118,8 @@ export interface Limits {
   readonly maxPackageBytes: number;
   readonly maxPackageJsonBytes: number;
   readonly maxServiceDependencies: number;
+  /** Most publishers, shares and org stores each entity may list (each list on its own). */
+  readonly maxAccessEntries: number;
 }
 
 /** A configuration value is wrong; the message names the variable and what it accepts. */
@@ -376,6 +378,7 @@ export function loadConfig(env: Env = process.env): Config {
       maxPackageBytes: integer(env, "MAX_PACKAGE_BYTES", 256 * 1024 * 1024, 1, 256 * 1024 * 1024),
       maxPackageJsonBytes: integer(env, "MAX_PACKAGE_JSON_BYTES", 256 * 1024, 2, 16 * 1024 * 1024),
       maxServiceDependencies: integer(env, "MAX_SERVICE_DEPENDENCIES", 100, 0, 10_000),
+      maxAccessEntries: integer(env, "MAX_ACCESS_ENTRIES", 1000, 1, 1_000_000),
     }),
     watch: watch(env, http),
   });

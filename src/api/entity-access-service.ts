@@ -74,6 +74,7 @@ export class EntityAccessServiceImpl implements ServiceImpl<typeof EntityAccessS
     const context = { actor: requireCaller(ctx).id, at: this.#d.clock.now() };
     const outcome = await this.#d.access.change(entityId, change, context, ctx.signal);
     if (outcome.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
+    if (outcome.kind === "list-full") throw apiError("ACCESS_LIST_FULL", { entityId, list: outcome.list, limit: outcome.limit });
     if (outcome.kind === "last-publisher") {
       throw apiError("LAST_PUBLISHER", { entityId, userId: (change as { userId: string }).userId });
     }

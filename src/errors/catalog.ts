@@ -217,6 +217,10 @@ export const catalog = Object.freeze({
     Code.FailedPrecondition,
     (p) => `"${p.userId}" is the last publisher of entity "${p.entityId}" and cannot be removed: add another publisher first.`,
   ),
+  ACCESS_LIST_FULL: spec<{ entityId: string; list: string; limit: number }>(
+    Code.FailedPrecondition,
+    (p) => `Entity "${p.entityId}" already has ${p.limit} ${p.list}, as many as allowed: remove one first (an organization's store reaches all its members at once).`,
+  ),
   DATABASE_UNAVAILABLE: spec(
     Code.Unavailable,
     () => "The database is unavailable: nothing was changed; retry in a few seconds.",

@@ -40,7 +40,9 @@ const eventKinds: Readonly<Record<AccessChange["op"], AccessChangeKind | undefin
 export type AccessChangeOutcome =
   | { readonly kind: "changed"; readonly access: EntityAccessRecord }
   | { readonly kind: "entity-missing" }
-  | { readonly kind: "last-publisher" };
+  | { readonly kind: "last-publisher" }
+  /** Adding would make the list longer than the service allows. */
+  | { readonly kind: "list-full"; readonly list: "publishers" | "shares" | "org stores"; readonly limit: number };
 
 /** The raw columns the access facts are selected as. */
 export interface AccessFactRow {
@@ -143,9 +145,18 @@ export class AccessStore {
   readonly #knex: Knex;
   readonly #prepared: RunPrepared;
   readonly #recorded: (entityIds: readonly string[]) => void;
+  readonly #maxEntries: number;
 
   /** `onEventsRecorded` is told of each committed change (the event hub's prompt). */
-  constructor(db: Database, options: { readonly onEventsRecorded?: (entityIds: readonly string[]) => void } = {}) {
+  constructor(
+    db: Database,
+    options: {
+      readonly onEventsRecorded?: (entityIds: readonly string[]) => void;
+      /** Most entries each of an entity's lists (publishers, shares, org stores) may have: every access answer carries them all. */
+      readonly maxEntries?: number;
+    } = {},
+  ) {
+    this.#maxEntries = options.maxEntries ?? 1000;
     this.#knex = db.knex;
     this.#prepared = preparedRunner(db);
     this.#recorded = options.onEventsRecorded ?? (() => undefined);
@@ -183,6 +194,12 @@ export class AccessStore {
    * never with an access change (which would leave a row with no
    * publishers, claimable by anyone).
    */
+  /** Whether the entity's list in `table` is at the limit (counted under the entity lock). */
+  async #full(trx: Knex.Transaction, table: string, entityId: string): Promise<boolean> {
+    const [row] = await trx(table).where("entity_id", entityId).count({ n: "*" });
+    return Number(row?.["n"] ?? 0) >= this.#maxEntries;
+  }
+
   async change(entityId: string, change: AccessChange, context: ChangeContext, signal?: AbortSignal): Promise<AccessChangeOutcome> {
     let changed = false;
     const outcome = await inTransaction<AccessChangeOutcome>(this.#knex, async (trx) => {
@@ -200,6 +217,9 @@ export class AccessStore {
           const table = change.op === "add-publisher" ? "entity_publishers" : "entity_shares";
           // Under the entity lock nobody else adds or removes it meanwhile.
           if ((await trx(table).where({ entity_id: entityId, user_id: change.userId }).first("user_id")) !== undefined) return unchanged();
+          if (await this.#full(trx, table, entityId)) {
+            return { commit: false, result: { kind: "list-full" as const, list: change.op === "add-publisher" ? ("publishers" as const) : ("shares" as const), limit: this.#maxEntries } };
+          }
           await trx(table).insert({ entity_id: entityId, user_id: change.userId });
           subject = change.userId;
           break;
@@ -218,6 +238,7 @@ export class AccessStore {
           break;
         case "add-org-store":
           if ((await trx("entity_org_stores").where({ entity_id: entityId, org_id: change.orgId }).first("org_id")) !== undefined) return unchanged();
+          if (await this.#full(trx, "entity_org_stores", entityId)) return { commit: false, result: { kind: "list-full" as const, list: "org stores" as const, limit: this.#maxEntries } };
           await trx("entity_org_stores").insert({ entity_id: entityId, org_id: change.orgId });
           subject = change.orgId;
           break;

@@ -146,6 +146,33 @@ type Key = Awaited<ReturnType<typeof generateKeyPair>>["privateKey"];
 export function authKeysSuite(backend: Backend) {
   const s = suite(`${backend}: auth: JWKS rotation, no tokens in logs`);
 
+  s("each access list holds at most MAX_ACCESS_ENTRIES; past it, ACCESS_LIST_FULL and nothing changes", async () => {
+    const svc = await startService(backend, { env: { MAX_ACCESS_ENTRIES: "2" } });
+    try {
+      const e = newEntityId();
+      await push(svc, e);
+      const admin = svc.restAs(bearer(await token({ sub: "root", roles: ["admin"] })));
+      // The pusher is the first publisher: one more fits.
+      assert.is((await admin.post(`/api/entities/${e}/publishers`, { user_id: "p2" })).status, 200);
+      const publishers = await admin.post(`/api/entities/${e}/publishers`, { user_id: "p3" });
+      assert.equal([publishers.status, publishers.body.code], [400, "ACCESS_LIST_FULL"]);
+      assert.match(publishers.body.error, /already has 2 publishers, as many as allowed: remove one first/);
+      for (const user of ["s1", "s2"]) assert.is((await admin.post(`/api/entities/${e}/shares`, { user_id: user })).status, 200);
+      assert.is((await admin.post(`/api/entities/${e}/shares`, { user_id: "s3" })).body.code, "ACCESS_LIST_FULL");
+      assert.is((await admin.post(`/api/entities/${e}/shares`, { user_id: "s1" })).status, 200, "adding what is there changes nothing, and is not refused");
+      for (const org of ["o1", "o2"]) assert.is((await admin.put(`/api/entities/${e}/stores/orgs/${org}`, undefined)).status, 200);
+      const orgs = await svc.grpc.call("PublishToOrgStore", { entity_id: e, org_id: "o3" }, bearer(await token({ sub: "root", roles: ["admin"] })));
+      assert.ok(!orgs.ok && orgs.error.reason === "ACCESS_LIST_FULL", JSON.stringify(orgs));
+      const access = (await admin.get(`/api/entities/${e}/access`)).body;
+      assert.equal([access.publishers.length, access.shares, access.org_stores], [2, ["s1", "s2"], ["o1", "o2"]]);
+      // Removing one makes room again.
+      assert.is((await admin.delete(`/api/entities/${e}/shares/s2`)).status, 200);
+      assert.is((await admin.post(`/api/entities/${e}/shares`, { user_id: "s3" })).status, 200);
+    } finally {
+      await svc.close();
+    }
+  });
+
   s("RS256/ES256 keys from a JWKS URL, refetched when a token names an unknown kid", async () => {
     const k1 = await generateKeyPair("ES256");
     const k2 = await generateKeyPair("RS256");
