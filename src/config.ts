@@ -62,6 +62,8 @@ export interface HttpLimits {
   readonly maxCallsPerConnection: number;
   /** Unary calls the whole process may have running. */
   readonly maxCallsInFlight: number;
+  /** Unary calls that may wait for one of the process's places, in turn, when all are taken. */
+  readonly maxCallsQueued: number;
   /** Connections the process accepts at once; more are closed as they arrive. */
   readonly maxConnections: number;
 }
@@ -232,6 +234,7 @@ function httpLimits(env: Env, maxRequestBytes: number): HttpLimits {
     // Twice the streams: a client's reset streams may still be finishing their work.
     maxCallsPerConnection: integer(env, "HTTP_MAX_CALLS_PER_CONNECTION", 2 * maxConcurrentStreams, 1, 100_000),
     maxCallsInFlight: integer(env, "HTTP_MAX_CALLS_IN_FLIGHT", 1000, 1, 1_000_000),
+    maxCallsQueued: integer(env, "HTTP_MAX_CALLS_QUEUED", 5000, 0, 1_000_000),
     maxConnections: integer(env, "HTTP_MAX_CONNECTIONS", 10_000, 1, 1_000_000),
   });
 }

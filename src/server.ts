@@ -21,7 +21,7 @@ import { type AuthResult, type Authenticator, authenticateHeader, authIntercepto
 import type { HttpLimits } from "./config.js";
 import { apiError, reasonOf } from "./errors/api-error.js";
 import { BodyBudget } from "./http/body-budget.js";
-import { type CallPass, CallGate, isRefusal } from "./http/call-gate.js";
+import { type CallPass, type CallRefusal, CallGate, isRefusal, isWait } from "./http/call-gate.js";
 import { type BodyGuard, guardedBody } from "./http/guarded-body.js";
 import { createOnePortServer, type RequestHandler } from "./net/one-port-server.js";
 import { HealthService } from "./ops/health-service.js";
@@ -182,7 +182,32 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   });
 
   const budget = new BodyBudget({ perConnection: limits.maxConnectionBufferedBytes, total: limits.maxBufferedBytes });
-  const gate = new CallGate({ perConnection: limits.maxCallsPerConnection, total: limits.maxCallsInFlight });
+  const gate = new CallGate({ perConnection: limits.maxCallsPerConnection, total: limits.maxCallsInFlight, queued: limits.maxCallsQueued });
+  /**
+   * A unary call's place at the gate: at once, after waiting its turn (at
+   * most the default deadline; a client that leaves stops waiting), or a
+   * refusal. The place is given back when the answer is done, whenever
+   * that comes.
+   */
+  const admit = async (req: FastifyRequest, reply: FastifyReply): Promise<CallPass | CallRefusal> => {
+    const entry = gate.enter(connectionOf(req));
+    if (isRefusal(entry)) return entry;
+    let pass = isWait(entry) ? undefined : entry;
+    let closed = false;
+    reply.raw.once("close", () => {
+      closed = true;
+      if (pass !== undefined) pass.responded();
+      else if (isWait(entry)) entry.cancel();
+    });
+    if (!isWait(entry)) return entry;
+    const timer = setTimeout(entry.cancel, limits.defaultDeadlineMs);
+    const admitted = await entry.admitted;
+    clearTimeout(timer);
+    if (isRefusal(admitted)) return admitted;
+    pass = admitted;
+    if (closed) admitted.responded();
+    return admitted;
+  };
   const bodyGuard = (req: FastifyRequest, reply: FastifyReply): BodyGuard => {
     const ticket = budget.open(connectionOf(req));
     const answered = new Promise<void>((resolve) =>
@@ -234,7 +259,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     const route = rpcRoute(req);
     // Let in first, before its token or body costs anything.
     if (route?.authenticate === true && route.unary) {
-      const entry = gate.enter(connectionOf(req));
+      const entry = await admit(req, reply);
       if (isRefusal(entry)) {
         req.auth = { error: apiError("TOO_MANY_CALLS", entry) };
         // One connection with this many calls running is a client not
@@ -243,7 +268,6 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
         return;
       }
       req.callPass = entry;
-      reply.raw.once("close", entry.responded);
     }
     // From the headers alone, before any body is read: a caller who may
     // not call costs the server no body. Bounded like the call itself.

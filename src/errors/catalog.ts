@@ -91,7 +91,7 @@ export const catalog = Object.freeze({
     (p) =>
       p.scope === "connection"
         ? `This connection already has ${p.limit} calls running: wait for answers before sending more. The server closes the connection after this answer; reconnect, then retry.`
-        : `The server already has ${p.limit} calls running: retry shortly, or on another replica.`,
+        : `The server is at its limit of ${p.limit} calls running, with as many more waiting as it keeps (or this one waited its whole deadline): retry shortly, or on another replica.`,
     { retryable: true },
   ),
   TOO_MANY_WATCHES: spec<{ limit: number; scope: "caller" | "server" }>(

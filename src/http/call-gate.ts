@@ -1,7 +1,11 @@
-/** How many unary calls may be running: on one connection, and in the whole process. */
+/** How many unary calls may be running: on one connection, in the whole process, and waiting for a place. */
 export interface CallGateLimits {
+  /** Calls one connection may have running or waiting. */
   readonly perConnection: number;
+  /** Calls the process runs at once. */
   readonly total: number;
+  /** Calls that may wait, first come first served, for one of the process's places. */
+  readonly queued: number;
 }
 
 /** Why a call was not let in. */
@@ -21,6 +25,18 @@ export interface CallPass {
   responded(): void;
 }
 
+/** A call waiting for a place: `admitted` settles with its pass, or with a refusal once `cancel()` gives up on it. */
+export interface CallWait {
+  readonly admitted: Promise<CallPass | CallRefusal>;
+  /** Stops waiting (the client went away, or waited too long); the call is refused. */
+  cancel(): void;
+}
+
+interface Waiter {
+  readonly connection: object;
+  resolve(entry: CallPass | CallRefusal): void;
+}
+
 /**
  * Bounds the unary calls running at once, per connection and in all. A call
  * holds its place from its first header until both its answer is done and
@@ -28,12 +44,16 @@ export interface CallPass {
  * stops reading pipelined HTTP/1.1 answers) frees the stream at once, but
  * not the work the call started, so counting streams alone would let one
  * connection start calls without end (the "rapid reset" attack,
- * CVE-2023-44487). Past either limit a call is refused before its
- * authentication or body costs anything.
+ * CVE-2023-44487). A connection past its limit is refused at once, before
+ * the call's authentication or body costs anything. When the process is
+ * at its limit, calls wait in turn for a place (a busy server answers
+ * later rather than not at all), up to `queued` of them; past that they
+ * are refused too.
  */
 export class CallGate {
   readonly #limits: CallGateLimits;
   readonly #byConnection = new WeakMap<object, number>();
+  readonly #waiting: Waiter[] = [];
   #total = 0;
 
   constructor(limits: CallGateLimits) {
@@ -45,21 +65,60 @@ export class CallGate {
     return this.#total;
   }
 
-  /** Lets a call on `connection` (the socket, or the HTTP/2 session) in, or says why not. */
-  enter(connection: object): CallPass | CallRefusal {
+  /** Calls waiting for a place. */
+  get waiting(): number {
+    return this.#waiting.length;
+  }
+
+  /** Lets a call on `connection` (the socket, or the HTTP/2 session) in, has it wait for a place, or says why not. */
+  enter(connection: object): CallPass | CallWait | CallRefusal {
     const mine = this.#byConnection.get(connection) ?? 0;
     if (mine >= this.#limits.perConnection) return { scope: "connection", limit: this.#limits.perConnection };
-    if (this.#total >= this.#limits.total) return { scope: "server", limit: this.#limits.total };
+    if (this.#total < this.#limits.total) {
+      this.#byConnection.set(connection, mine + 1);
+      this.#total += 1;
+      return this.#pass(connection);
+    }
+    if (this.#waiting.length >= this.#limits.queued) return { scope: "server", limit: this.#limits.total };
+    // A waiting call counts against its connection already.
     this.#byConnection.set(connection, mine + 1);
-    this.#total += 1;
+    let waiter!: Waiter;
+    const admitted = new Promise<CallPass | CallRefusal>((resolve) => {
+      waiter = { connection, resolve };
+    });
+    this.#waiting.push(waiter);
+    return {
+      admitted,
+      cancel: () => {
+        const at = this.#waiting.indexOf(waiter);
+        if (at === -1) return;
+        this.#waiting.splice(at, 1);
+        this.#leave(connection);
+        waiter.resolve({ scope: "server", limit: this.#limits.total });
+      },
+    };
+  }
+
+  #leave(connection: object): void {
+    this.#byConnection.set(connection, (this.#byConnection.get(connection) ?? 1) - 1);
+  }
+
+  /** A freed place goes to the call that has waited longest, else back to the pool. */
+  #release(connection: object): void {
+    this.#leave(connection);
+    const next = this.#waiting.shift();
+    if (next === undefined) this.#total -= 1;
+    else next.resolve(this.#pass(next.connection));
+  }
+
+  #pass(connection: object): CallPass {
     let handling = false;
     let answered = false;
     let released = false;
     const release = () => {
       if (released) return;
       released = true;
-      this.#byConnection.set(connection, (this.#byConnection.get(connection) ?? 1) - 1);
-      this.#total -= 1;
+      this.#release(connection);
     };
     return {
       begin: () => {
@@ -80,6 +139,11 @@ export class CallGate {
 }
 
 /** Whether the gate refused a call. */
-export function isRefusal(entry: CallPass | CallRefusal): entry is CallRefusal {
+export function isRefusal(entry: CallPass | CallWait | CallRefusal): entry is CallRefusal {
   return "scope" in entry;
+}
+
+/** Whether the call must wait for a place. */
+export function isWait(entry: CallPass | CallWait | CallRefusal): entry is CallWait {
+  return "admitted" in entry;
 }

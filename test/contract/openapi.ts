@@ -170,7 +170,7 @@ export function openapiSuite(backend: Backend) {
 
   s("every unary operation: 429 TOO_MANY_CALLS while the server's calls are at their limit", async () => {
     const never: Authenticator = { authenticate: () => new Promise<never>(() => undefined) };
-    const svc = await startService(backend, { authenticator: never, env: { HTTP_MAX_CALLS_IN_FLIGHT: "1", REQUEST_DEADLINE_MS: "60000", SHUTDOWN_TIMEOUT_MS: "100" } });
+    const svc = await startService(backend, { authenticator: never, env: { HTTP_MAX_CALLS_IN_FLIGHT: "1", HTTP_MAX_CALLS_QUEUED: "0", REQUEST_DEADLINE_MS: "60000", SHUTDOWN_TIMEOUT_MS: "100" } });
     try {
       // The one place, held by a call whose authentication never ends.
       const holder = svc.rest.get(fill("/api/entities/{entity_id}/active-version"));
