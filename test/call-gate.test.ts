@@ -1,11 +1,12 @@
 // Calls running at once: one connection (HTTP/2 streams left waiting, or
 // reset as soon as they are sent) and the whole process are held to their
 // limits, and every place is given back. Against a real process.
+import http from "node:http";
 import http2 from "node:http2";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { createTestDatabase, type TestDatabase } from "./support/env.js";
-import { serviceEnv, spawnService } from "./support/service.js";
+import { newEntityId, push, serviceEnv, spawnService } from "./support/service.js";
 
 type Spawned = Awaited<ReturnType<typeof spawnService>>;
 const s = suite<{ svc: Spawned; db: TestDatabase }>("call gate: unary calls running per connection and per process");
@@ -100,6 +101,34 @@ s("the process past its calls has the next ones wait their turn, and refuses TOO
   assert.ok(refused.every((a) => a.status === 429 && /at its limit of 25 calls running/.test(a.error)), JSON.stringify(refused[0]));
   assert.is(codes.filter((c) => c === "REQUEST_BODY_TIMEOUT").length, 27, JSON.stringify(codes));
   assert.equal(await allLetIn(svc, 25), ["ENTITY_NOT_FOUND"]);
+});
+
+s("answered calls give their place back on every protocol: many more than a connection's limit, one after another, all succeed", async ({ svc }) => {
+  const e = newEntityId();
+  await push(svc, e, { setAsActive: true });
+  // One grpc-js channel is one HTTP/2 connection; its limit here is 10.
+  for (let i = 0; i < 30; i++) {
+    const r = await svc.grpc.call("GetActiveVersion", { entity_id: e });
+    assert.ok(r.ok, `call ${i}: ${JSON.stringify(r)}`);
+  }
+  // Connect's protocol over HTTP/1.1 keep-alive: one connection too.
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  for (let i = 0; i < 30; i++) {
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = http.request(`${svc.url}/entityversions.v1.EntityVersionsService/GetActiveVersion`, {
+        method: "POST",
+        agent,
+        headers: { "content-type": "application/json", authorization: svc.rest.defaultHeaders["authorization"]! },
+      }, (res) => {
+        res.resume();
+        res.on("end", () => resolve(res.statusCode ?? 0));
+      });
+      req.on("error", reject);
+      req.end(JSON.stringify({ entity_id: e }));
+    });
+    assert.is(status, 200, `Connect call ${i}`);
+  }
+  agent.destroy();
 });
 
 s("streams reset as soon as they are sent (rapid reset) hold no place once their work ends", async ({ svc }) => {

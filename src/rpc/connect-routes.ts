@@ -145,6 +145,7 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
     };
     /** Answers the call through Connect's handler for its protocol. */
     const serve = async (req: FastifyRequest, reply: FastifyReply, outcome: RpcOutcome): Promise<void> => {
+      const closed = new Promise<void>((resolve) => reply.raw.once("close", () => resolve()));
       const uReq = universalRequestFromNodeRequest(req.raw, reply.raw, undefined, opts.contextValues(req));
       let bodyError: unknown;
       if (opts.refused(req)) {
@@ -185,7 +186,10 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
         return;
       }
       try {
-        await universalResponseToNodeResponse(uRes, reply.raw);
+        // It waits for an "end" event that Node's responses (HTTP/1.1 and
+        // HTTP/2 alike) never emit: the answer is done when the response
+        // closes, written whole or its client gone.
+        await Promise.race([universalResponseToNodeResponse(uRes, reply.raw), closed]);
       } catch (error) {
         // The client went away mid-answer: nothing to tell it.
         if (!(error instanceof ConnectError)) throw error;
