@@ -20,7 +20,8 @@ try {
   address = await app.server.listen({ host: config.host, port: config.port });
 } catch (error) {
   const message = error instanceof Error ? error.message : String(error);
-  const databaseName = config.database.kind === "mysql" ? decodeURIComponent(new URL(config.database.url).pathname.slice(1)) : undefined;
+  // As written in the URL: decoding could itself fail on a stray "%".
+  const databaseName = config.database.kind === "mysql" ? new URL(config.database.url).pathname.slice(1) : undefined;
   const hint = startupHint(error, { host: config.host, port: config.port, ...(databaseName ? { databaseName } : {}) });
   process.stderr.write(`entity-versions: could not start: ${message}${hint}\n`);
   await app?.close();
