@@ -110,7 +110,7 @@ function endUnreadStream(req: http2.Http2ServerRequest): void {
  * own words name its content type, not what to send instead.
  */
 function frameworkProblem(error: FastifyError): string {
-  if (error.code === "FST_ERR_CTP_INVALID_JSON_BODY") return "the body is not valid JSON: send one JSON object, as in {\"version\": \"…\"}";
+  if (error.code === "FST_ERR_CTP_INVALID_JSON_BODY") return "the body is not valid JSON: send one JSON object of the request's fields (listed at /docs)";
   if (error.code === "FST_ERR_CTP_EMPTY_JSON_BODY") return "the body is empty: send a JSON object ({} when the request has no fields)";
   return error.message;
 }
