@@ -10,6 +10,7 @@ import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from "fastif
 import { reasonOf } from "../errors/api-error.js";
 import type { CallPass } from "../http/call-gate.js";
 import { type BodyGuard, guardedBody } from "../http/guarded-body.js";
+import { minimalGrpcMessage } from "./grpc-message.js";
 import { codeName, type RpcOutcome } from "./observe-interceptor.js";
 
 type UniversalHandler = ConnectRouter["handlers"][number];
@@ -100,22 +101,32 @@ function refusalCode(res: UniversalResponse): string {
   return byStatus[res.status] ?? "unknown";
 }
 
-async function* prepend(first: Uint8Array, rest: AsyncIterator<Uint8Array>): AsyncGenerator<Uint8Array> {
+async function* prepend(first: Uint8Array, rest: AsyncIterator<Uint8Array>, trailer: Headers): AsyncGenerator<Uint8Array> {
   yield first;
   for (let next = await rest.next(); next.done !== true; next = await rest.next()) yield next.value;
+  // Connect has set the status by now; the trailers are written after this.
+  readableGrpcMessage(trailer);
+}
+
+/** Re-encodes the status message of a gRPC answer so that every client decodes it whole (see minimalGrpcMessage). */
+function readableGrpcMessage(headers: Headers): void {
+  const message = headers.get("grpc-message");
+  if (message !== null) headers.set("grpc-message", minimalGrpcMessage(message));
 }
 
 /**
  * Whether a gRPC answer carries no message: it is then sent as
  * Trailers-Only (PROTOCOL-HTTP2.md), the status in the one HEADERS frame
  * that ends the stream, as gRPC servers answer an immediate error, rather
- * than empty headers then trailers. The answer's body is primed either way.
+ * than empty headers then trailers. The answer's body is primed either way,
+ * and its status message re-encoded for every client (minimalGrpcMessage).
  */
 async function messageless(res: UniversalResponse): Promise<{ res: UniversalResponse; empty: boolean }> {
   if (res.trailer === undefined || res.body === undefined) return { res, empty: false };
   const it = res.body[Symbol.asyncIterator]();
   const first = await it.next();
-  if (first.done !== true) return { res: { ...res, body: prepend(first.value, it) }, empty: false };
+  if (first.done !== true) return { res: { ...res, body: prepend(first.value, it, res.trailer) }, empty: false };
+  readableGrpcMessage(res.trailer);
   return { res, empty: true };
 }
 
