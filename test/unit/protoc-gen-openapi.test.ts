@@ -124,6 +124,7 @@ test("answers: implicit fields required, enums by name, maps, oneofs, 64-bit int
   assert.is(p["made_at"]!.format, "date-time");
   assert.match(p["ttl"]!.pattern, /s\$$/);
   assert.is(p["attributes"]!.type, "object");
+  assert.is(p["attributes"]!.additionalProperties, true, "a Struct takes any members, and says so");
   assert.is(p["anything"]!.type, undefined);
   assert.is(p["big_wrapped"]!.type, "string", "Int64Value keeps proto3 JSON's string");
   assert.is(p["note"]!.type, "string");

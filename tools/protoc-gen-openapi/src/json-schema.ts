@@ -47,7 +47,9 @@ function wellKnown(message: DescMessage, form: Form): Schema | undefined {
     case "google.protobuf.Duration":
       return { type: "string", pattern: "^-?[0-9]+(\\.[0-9]{1,9})?s$", examples: ["1.500s"] };
     case "google.protobuf.Struct":
-      return { type: "object" };
+      // Spelled out: without it openapi-typescript types the object as
+      // Record<string, never>, which no value fits.
+      return { type: "object", additionalProperties: true };
     case "google.protobuf.Value":
       return {};
     case "google.protobuf.ListValue":
@@ -57,7 +59,7 @@ function wellKnown(message: DescMessage, form: Form): Schema | undefined {
     case "google.protobuf.Empty":
       return { type: "object", properties: {} };
     case "google.protobuf.Any":
-      return { type: "object", required: ["@type"], properties: { "@type": { type: "string" } } };
+      return { type: "object", required: ["@type"], properties: { "@type": { type: "string" } }, additionalProperties: true };
     case "google.protobuf.DoubleValue":
     case "google.protobuf.FloatValue":
     case "google.protobuf.Int64Value":
