@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { DescMessage, MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import type { ConnectError, HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import { ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import {
   ActiveVersionChangedSchema,
   type ConfirmUploadRequest,
@@ -29,7 +29,7 @@ import type { PushOutcome } from "../domain/push-decision.js";
 import { type ParsedUploadPath, uploadPaths } from "../blob/blob-paths.js";
 import type { BlobStore } from "../blob/blob-store.js";
 import type { Clock } from "../clock.js";
-import { apiError, detail } from "../errors/api-error.js";
+import { apiError, detail, reasonOf } from "../errors/api-error.js";
 import type { BlobDeleter } from "../jobs/blob-deleter.js";
 import type { AccessStore } from "../store/access-store.js";
 import type { ConfirmOutcome, PushRequest, VersionRecord, VersionStore } from "../store/version-store.js";
@@ -100,6 +100,16 @@ function pushError(outcome: ConfirmOutcome | PushOutcome<VersionRecord>, c: Push
     default:
       return undefined;
   }
+}
+
+/** An upload copied into the folder of the version its confirm creates. */
+interface SealedUpload {
+  readonly storagePath: string;
+  readonly lockPath: string | undefined;
+  /** The package's Content-MD5 as the store records it, base64. */
+  readonly md5: string | undefined;
+  /** Every blob the copy wrote. */
+  readonly paths: readonly string[];
 }
 
 /**
@@ -202,10 +212,20 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
       if (refused !== undefined) throw refused;
       if (outcome.kind === "existing" && !outcome.activate) return { version: toVersionMessage(outcome.version), created: false };
       const create = outcome.kind === "create";
-      const sealed = create ? await this.#seal(upload, lock, fileSizeBytes, ctx.signal) : undefined;
+      const id = this.#newId();
+      let sealed: SealedUpload | undefined;
+      try {
+        sealed = create ? await this.#seal(upload, lock, id, fileSizeBytes, ctx.signal) : undefined;
+      } catch (error) {
+        // A racing confirm of the same upload may have created the version
+        // and discarded the staged blob meanwhile: decide again, once, and
+        // answer that version.
+        if (round < 2 && error instanceof ConnectError && reasonOf(error) === "UPLOAD_NOT_FOUND") continue;
+        throw error;
+      }
       const result = await this.#d.store.confirm({
         ...push,
-        id: this.#newId(),
+        id,
         uploadId: upload.uploadId,
         storagePath: sealed?.storagePath ?? "",
         fileSizeBytes,
@@ -217,6 +237,11 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
         mayCreate: create,
         entityExisted: entityExists,
       });
+      // This confirm's own copy serves no version unless it created one:
+      // nothing else will ever use it. (Were the store's answer lost to an
+      // error instead, the copy is left to the sweeper, which keeps it if
+      // the version was committed after all.)
+      if (sealed !== undefined && result.kind !== "created") await this.#d.deleter.discard(sealed.paths);
       if (result.kind === "changed" && round < 2) continue;
       const failed = pushError(result, context);
       if (failed !== undefined) throw failed;
@@ -233,18 +258,21 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
   /**
    * Makes a confirmed upload immutable: checks the staged package's size,
    * then copies it (and the lockfile) inside the store to the version's own
-   * paths, for which no write URL is ever signed. The copy takes the
-   * package only as it was checked (its ETag), and a final path is written
-   * once: a retried or racing confirm of the same upload finds it there and
-   * uses it as it is. Returns the final paths and the package's fingerprint.
+   * folder, named by the id of the version this confirm is about to create,
+   * for which no write URL is ever signed. The copy takes the package only
+   * as it was checked (its ETag). Every confirm makes its own copy: one made
+   * by an earlier confirm of the same upload (refused, say, for a stale
+   * base, after which the client may rewrite its upload) is never taken for
+   * another version. Returns the final paths and the package's fingerprint.
    */
   async #seal(
     upload: StagedUpload,
     lock: StagedUpload | undefined,
+    versionId: string,
     fileSizeBytes: number,
     signal: AbortSignal,
-  ): Promise<{ storagePath: string; lockPath: string | undefined; md5: string | undefined }> {
-    const final = uploadPaths(upload.entityId, upload.uploadId, "final");
+  ): Promise<SealedUpload> {
+    const final = uploadPaths(upload.entityId, versionId, "final");
     const { blobs } = this.#d;
     let md5: string | undefined;
     for (let attempt = 1; ; attempt++) {
@@ -257,23 +285,21 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
         if (attempt < 2) continue;
         throw apiError("UPLOAD_CHANGED", { path: upload.path });
       }
-      if (copied === "copied") {
-        md5 = staged.md5;
-        break;
+      if (copied === "exists") {
+        // Only this confirm writes this folder: "exists" is the store
+        // client's retry of a copy whose first answer was lost.
+        const existing = await blobs.stat(final.storagePath, signal);
+        if (existing === undefined || existing.size !== fileSizeBytes) throw apiError("UPLOAD_CHANGED", { path: upload.path });
       }
-      // Copied before (a retried confirm): the final blob is what counts.
-      const existing = await blobs.stat(final.storagePath, signal);
-      if (existing === undefined) throw apiError("UPLOAD_NOT_FOUND", { path: upload.path });
-      if (existing.size !== fileSizeBytes) {
-        throw apiError("UPLOAD_SIZE_MISMATCH", { path: final.storagePath, expected: fileSizeBytes, actual: existing.size });
-      }
-      md5 = existing.md5;
+      md5 = staged.md5;
       break;
     }
     if (lock !== undefined && (await blobs.copyOnce(lock.path, final.lockPath, undefined, signal)) === "source-missing") {
+      await this.#d.deleter.discard([final.storagePath]);
       throw apiError("UPLOAD_NOT_FOUND", { path: lock.path });
     }
-    return { storagePath: final.storagePath, lockPath: lock === undefined ? undefined : final.lockPath, md5 };
+    const lockPath = lock === undefined ? undefined : final.lockPath;
+    return { storagePath: final.storagePath, lockPath, md5, paths: [final.storagePath, ...(lockPath === undefined ? [] : [lockPath])] };
   }
 
   async #version(ctx: HandlerContext, entityIdValue: string, versionIdValue: string): Promise<VersionRecord> {
@@ -349,7 +375,7 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     if (outcome.kind === "active") throw apiError("ACTIVE_VERSION_NOT_DELETABLE", { entityId, versionId });
     // The record is gone and the blobs are queued in the same transaction;
     // deleting them now is best effort, the deleter retries what fails.
-    await this.#d.deleter.deleteNow(entityId, outcome.uploadId);
+    await this.#d.deleter.deleteNow(entityId, outcome.uploadId, outcome.versionId);
     return {};
   }
 

@@ -40,12 +40,13 @@ export function uploadPaths(entityId: string, uploadId: string, area: BlobArea):
 export interface ParsedUploadPath {
   readonly area: BlobArea;
   readonly entityId: string;
+  /** The upload's id; in the final area, the version's (the upload's, for versions confirmed before versions had their own folders). */
   readonly uploadId: string;
   readonly file: "package" | "lockfile";
 }
 
 /**
- * Takes apart a blob path this service issued; undefined for any other
+* Takes apart a blob path this service issued; undefined for any other
  * string. Confirm uses it to refuse paths it never handed out, and the
  * sweeper to tell its own blobs from strangers.
  */

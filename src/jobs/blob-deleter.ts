@@ -38,10 +38,12 @@ export class BlobDeleter {
     this.#metrics = metrics;
   }
 
-  async #deleteBlobs(entityId: string, uploadId: string): Promise<void> {
-    // Every place an upload's blobs can be: staged, copied for its version,
-    // or in the layout of versions confirmed before staging existed.
+  async #deleteBlobs(entityId: string, uploadId: string, versionId: string | undefined): Promise<void> {
+    // Every place an upload's blobs can be: staged, its version's own copy
+    // (under the version's id; under the upload's before that), or in the
+    // layout of versions confirmed before staging existed.
     const paths = areas.flatMap((area) => Object.values(uploadPaths(entityId, uploadId, area)));
+    if (versionId !== undefined) paths.push(...Object.values(uploadPaths(entityId, versionId, "final")));
     try {
       await Promise.all(paths.map((path) => this.#blobs.deleteIfExists(path)));
       await this.#uploads.finish(entityId, uploadId);
@@ -54,8 +56,9 @@ export class BlobDeleter {
 
   /**
    * Deletes blobs nothing refers to any more (a confirmed upload's staged
-   * copy), best effort: what fails is left to the orphan sweeper, which
-   * deletes the staged blobs of confirmed uploads.
+   * copy, a copy made by a confirm that did not create its version), best
+   * effort: what fails is left to the orphan sweeper, which deletes the
+   * staged blobs of confirmed uploads and copies no version owns.
    */
   async discard(paths: readonly string[]): Promise<void> {
     await Promise.all(
@@ -66,9 +69,9 @@ export class BlobDeleter {
   }
 
   /** Deletes one upload's blobs now; on failure it stays queued for the periodic pass. */
-  async deleteNow(entityId: string, uploadId: string): Promise<boolean> {
+  async deleteNow(entityId: string, uploadId: string, versionId?: string): Promise<boolean> {
     try {
-      await this.#deleteBlobs(entityId, uploadId);
+      await this.#deleteBlobs(entityId, uploadId, versionId);
       return true;
     } catch (error) {
       this.#log.warn({ err: error, entityId, uploadId }, "blob deletion failed; it will be retried");
@@ -83,7 +86,7 @@ export class BlobDeleter {
     for (const due of await this.#uploads.dueDeletions(now, limit)) {
       if (!(await this.#uploads.claim(due, new Date(now.getTime() + leaseMs)))) continue;
       try {
-        await this.#deleteBlobs(due.entityId, due.id);
+        await this.#deleteBlobs(due.entityId, due.id, due.versionId);
         done++;
       } catch (error) {
         const backoff = Math.min(maxBackoffMs, 1_000 * 2 ** due.attempts);

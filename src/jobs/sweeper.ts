@@ -8,7 +8,7 @@ import type { BlobDeleter, DeleterLogger } from "./blob-deleter.js";
 export interface SweepResult {
   /** Uploads issued but never confirmed within the grace period, now queued for deletion. */
   readonly abandonedUploads: number;
-  /** Blobs older than the grace period with no upload record at all, deleted. */
+  /** Blobs older than the grace period that no upload or version owns, deleted. */
   readonly strayBlobs: number;
   /** Events older than the retention period, deleted (0 when events are kept for good). */
   readonly prunedEvents: number;
@@ -102,10 +102,15 @@ export class OrphanSweeper {
         // A name of ours that we never make: left alone, like anything foreign.
         if (path === undefined || path.area === "legacy") continue;
         const state = await this.#uploads.state(path.entityId, path.uploadId);
-        // No record: nothing can refer to it. A confirmed upload's staged
-        // blob: its version serves its own copy. "issued" past the cutoff
-        // was marked above; "deleting" belongs to the deleter.
-        if (state === undefined || (state === "confirmed" && path.area === "staging")) {
+        // No record: nothing can refer to it, unless it is a version's own
+        // copy, which lives under the version's id. A confirmed upload's
+        // staged blob: its version serves its own copy. "issued" past the
+        // cutoff was marked above; "deleting" belongs to the deleter.
+        const stray =
+          state === undefined
+            ? path.area !== "final" || !(await this.#uploads.versionExists(path.entityId, path.uploadId))
+            : state === "confirmed" && path.area === "staging";
+        if (stray) {
           await this.#blobs.deleteIfExists(blob.name);
           strayBlobs++;
         }

@@ -5,6 +5,7 @@ import * as packageMd5 from "./migrations/0003-package-md5.js";
 import * as flatReads from "./migrations/0004-flat-reads.js";
 import * as events from "./migrations/0005-events.js";
 import * as eventRetention from "./migrations/0006-event-retention.js";
+import * as versionBlobFolder from "./migrations/0007-version-blob-folder.js";
 
 // Imported statically so the same names land in knex_migrations whether the
 // code runs from TypeScript or from a build; never rename an entry.
@@ -15,6 +16,7 @@ const migrations: Record<string, Knex.Migration> = {
   "0004-flat-reads": flatReads,
   "0005-events": events,
   "0006-event-retention": eventRetention,
+  "0007-version-blob-folder": versionBlobFolder,
 };
 
 const source: Knex.MigrationSource<string> = {

@@ -5,6 +5,8 @@ import type { Database } from "./database.js";
 export interface DueDeletion {
   readonly id: string;
   readonly entityId: string;
+  /** The deleted version whose own folder goes too (undefined: an upload never confirmed, or a version kept under the upload's id). */
+  readonly versionId: string | undefined;
   readonly attempts: number;
 }
 
@@ -23,13 +25,13 @@ export class UploadStore {
 
   /** Deletions whose next attempt is due. */
   async dueDeletions(now: Date, limit: number): Promise<DueDeletion[]> {
-    const rows = await this.#knex<{ id: string; entity_id: string; attempts: number }>("uploads")
+    const rows = await this.#knex<{ id: string; entity_id: string; version_id: string | null; attempts: number }>("uploads")
       .where("state", "deleting")
       .andWhere("next_attempt_at", "<=", now)
       .orderBy("next_attempt_at")
       .limit(limit)
-      .select("id", "entity_id", "attempts");
-    return rows.map((r) => ({ id: r.id, entityId: r.entity_id, attempts: Number(r.attempts) }));
+      .select("id", "entity_id", "version_id", "attempts");
+    return rows.map((r) => ({ id: r.id, entityId: r.entity_id, versionId: r.version_id ?? undefined, attempts: Number(r.attempts) }));
   }
 
   /** Takes a deletion for `leaseUntil`; false when another worker took it first. */
@@ -49,6 +51,12 @@ export class UploadStore {
   async state(entityId: string, uploadId: string): Promise<string | undefined> {
     const row = await this.#knex("uploads").where({ entity_id: entityId, id: uploadId }).first("state");
     return (row as { state: string } | undefined)?.state;
+  }
+
+  /** Whether the entity has a version with this id (whose own blob folder is then in use). */
+  async versionExists(entityId: string, versionId: string): Promise<boolean> {
+    const row = await this.#knex("versions").where({ entity_id: entityId, id: versionId }).first("id");
+    return row !== undefined;
   }
 
   /**

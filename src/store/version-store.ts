@@ -101,7 +101,7 @@ export interface PushPrecheck {
 
 /** How a delete ended; "deleted" names the upload whose blobs are now to be deleted. */
 export type DeleteOutcome =
-  | { readonly kind: "deleted"; readonly uploadId: string }
+  | { readonly kind: "deleted"; readonly uploadId: string; readonly versionId: string }
   | { readonly kind: "entity-missing" }
   | { readonly kind: "version-missing" }
   | { readonly kind: "active" };
@@ -762,14 +762,16 @@ export class VersionStore {
       if (version === undefined) return { commit: false, result: { kind: "version-missing" } };
       if (entity.active_version_id === versionId) return { commit: false, result: { kind: "active" } };
       await trx("versions").where("entity_id", entityId).andWhere("id", versionId).delete();
-      await trx("uploads").where("id", version.upload_id).update({ state: "deleting", next_attempt_at: change.at, attempts: 0 });
+      await trx("uploads")
+        .where({ entity_id: entityId, id: version.upload_id })
+        .update({ state: "deleting", next_attempt_at: change.at, attempts: 0, version_id: versionId });
       const tipUpdate: Record<string, unknown> = {};
       if (entity.tip_version_id === versionId) {
         const next = await trx<{ id: string }>("versions").where("entity_id", entityId).orderBy("seq", "desc").first("id");
         tipUpdate["tip_version_id"] = next?.id ?? null;
       }
       await recordEvents(trx, entity, change, [{ type: "VERSION_DELETED", versionId, version: version.version }], tipUpdate);
-      return { commit: true, result: { kind: "deleted", uploadId: version.upload_id } };
+      return { commit: true, result: { kind: "deleted", uploadId: version.upload_id, versionId } };
     }, { signal });
     if (outcome.kind === "deleted") this.#recorded([entityId]);
     return outcome;

@@ -42,7 +42,7 @@ export function deleteSuite(backend: Backend) {
     assert.is(again.body.code, "VERSION_NOT_FOUND");
     // Its upload cannot be confirmed back into a version.
     const reconfirm = await svc.rest.post(`/api/entities/${e}/versions/confirm`, {
-      storage_path: v2.storage_path.replace(/^versions\//, "uploads/"),
+      storage_path: p2.res.body.storage_path,
       version: v2.version,
       source_hash: v2.source_hash,
       file_size_bytes: v2.file_size_bytes,

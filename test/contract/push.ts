@@ -26,8 +26,9 @@ export function pushSuite(backend: Backend) {
     assert.is(v.entity_id, e);
     assert.is(v.version, version);
     assert.is(v.source_hash, sourceHash);
-    // The version's own copy, not the staging path the client uploaded to.
-    assert.is(v.storage_path, res.body.storage_path.replace(/^uploads\//, "versions/"));
+    // The version's own copy, in its own folder, not the staging path the client uploaded to.
+    assert.is(v.storage_path, `versions/${e}/${v.id}/package`);
+    assert.match(res.body.storage_path, /^uploads\//);
     assert.is(v.package_md5, createHash("md5").update(`package ${version} ${sourceHash}`).digest("base64"));
     assert.type(v.file_size_bytes, "number");
     assert.is(v.file_size_bytes, Buffer.byteLength(`package ${version} ${sourceHash}`));
@@ -236,7 +237,7 @@ export function pushSuite(backend: Backend) {
     const p = await push(svc, e, { lockfile: '{"lockfileVersion":3}' });
     assert.is(p.confirm!.status, 201);
     const v = p.confirm!.body.version;
-    assert.is(v.package_lock_path, p.res.body.package_lock_path.replace(/^uploads\//, "versions/"));
+    assert.is(v.package_lock_path, `versions/${e}/${v.id}/package-lock.json`);
     const dl = await svc.rest.get(`/api/entities/${e}/versions/${v.id}/download`);
     const lock = await fetch(dl.body.lockfile_download_url);
     assert.is(await lock.text(), '{"lockfileVersion":3}');
@@ -311,6 +312,52 @@ export function pushSuite(backend: Backend) {
       assert.equal([retry.body.created, retry.body.version.id], [false, first.body.version.id]);
     }
     assert.is((await svc.rest.get(`/api/entities/${e}/versions`)).body.versions.length, 3);
+  });
+
+  s("a confirm refused after its copy was made leaves nothing a later confirm of that upload could take: the version serves the bytes it was confirmed with", async ({ svc }) => {
+    const store = new AzureBlobStore({ connectionString: svc.env["AZURE_STORAGE_CONNECTION_STRING"]!, container: svc.env["AZURE_STORAGE_CONTAINER"]! });
+    const md5 = (bytes: string) => createHash("md5").update(bytes).digest("base64");
+    for (let round = 0; round < 4; round++) {
+      const e = newEntityId();
+      const v0 = (await push(svc, e)).confirm!.body.version;
+      // Two pushes on one base, contents of one size, confirmed at once: one wins, the other is STALE_BASE.
+      const ups = await Promise.all(["racer-one-AAAA", "racer-two-BBBB"].map((content) => uploadOnly(svc, e, { base: v0.id, content })));
+      const body = (u: (typeof ups)[number], base: string, content = u.content, sourceHash = u.sourceHash) => ({
+        storage_path: u.res.body.storage_path,
+        version: u.version,
+        source_hash: sourceHash,
+        file_size_bytes: Buffer.byteLength(content),
+        base_version_id: base,
+      });
+      const confirms = await Promise.all(ups.map((u) => svc.rest.post(`/api/entities/${e}/versions/confirm`, body(u, v0.id))));
+      assert.equal(confirms.map((c) => c.status).sort(), [201, 409], JSON.stringify(confirms.map((c) => c.body)));
+      const winner = confirms.find((c) => c.status === 201)!.body.version;
+      const loser = ups[confirms.findIndex((c) => c.status === 409)]!;
+      const copies: string[] = [];
+      for await (const blob of store.list(`versions/${e}/`)) copies.push(blob.name);
+      assert.equal(copies.sort(), [v0.storage_path, winner.storage_path].sort(), "a refused confirm's copy is not left behind");
+      // The loser rebases: new bytes of the same size to its (still valid) upload URL, confirmed on the new tip.
+      const rebased = "rebased-CCCCCC";
+      assert.is(await putBlob(loser.res.body.upload_url, rebased, loser.res.body.upload_headers), 201);
+      const again = await svc.rest.post(`/api/entities/${e}/versions/confirm`, body(loser, winner.id, rebased, createHash("sha256").update(rebased).digest("hex")));
+      assert.is(again.status, 201, JSON.stringify(again.body));
+      const dl = await svc.rest.get(`/api/entities/${e}/versions/${again.body.version.id}/download`);
+      assert.is(await (await fetch(dl.body.download_url)).text(), rebased, "the version serves the bytes it was confirmed with");
+      assert.is(dl.body.version.package_md5, md5(rebased));
+      const first = await svc.rest.get(`/api/entities/${e}/versions/${winner.id}/download`);
+      assert.is(await (await fetch(first.body.download_url)).text(), ups.find((u) => u.sourceHash === winner.source_hash)!.content);
+    }
+  });
+
+  s("confirms of one upload sent at once all answer its one version (none is UPLOAD_NOT_FOUND)", async ({ svc }) => {
+    for (let round = 0; round < 3; round++) {
+      const e = newEntityId();
+      const up = await uploadOnly(svc, e);
+      const body = { storage_path: up.res.body.storage_path, version: up.version, source_hash: up.sourceHash, file_size_bytes: Buffer.byteLength(up.content) };
+      const confirms = await Promise.all(Array.from({ length: 6 }, () => svc.rest.post(`/api/entities/${e}/versions/confirm`, body)));
+      assert.equal(confirms.map((c) => c.status).sort(), [200, 200, 200, 200, 200, 201], JSON.stringify(confirms.map((c) => c.body.code ?? c.status)));
+      assert.is(new Set(confirms.map((c) => c.body.version.id)).size, 1);
+    }
   });
 
   s("a deduplicated confirm with set_as_active makes the existing version active", async ({ svc }) => {
