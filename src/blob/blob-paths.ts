@@ -46,7 +46,7 @@ export interface ParsedUploadPath {
 }
 
 /**
-* Takes apart a blob path this service issued; undefined for any other
+ * Takes apart a blob path this service issued; undefined for any other
  * string. Confirm uses it to refuse paths it never handed out, and the
  * sweeper to tell its own blobs from strangers.
  */
