@@ -1,4 +1,4 @@
-import type { JsonObject } from "@bufbuild/protobuf";
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { type ParsedUploadPath, parseUploadPath } from "../blob/blob-paths.js";
 import {
   entityIdPattern,
@@ -104,11 +104,34 @@ export function serviceDependencies(values: readonly string[], limits: Limits): 
 /** package_json: any JSON object, bounded in size. */
 export function packageJson(value: JsonObject | undefined, limits: Limits): JsonObject | undefined {
   if (value === undefined) return undefined;
+  const infinite = nonFinitePath(value, "package_json");
+  if (infinite !== undefined) {
+    // JSON has no such number: it would be stored as null, and could not be answered.
+    throw invalid("package_json", `${infinite} is not a finite number (a JSON number out of range, or NaN or Infinity over gRPC); send it as a string`);
+  }
   const size = Buffer.byteLength(JSON.stringify(value));
   if (size > limits.maxPackageJsonBytes) {
     throw invalid("package_json", `is ${size} bytes of JSON; at most ${limits.maxPackageJsonBytes} are allowed`);
   }
   return value;
+}
+
+/** The path of the first number in a JSON value that is not finite, if any. */
+function nonFinitePath(value: JsonValue, path: string): string | undefined {
+  if (typeof value === "number") return Number.isFinite(value) ? undefined : path;
+  if (value === null || typeof value !== "object") return undefined;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const found = nonFinitePath(value[i]!, `${path}[${i}]`);
+      if (found !== undefined) return found;
+    }
+    return undefined;
+  }
+  for (const [key, member] of Object.entries(value)) {
+    const found = nonFinitePath(member, `${path}.${key}`);
+    if (found !== undefined) return found;
+  }
+  return undefined;
 }
 
 /**

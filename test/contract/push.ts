@@ -444,6 +444,22 @@ export function pushSuite(backend: Backend) {
     }
   });
 
+  s("a package_json number JSON cannot hold (1e400) is 400 naming it, and nothing is recorded", async ({ svc }) => {
+    const e = newEntityId();
+    const up = await uploadOnly(svc, e);
+    const good = { storage_path: up.res.body.storage_path, version: up.version, source_hash: up.sourceHash, file_size_bytes: Buffer.byteLength(up.content) };
+    const raw = JSON.stringify({ ...good, package_json: { deps: [1, { n: "x" }] } }).replace('"x"', "1e400");
+    const r = await svc.rest.post(`/api/entities/${e}/versions/confirm`, raw);
+    assert.is(r.status, 400, JSON.stringify(r.body));
+    assert.is(r.body.code, "INVALID_ARGUMENT");
+    assert.match(r.body.error, "package_json.deps[1].n");
+    const list = await svc.rest.get(`/api/entities/${e}/versions`);
+    assert.ok(list.body.code === "ENTITY_NOT_FOUND" || list.body.versions.length === 0, JSON.stringify(list.body));
+    const fine = await svc.rest.post(`/api/entities/${e}/versions/confirm`, { ...good, package_json: { n: 1e300 } });
+    assert.is(fine.status, 201, JSON.stringify(fine.body));
+    assert.equal(fine.body.version.package_json, { n: 1e300 });
+  });
+
   s("lowerCamelCase names are accepted as well as snake_case", async ({ svc }) => {
     const e = newEntityId();
     const up = await uploadOnly(svc, e);
