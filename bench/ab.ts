@@ -90,7 +90,10 @@ async function main() {
     PAGE_TOKEN_SECRET: secret,
     DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), "ev-ab-")),
     LOG_LEVEL: "info",
-    NODE_ENV: "production",
+    // Production's settings, but NODE_ENV=test: production refuses the
+    // storage emulator's public key, and runs no differently otherwise.
+    NODE_ENV: "test",
+    AUTH_MAX_TOKEN_LIFETIME: "86400",
   };
   const a = await startService(env, prodFlags);
   const b = await startService({ ...env, ...overrides }, args["b-node-flags"] === undefined ? prodFlags : args["b-node-flags"].split(" ").filter((f) => f !== ""));

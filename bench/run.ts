@@ -140,7 +140,10 @@ async function main() {
     PAGE_TOKEN_SECRET: secret,
     DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), "ev-bench-")),
     LOG_LEVEL: "info",
-    NODE_ENV: "production",
+    // Production's settings, but NODE_ENV=test: production refuses the
+    // storage emulator's public key, and runs no differently otherwise.
+    NODE_ENV: "test",
+    AUTH_MAX_TOKEN_LIFETIME: "86400",
   };
   const service = start("src/main.ts", env, [
     ...serviceNodeFlags.split(" ").filter((f) => f !== ""),
@@ -819,7 +822,7 @@ function report(
     generator === "h2load"
       ? `- Load: the reads and the baseline by ${version("h2load", ["--version"])} (REST: ${cfg.concurrency} HTTP/1.1 keep-alive connections; gRPC: ${cfg.concurrency} streams on one HTTP/2 connection, as one grpc-js channel makes); the other writes by undici and @grpc/grpc-js, which send a body of their own per request; ConfirmUpload and the fixed-rate row by a bare keep-alive HTTP/1.1 client (\`bench/lean-http1.ts\`, up to ${cfg.concurrency} connections) in this process`
       : "- Load: every operation by undici (REST) and @grpc/grpc-js (gRPC), ConfirmUpload and the fixed-rate row by a bare keep-alive HTTP/1.1 client (`bench/lean-http1.ts`); install h2load (`apt-get install nghttp2-client`) to take the reads' load generator off the service's cores",
-    `- Data: ${cfg.entities} entities × ${cfg.versionsPerEntity} versions; ${generator === "h2load" ? "REST reads cycle through the entities, gRPC reads read one (h2load sends one request body)" : "reads cycle through the entities"}; the service runs compiled (\`node ${serviceNodeFlags} dist/src/main.js\`, as \`npm run start:prod\`) with NODE_ENV=production, LOG_LEVEL=info (one log line per request), DATABASE_POOL_MAX=${process.env["DATABASE_POOL_MAX"] ?? "10"}, DATABASE_READ_BATCH_MAX=${process.env["DATABASE_READ_BATCH_MAX"] ?? "16 (the default)"} and DATABASE_CONFIRM_GROUP_MAX=${process.env["DATABASE_CONFIRM_GROUP_MAX"] ?? "16 (the default)"}; MariaDB, Azurite, the baseline and the load generator share the same machine.`,
+    `- Data: ${cfg.entities} entities × ${cfg.versionsPerEntity} versions; ${generator === "h2load" ? "REST reads cycle through the entities, gRPC reads read one (h2load sends one request body)" : "reads cycle through the entities"}; the service runs compiled (\`node ${serviceNodeFlags} dist/src/main.js\`, as \`npm run start:prod\`) with production's settings (NODE_ENV=test, since production refuses Azurite's public key), LOG_LEVEL=info (one log line per request), DATABASE_POOL_MAX=${process.env["DATABASE_POOL_MAX"] ?? "10"}, DATABASE_READ_BATCH_MAX=${process.env["DATABASE_READ_BATCH_MAX"] ?? "16 (the default)"} and DATABASE_CONFIRM_GROUP_MAX=${process.env["DATABASE_CONFIRM_GROUP_MAX"] ?? "16 (the default)"}; MariaDB, Azurite, the baseline and the load generator share the same machine.`,
     "",
     "## Targets",
     "",

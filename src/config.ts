@@ -1,4 +1,6 @@
 import path from "node:path";
+import { connectionStringPart } from "./blob/connection-string.js";
+import { azuriteKey } from "./blob/embedded-azurite.js";
 
 /** Where the versions are recorded. */
 export type DatabaseConfig =
@@ -37,6 +39,8 @@ export interface AuthConfig {
   readonly audience: string | undefined;
   readonly clockSkewSeconds: number;
   readonly jwksCooldownSeconds: number;
+  /** Longest the JWKS is used without being fetched again: a key withdrawn from it stops verifying within this (plus tokenCacheSeconds). */
+  readonly jwksMaxAgeSeconds: number;
   readonly tokenCacheSeconds: number;
 }
 
@@ -202,6 +206,19 @@ function auth(env: Env, production: boolean): AuthConfig {
     );
   }
   const lifetime = integer(env, "AUTH_MAX_TOKEN_LIFETIME", production ? 24 * 3600 : 0, 0, 365 * 24 * 3600);
+  const clockSkewSeconds = integer(env, "AUTH_CLOCK_SKEW_SECONDS", 30, 0, 600);
+  if (production) {
+    // A secret someone typed ("aaaa…", "secretsecret…") is guessed long before it is brute-forced.
+    if (secret !== undefined && new Set(secret).size < 8) {
+      throw new ConfigError("NODE_ENV=production needs a random AUTH_JWT_SECRET: this one has fewer than 8 different characters (make one with `openssl rand -base64 32`).");
+    }
+    if (lifetime === 0) {
+      throw new ConfigError("NODE_ENV=production needs a bound on token lifetimes: set AUTH_MAX_TOKEN_LIFETIME to the most seconds a token may live (86400 by default), not 0.");
+    }
+    if (clockSkewSeconds > 300) {
+      throw new ConfigError(`NODE_ENV=production takes at most 300 s of AUTH_CLOCK_SKEW_SECONDS (an expired token stays good that long), got ${clockSkewSeconds}: synchronise the clocks instead.`);
+    }
+  }
   return Object.freeze({
     mode: secret === undefined && jwksUrl === undefined ? "dev" : "jwt",
     secret,
@@ -209,8 +226,9 @@ function auth(env: Env, production: boolean): AuthConfig {
     issuer,
     audience,
     maxTokenLifetimeSeconds: lifetime === 0 ? undefined : lifetime,
-    clockSkewSeconds: integer(env, "AUTH_CLOCK_SKEW_SECONDS", 30, 0, 600),
+    clockSkewSeconds,
     jwksCooldownSeconds: integer(env, "AUTH_JWKS_COOLDOWN_SECONDS", 30, 0, 3600),
+    jwksMaxAgeSeconds: integer(env, "AUTH_JWKS_MAX_AGE_SECONDS", 60, 1, 24 * 3600),
     tokenCacheSeconds: integer(env, "AUTH_TOKEN_CACHE_SECONDS", 30, 0, 3600),
   });
 }
@@ -284,7 +302,7 @@ function database(env: Env, dataDir: string): DatabaseConfig {
   };
 }
 
-function blob(env: Env, dataDir: string): BlobConfig {
+function blob(env: Env, dataDir: string, production: boolean): BlobConfig {
   const container = text(env, "AZURE_STORAGE_CONTAINER", "entity-versions");
   if (!/^(?=.{3,63}$)[a-z0-9]+(-[a-z0-9]+)*$/.test(container)) {
     throw new ConfigError(
@@ -297,6 +315,16 @@ function blob(env: Env, dataDir: string): BlobConfig {
       throw new ConfigError(
         "AZURE_STORAGE_CONNECTION_STRING must carry AccountName and AccountKey (the service signs SAS URLs with the key).",
       );
+    }
+    if (production) {
+      // Everyone has Azurite's key: whoever reaches that store could rewrite published packages.
+      if (connectionStringPart(connectionString, "AccountKey") === azuriteKey) {
+        throw new ConfigError("NODE_ENV=production cannot use the Azure Storage emulator's public development key: set AZURE_STORAGE_CONNECTION_STRING to your storage account's.");
+      }
+      const endpoint = connectionStringPart(connectionString, "BlobEndpoint");
+      if (connectionStringPart(connectionString, "DefaultEndpointsProtocol")?.toLowerCase() === "http" || endpoint?.toLowerCase().startsWith("http:") === true) {
+        throw new ConfigError("NODE_ENV=production needs an https blob endpoint in AZURE_STORAGE_CONNECTION_STRING (DefaultEndpointsProtocol=https): SAS URLs and signed requests would travel in the clear.");
+      }
     }
     return { kind: "azure", connectionString, container };
   }
@@ -353,6 +381,17 @@ export function loadConfig(env: Env = process.env): Config {
   }
   const maxRequestBytes = integer(env, "MAX_REQUEST_BYTES", 1024 * 1024, 1024, 64 * 1024 * 1024);
   const http = httpLimits(env, maxRequestBytes);
+  const uploadUrlTtlSeconds = integer(env, "UPLOAD_URL_TTL_SECONDS", 900, 10, 7 * 24 * 3600);
+  const orphanGraceSeconds = integer(env, "ORPHAN_GRACE_SECONDS", 24 * 3600, 1, 365 * 24 * 3600);
+  // An upload may land until its URL expires, and its confirm then take a
+  // whole deadline: swept sooner, a client doing everything right is told
+  // UPLOAD_NOT_FOUND. (Tests sweep sooner on purpose.)
+  const confirmableSeconds = uploadUrlTtlSeconds + Math.ceil(http.defaultDeadlineMs / 1000);
+  if (production && orphanGraceSeconds < confirmableSeconds) {
+    throw new ConfigError(
+      `NODE_ENV=production needs ORPHAN_GRACE_SECONDS (${orphanGraceSeconds}) of at least UPLOAD_URL_TTL_SECONDS plus REQUEST_DEADLINE_MS (${confirmableSeconds} s): uploads would be swept while their URLs still work.`,
+    );
+  }
   return Object.freeze({
     production,
     http,
@@ -364,13 +403,13 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel,
     dataDir,
     database: Object.freeze(database(env, dataDir)),
-    blob: Object.freeze(blob(env, dataDir)),
-    uploadUrlTtlSeconds: integer(env, "UPLOAD_URL_TTL_SECONDS", 900, 10, 7 * 24 * 3600),
+    blob: Object.freeze(blob(env, dataDir, production)),
+    uploadUrlTtlSeconds,
     downloadUrlTtlSeconds: integer(env, "DOWNLOAD_URL_TTL_SECONDS", 300, 10, 7 * 24 * 3600),
     shutdownTimeoutMs: integer(env, "SHUTDOWN_TIMEOUT_MS", 10_000, 0, 600_000),
     blobTimeoutMs: integer(env, "BLOB_TIMEOUT_MS", 10_000, 100, 600_000),
     blobDeletionIntervalMs: integer(env, "BLOB_DELETION_INTERVAL_MS", 30_000, 100, 3_600_000),
-    orphanGraceSeconds: integer(env, "ORPHAN_GRACE_SECONDS", 24 * 3600, 1, 365 * 24 * 3600),
+    orphanGraceSeconds,
     sweepIntervalSeconds: integer(env, "SWEEP_INTERVAL_SECONDS", 3600, 1, 7 * 24 * 3600),
     eventRetentionDays: integer(env, "EVENT_RETENTION_DAYS", 0, 0, 100 * 366),
     pageTokenSecret: secret(env, "PAGE_TOKEN_SECRET"),

@@ -108,7 +108,7 @@ s("a port already taken stops the start with a message that says to set PORT", a
 s("npm run token signs with AUTH_JWT_SECRET in production without the server's other settings, and has --help", () => {
   const mint = (args: string[], env: Record<string, string>) =>
     spawnSync(process.execPath, ["--import", "tsx", "src/tools/mint-token.ts", ...args], { env: { PATH: process.env["PATH"] ?? "", ...env }, encoding: "utf8" });
-  const minted = mint(["--sub", "ops"], { NODE_ENV: "production", AUTH_JWT_SECRET: "s".repeat(40) });
+  const minted = mint(["--sub", "ops"], { NODE_ENV: "production", AUTH_JWT_SECRET: "Zq3x9Lr7Tb2Wm5Kc8Hf1Jd4Gs6Pn0Vy+/AbCdEfGh=" });
   assert.is(minted.status, 0, minted.stderr);
   assert.match(minted.stdout, /^[\w-]+\.[\w-]+\.[\w-]+\n$/);
   const refused = mint([], { NODE_ENV: "production" });

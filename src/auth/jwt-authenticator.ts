@@ -15,6 +15,8 @@ export interface JwtOptions {
   readonly maxTokenLifetimeSeconds?: number | undefined;
   /** Least time between two JWKS fetches (an unknown kid refetches after it). */
   readonly jwksCooldownSeconds: number;
+  /** Longest the key set is used before it is fetched again: how soon a withdrawn key stops verifying. */
+  readonly jwksMaxAgeSeconds: number;
   /** How long a verified token is trusted without checking its signature again; 0: always check. */
   readonly tokenCacheSeconds: number;
   readonly jwksTimeoutMs?: number;
@@ -102,7 +104,7 @@ export class JwtAuthenticator implements Authenticator {
         ? undefined
         : createRemoteJWKSet(new URL(options.jwksUrl), {
             cooldownDuration: options.jwksCooldownSeconds * 1000,
-            cacheMaxAge: 10 * 60_000,
+            cacheMaxAge: options.jwksMaxAgeSeconds * 1000,
             timeoutDuration: options.jwksTimeoutMs ?? 5_000,
           });
     this.#algorithms = [...(secret === undefined ? [] : ["HS256"]), ...(jwks === undefined ? [] : ["RS256", "ES256"])];

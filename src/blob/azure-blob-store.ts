@@ -6,6 +6,7 @@ import {
   SASProtocol,
   StorageSharedKeyCredential,
 } from "@azure/storage-blob";
+import { connectionStringPart } from "./connection-string.js";
 import { type BlobListing, type BlobStat, type BlobStore, BlobStoreUnavailableError, type CopyOutcome } from "./blob-store.js";
 
 /** Options of the Azure blob store. */
@@ -14,14 +15,6 @@ export interface AzureBlobStoreOptions {
   readonly container: string;
   /** Bound on each blob call, retries included. */
   readonly timeoutMs?: number;
-}
-
-function connectionStringPart(connectionString: string, name: string): string | undefined {
-  for (const part of connectionString.split(";")) {
-    const at = part.indexOf("=");
-    if (at > 0 && part.slice(0, at).trim().toLowerCase() === name.toLowerCase()) return part.slice(at + 1).trim();
-  }
-  return undefined;
 }
 
 const uploadPermissions = BlobSASPermissions.parse("cw");

@@ -217,6 +217,37 @@ export function authKeysSuite(backend: Backend) {
     }
   });
 
+  s("a key withdrawn from the JWKS stops verifying once AUTH_JWKS_MAX_AGE_SECONDS have passed, without any unknown kid", async () => {
+    const k1 = await generateKeyPair("ES256");
+    const k2 = await generateKeyPair("ES256");
+    const jwk = async (key: Key, kid: string): Promise<JWK> => ({ ...(await exportJWK(key)), kid, alg: "ES256", use: "sig" });
+    let keys: JWK[] = [await jwk(k1.publicKey, "k1"), await jwk(k2.publicKey, "k2")];
+    const jwks = http.createServer((_req, res) => {
+      res.setHeader("content-type", "application/json");
+      res.end(JSON.stringify({ keys }));
+    });
+    await new Promise<void>((resolve) => jwks.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(jwks.address() as { port: number }).port}/jwks.json`;
+    const svc = await startService(backend, {
+      env: { AUTH_JWT_SECRET: "", AUTH_JWKS_URL: url, AUTH_JWKS_COOLDOWN_SECONDS: "0", AUTH_JWKS_MAX_AGE_SECONDS: "1", AUTH_TOKEN_CACHE_SECONDS: "0" },
+    });
+    const signed = (key: Key, kid: string) =>
+      new SignJWT({ roles: ["publisher"] }).setProtectedHeader({ alg: "ES256", kid }).setSubject("keyed").setIssuer(testAuth.issuer).setAudience(testAuth.audience).setExpirationTime("1h").sign(key);
+    try {
+      const e = newEntityId();
+      assert.is((await push({ rest: svc.restAs(bearer(await signed(k1.privateKey, "k1"))) }, e)).confirm!.status, 201);
+      keys = [await jwk(k2.publicKey, "k2")];
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      // A token signed after the withdrawal, with the withdrawn key, naming a kid the cached set still had.
+      const late = await svc.restAs(bearer(await signed(k1.privateKey, "k1"))).get(`/api/entities/${e}/versions`);
+      assert.equal([late.status, late.body.code], [401, "TOKEN_BAD_SIGNATURE"]);
+      assert.is((await svc.restAs(bearer(await signed(k2.privateKey, "k2"))).get(`/api/entities/${e}/versions`)).status, 200);
+    } finally {
+      await svc.close();
+      jwks.close();
+    }
+  });
+
   s("no log line carries a token, valid or not", async () => {
     const { logger, text } = memoryLogger("trace");
     const svc = await startService(backend, { logger });

@@ -33,6 +33,47 @@ test("production listens everywhere and bounds token lifetimes by default", () =
   assert.is(loadConfig({ NODE_ENV: "development", AUTH_MAX_TOKEN_LIFETIME: "600" }).auth.maxTokenLifetimeSeconds, 600);
 });
 
+test("production refuses weak settings, each with a message naming the variable", () => {
+  const good = {
+    NODE_ENV: "production",
+    DATABASE_URL: "mysql://u:p@db:3306/versions",
+    AZURE_STORAGE_CONNECTION_STRING: "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=a2V5;EndpointSuffix=core.windows.net",
+    PAGE_TOKEN_SECRET: "p".repeat(40),
+    AUTH_JWT_SECRET: "Zq3x9Lr7Tb2Wm5Kc8Hf1Jd4Gs6Pn0Vy+/AbCdEfGh=",
+  };
+  assert.is(loadConfig(good).production, true);
+  const azurite = "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;BlobEndpoint=https://blob.example.com/devstoreaccount1;";
+  const cases: Array<[Record<string, string>, string]> = [
+    [{ AUTH_JWT_SECRET: "a".repeat(32) }, "AUTH_JWT_SECRET"],
+    [{ AUTH_JWT_SECRET: "secretsecretsecretsecretsecretsecret" }, "AUTH_JWT_SECRET"],
+    [{ AUTH_MAX_TOKEN_LIFETIME: "0" }, "AUTH_MAX_TOKEN_LIFETIME"],
+    [{ AUTH_CLOCK_SKEW_SECONDS: "600" }, "AUTH_CLOCK_SKEW_SECONDS"],
+    [{ AZURE_STORAGE_CONNECTION_STRING: azurite }, "development key"],
+    [{ AZURE_STORAGE_CONNECTION_STRING: "DefaultEndpointsProtocol=http;AccountName=acct;AccountKey=a2V5;EndpointSuffix=core.windows.net" }, "https"],
+    [{ AZURE_STORAGE_CONNECTION_STRING: "AccountName=acct;AccountKey=a2V5;BlobEndpoint=http://10.0.0.5:10000/acct" }, "https"],
+    [{ ORPHAN_GRACE_SECONDS: "600" }, "ORPHAN_GRACE_SECONDS"],
+    [{ UPLOAD_URL_TTL_SECONDS: "86400" }, "ORPHAN_GRACE_SECONDS"],
+  ];
+  for (const [change, name] of cases) {
+    try {
+      loadConfig({ ...good, ...change });
+      assert.unreachable(`${JSON.stringify(change)} was accepted`);
+    } catch (error) {
+      assert.instance(error, ConfigError);
+      assert.match((error as Error).message, name);
+    }
+    // Outside production the same values are the operator's (or a test's) business.
+    const { NODE_ENV: _production, ...development } = { ...good, ...change };
+    assert.is(loadConfig(development).production, false, JSON.stringify(change));
+  }
+});
+
+test("a JWKS is fetched again after AUTH_JWKS_MAX_AGE_SECONDS (60 by default): how soon a withdrawn key stops verifying", () => {
+  assert.is(loadConfig({}).auth.jwksMaxAgeSeconds, 60);
+  assert.is(loadConfig({ AUTH_JWKS_MAX_AGE_SECONDS: "5" }).auth.jwksMaxAgeSeconds, 5);
+  assert.throws(() => loadConfig({ AUTH_JWKS_MAX_AGE_SECONDS: "0" }), /AUTH_JWKS_MAX_AGE_SECONDS/);
+});
+
 test("MySQL and Azure come from DATABASE_URL and AZURE_STORAGE_CONNECTION_STRING", () => {
   const c = loadConfig({
     DATABASE_URL: "mysql://u:p@db:3306/versions",
