@@ -501,11 +501,15 @@ async function main() {
     await runBatch(fresh.map((e) => async () => (bodies.push({ e, body: await prepare(e, undefined) }), true as const)), 32);
     // Sent by the bare client (as the p99 row): undici took ~110 µs of this
     // process's CPU per confirm, on the cores the service is measured on.
+    // Each version's own copy, as its confirm answered it: what the ceiling rows read.
+    const sealed: string[] = [];
     const calls = (bodies as Array<{ e: string; body: object }>).map(({ e, body }) => {
       const text = JSON.stringify(body);
       return async (): Promise<true | string> => {
         const c = await leanConfirms.post(`/api/entities/${e}/versions/confirm`, text);
-        return c.status === 201 ? true : `${c.status} ${c.body.toString().slice(0, 100)}`;
+        if (c.status !== 201) return `${c.status} ${c.body.toString().slice(0, 100)}`;
+        sealed.push((JSON.parse(c.body.toString()) as { version: { storage_path: string } }).version.storage_path);
+        return true;
       };
     });
     const others0 = { db: dbPid === undefined ? Number.NaN : cpuSeconds(dbPid), azurite: azurite.pid === undefined ? Number.NaN : cpuSeconds(azurite.pid), bench: process.cpuUsage(), machine: machineBusySeconds() };
@@ -524,15 +528,14 @@ async function main() {
     // a HEAD signed as the service signs its checks, a Copy Blob From URL to
     // a scratch name, and the delete of the copy.
     const container = BlobServiceClient.fromConnectionString(azurite.connectionString).getContainerClient("bench");
-    const headsAlone = (bodies as Array<{ e: string; body: { storage_path: string } }>).map(({ body }) => async (): Promise<true | string> => {
-      const u = new URL(`${azurite.blobEndpoint}/bench/${body.storage_path.replace(/^uploads\//, "versions/")}`);
+    const headsAlone = sealed.map((finalPath) => async (): Promise<true | string> => {
+      const u = new URL(`${azurite.blobEndpoint}/bench/${finalPath}`);
       const res = await azure.request({ method: "HEAD", path: `${u.pathname}?${containerReadSas}` });
       await res.body.dump();
       return res.statusCode === 200 ? true : `HEAD ${res.statusCode}`;
     });
     azuriteHeadRow.runs.push({ load: await runBatch(headsAlone, cfg.concurrency), cpuCores: Number.NaN, rssMb: Number.NaN });
-    const heads = (bodies as Array<{ e: string; body: { storage_path: string } }>).map(({ body }) => async (): Promise<true | string> => {
-      const finalPath = body.storage_path.replace(/^uploads\//, "versions/");
+    const heads = sealed.map((finalPath) => async (): Promise<true | string> => {
       const u = new URL(`${azurite.blobEndpoint}/bench/${finalPath}`);
       const res = await azure.request({ method: "HEAD", path: `${u.pathname}?${containerReadSas}` });
       await res.body.dump();
