@@ -33,6 +33,7 @@ import { registerOpenApiRoutes } from "./rest/openapi-routes.js";
 import { registerRestGateway } from "./rest/rest-gateway.js";
 import { successStatus } from "./rest/success-status.js";
 import { connectRoutes, type RpcRouteConfig } from "./rpc/connect-routes.js";
+import { unknownMethodAnswer } from "./rpc/unknown-method.js";
 import { deadlineInterceptor } from "./rpc/deadline-interceptor.js";
 import { deadlineSignal } from "./rpc/deadline-signal.js";
 import { errorInterceptor, toCatalogError } from "./rpc/error-interceptor.js";
@@ -407,6 +408,16 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   });
 
   app.setNotFoundHandler((req, reply) => {
+    const rpc = unknownMethodAnswer(req.method, req.url, req.headers["content-type"]);
+    if (rpc !== undefined && rpc.body === "") {
+      // Trailers-Only: headers set before end() go out in one HEADERS frame
+      // with END_STREAM, which gRPC clients read as the status.
+      reply.raw.statusCode = rpc.status;
+      for (const [name, value] of Object.entries({ ...reply.getHeaders(), ...rpc.headers })) if (value !== undefined) reply.raw.setHeader(name, value);
+      reply.raw.end();
+      return reply;
+    }
+    if (rpc !== undefined) return reply.code(rpc.status).headers(rpc.headers).send(rpc.body);
     const path = req.url.split("?")[0]!;
     const allowed = restRoutes.allowedMethods(path);
     if (allowed.length > 0) {

@@ -119,6 +119,11 @@ export const catalog = Object.freeze({
     (p) => `No route ${p.method} ${p.path}: the API's paths are listed at /docs and in /openapi.json.`,
     { httpStatus: 404 },
   ),
+  UNKNOWN_METHOD: spec<{ path: string }>(
+    Code.Unimplemented,
+    (p) => `No method ${p.path} on this server: list its services and methods with gRPC reflection (e.g. npx buf curl --list-methods <url>).`,
+    { httpStatus: 404 },
+  ),
   METHOD_NOT_ALLOWED: spec<{ method: string; path: string; allowed: string }>(
     Code.Unimplemented,
     (p) => `${p.path} does not take ${p.method}; it takes ${p.allowed} (see /docs).`,

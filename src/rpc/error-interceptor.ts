@@ -44,11 +44,31 @@ export function toCatalogError(error: unknown, log: ErrorLogger, rpc: string): C
  */
 export function errorInterceptor(log: ErrorLogger): Interceptor {
   return (next) => async (req) => {
+    // A stream's request messages are read through here: what fails while
+    // reading them (a frame flagged compressed without an encoding, a
+    // message that does not decode) is the client's, answered with Connect's
+    // own status and message as on unary calls, and not a bug to log.
+    const fromClient = new WeakSet<object>();
+    if (req.stream) {
+      const input = req.message;
+      req = {
+        ...req,
+        message: (async function* () {
+          try {
+            yield* input;
+          } catch (error) {
+            if (error instanceof ConnectError) fromClient.add(error);
+            throw error;
+          }
+        })(),
+      };
+    }
+    const answer = (error: unknown) => (error instanceof ConnectError && fromClient.has(error) ? error : toCatalogError(error, log, req.method.name));
     let res;
     try {
       res = await next(req);
     } catch (error) {
-      throw toCatalogError(error, log, req.method.name);
+      throw answer(error);
     }
     if (!res.stream) return res;
     const messages = res.message;
@@ -58,7 +78,7 @@ export function errorInterceptor(log: ErrorLogger): Interceptor {
         try {
           yield* messages;
         } catch (error) {
-          throw toCatalogError(error, log, req.method.name);
+          throw answer(error);
         }
       })(),
     };

@@ -3,7 +3,7 @@ import { gzipSync } from "node:zlib";
 import * as assert from "uvu/assert";
 import type { Backend } from "../support/env.js";
 import { GrpcClient, grpc, rawGrpc } from "../support/grpc-client.js";
-import { newEntityId, newSourceHash, nextVersionString, push, putBlob } from "../support/service.js";
+import { memoryLogger, newEntityId, newSourceHash, nextVersionString, push, putBlob, startService } from "../support/service.js";
 import { serviceSuite } from "../support/suite.js";
 
 /** Every RPC through an independent @grpc/grpc-js client, with the rich error details. */
@@ -206,13 +206,48 @@ export function grpcSuite(backend: Backend) {
     assert.ok(count("invalid_argument") >= 2, metrics);
   });
 
-  s("an unknown method is UNIMPLEMENTED", async ({ svc }) => {
+  s("a stream's request that breaks the protocol is answered as on unary calls (INTERNAL, Connect's message), not logged as a bug", async () => {
+    const { logger, text } = memoryLogger("info");
+    const svc = await startService(backend, { logger });
+    try {
+      const auth = { authorization: svc.rest.defaultHeaders["authorization"]! };
+      const message = Buffer.concat([Buffer.from([0x0a, 3]), Buffer.from("abc")]);
+      const flagged = Buffer.concat([Buffer.from([1, 0, 0, 0, message.length]), message]);
+      const r = await rawGrpc(svc.url, "/entityversions.v1.EntityEventsService/WatchEvents", flagged, auth);
+      const status = r.headers["grpc-status"] ?? r.trailers["grpc-status"];
+      const said = decodeURIComponent(String(r.headers["grpc-message"] ?? r.trailers["grpc-message"]));
+      assert.is(status, String(grpc.status.INTERNAL));
+      assert.match(said, /compress/);
+      assert.not.match(said, /has been logged/);
+      const lines = text().split("\n").filter((l) => l !== "").map((l) => JSON.parse(l) as { level: number; msg: string });
+      assert.equal(lines.filter((l) => l.level >= 50).map((l) => l.msg), [], "no error-level line");
+    } finally {
+      await svc.close();
+    }
+  });
+
+  s("an unknown method is UNIMPLEMENTED in the caller's protocol, with a message saying how to list the methods", async ({ svc }) => {
     const client = new grpc.Client(svc.url.replace("http://", ""), grpc.credentials.createInsecure());
-    const code = await new Promise<number>((resolve) => {
-      client.makeUnaryRequest("/entityversions.v1.EntityVersionsService/Nope", (x: Buffer) => x, (x: Buffer) => x, Buffer.alloc(0), (err) => resolve(err?.code ?? 0));
+    const err = await new Promise<grpc.ServiceError | null>((resolve) => {
+      client.makeUnaryRequest("/entityversions.v1.EntityVersionsService/Nope", (x: Buffer) => x, (x: Buffer) => x, Buffer.alloc(0), (e) => resolve(e));
     });
     client.close();
-    assert.is(code, grpc.status.UNIMPLEMENTED);
+    assert.is(err?.code, grpc.status.UNIMPLEMENTED);
+    // The server's status, not one grpc-js made up from an HTTP 404.
+    assert.match(String(err?.details), "No method /entityversions.v1.EntityVersionsService/Nope on this server");
+    const raw = await rawGrpc(svc.url, "/foo.v1.Bar/Baz", Buffer.from([0, 0, 0, 0, 0]), {});
+    assert.equal([raw.headers[":status"], raw.headers["grpc-status"], raw.body.length], [200, "12", 0]);
+    assert.ok(raw.headers["grpc-status-details-bin"] !== undefined, "with ErrorInfo");
+    const web = await fetch(`${svc.url}/foo.v1.Bar/Baz`, { method: "POST", headers: { "content-type": "application/grpc-web+proto" }, body: new Uint8Array(5) });
+    assert.equal([web.status, web.headers.get("grpc-status")], [200, "12"]);
+    const connect = await fetch(`${svc.url}/foo.v1.Bar/Baz`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+    assert.is(connect.status, 404);
+    const body = (await connect.json()) as { code: string; message: string; details: Array<{ type: string }> };
+    assert.equal([body.code, body.details[0]?.type], ["unimplemented", "google.rpc.ErrorInfo"]);
+    assert.match(body.message, "gRPC reflection");
+    // A REST path is still answered as REST.
+    const rest = await svc.rest.post("/api/nope", {});
+    assert.equal([rest.status, rest.body.code], [404, "ROUTE_NOT_FOUND"]);
   });
 
   return s;

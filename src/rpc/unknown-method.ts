@@ -1,0 +1,59 @@
+import { create, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
+import { anyPack } from "@bufbuild/protobuf/wkt";
+import { Code, type ConnectError, encodeBinaryHeader } from "@connectrpc/connect";
+import { StatusSchema } from "../../gen/google/rpc/status_pb.js";
+import { apiError } from "../errors/api-error.js";
+import { minimalGrpcMessage } from "./grpc-message.js";
+
+/** An answer to a call of a method the server does not have. */
+export interface UnknownMethodAnswer {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: string;
+}
+
+/** `/package.Service/Method`: the path every RPC protocol calls a method by. */
+const rpcPath = /^\/[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)+\/[A-Za-z_]\w*$/;
+
+/** The details of an error as google.rpc.Any messages. */
+function packedDetails(error: ConnectError) {
+  return error.details.flatMap((d) => ("desc" in d ? [anyPack(d.desc, create(d.desc, d.value as MessageInitShape<typeof d.desc>))] : []));
+}
+
+/**
+ * The answer to a call of a method this server does not have, in the
+ * caller's protocol: gRPC and gRPC-Web get UNIMPLEMENTED as a Trailers-Only
+ * response (HTTP 200, the status in the headers), Connect a 404 with its
+ * error JSON, both with the catalog's ErrorInfo, as statuscodes.md asks
+ * ("Method not found at server: UNIMPLEMENTED"). Their routers answer only
+ * the methods they have, so the server's not-found handler asks here first;
+ * undefined for anything else (a REST path), which gets the REST answer.
+ */
+export function unknownMethodAnswer(method: string, url: string, contentType: string | undefined): UnknownMethodAnswer | undefined {
+  const [path = "", query = ""] = url.split("?", 2);
+  const type = (contentType ?? "").toLowerCase();
+  const error = apiError("UNKNOWN_METHOD", { path });
+  if (type.startsWith("application/grpc")) {
+    const status = create(StatusSchema, { code: Code.Unimplemented, message: error.rawMessage, details: packedDetails(error) });
+    return {
+      status: 200,
+      headers: {
+        "content-type": type.startsWith("application/grpc-web") ? "application/grpc-web+proto" : "application/grpc",
+        "grpc-status": String(Code.Unimplemented),
+        "grpc-message": minimalGrpcMessage(encodeURIComponent(error.rawMessage)),
+        "grpc-status-details-bin": encodeBinaryHeader(toBinary(StatusSchema, status)),
+      },
+      body: "",
+    };
+  }
+  const connectGet = method === "GET" && /(?:^|&)connect=v1(?:&|$)/.test(query);
+  const connectPost = method === "POST" && /^application\/(?:connect\+)?(?:json|proto)\b/.test(type);
+  if (!rpcPath.test(path) || !(connectGet || connectPost)) return undefined;
+  // The Connect protocol's error JSON (connectrpc.com/docs/protocol, "Error end-stream").
+  const details = packedDetails(error).map((any) => ({ type: any.typeUrl.replace(/^type\.googleapis\.com\//, ""), value: Buffer.from(any.value).toString("base64").replace(/=+$/, "") }));
+  return {
+    status: 404,
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ code: "unimplemented", message: error.rawMessage, details }),
+  };
+}
