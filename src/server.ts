@@ -17,6 +17,7 @@ import { EntityEventsService, file_entityversions_v1_entity_events } from "../ge
 import { EntityVersionsService, file_entityversions_v1_entity_versions } from "../gen/entityversions/v1/entity_versions_pb.js";
 import { file_grpc_health_v1_health, Health } from "../gen/grpc/health/v1/health_pb.js";
 import { file_grpc_reflection_v1_reflection, ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
+import { file_google_rpc_error_details } from "../gen/google/rpc/error_details_pb.js";
 import { type AuthResult, type Authenticator, authenticateHeader, authInterceptor, authResultKey } from "./auth/caller.js";
 import type { HttpLimits } from "./config.js";
 import { apiError, reasonOf } from "./errors/api-error.js";
@@ -389,6 +390,8 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
             file_entityversions_v1_entity_events,
             file_grpc_health_v1_health,
             file_grpc_reflection_v1_reflection,
+            // The error details every error carries, so tools can decode them.
+            file_google_rpc_error_details,
           ],
         ),
       );

@@ -30,7 +30,8 @@ export class ReflectionService implements ServiceImpl<typeof ServerReflection> {
   constructor(serviceNames: readonly string[], files: readonly DescFile[]) {
     this.#services = [...serviceNames].sort();
     const all = new Map<string, DescFile>();
-    for (const file of files) for (const f of withDependencies(file)) all.set(f.name, f);
+    // By the name the descriptor itself gives (with ".proto"), as clients ask for it.
+    for (const file of files) for (const f of withDependencies(file)) all.set(f.proto.name, f);
     this.#files = all;
     this.#registry = createRegistry(...all.values());
   }

@@ -19,6 +19,30 @@ function healthClient(svc: TestService) {
   return new HealthClient(svc.url.replace("http://", ""), grpc.credentials.createInsecure()) as grpc.Client & Record<string, Function>;
 }
 
+const reflectionDefinition = protoLoader.loadSync("grpc/reflection/v1/reflection.proto", { includeDirs: [path.resolve("third_party/proto")], keepCase: true, defaults: true, oneofs: true });
+const ReflectionClient = (grpc.loadPackageDefinition(reflectionDefinition) as any).grpc.reflection.v1.ServerReflection as grpc.ServiceClientConstructor;
+
+/** One reflection request through grpc-js: the names of the files answered, or the error. */
+async function reflect(svc: TestService, request: object): Promise<{ files: string[]; error?: { error_code: number; error_message: string } }> {
+  const client = new ReflectionClient(svc.url.replace("http://", ""), grpc.credentials.createInsecure()) as grpc.Client & Record<string, Function>;
+  try {
+    return await new Promise((resolve, reject) => {
+      const stream = client["ServerReflectionInfo"]!.call(client) as grpc.ClientDuplexStream<object, any>;
+      stream.once("data", (res: any) => {
+        const descriptors: Buffer[] = res.file_descriptor_response?.file_descriptor_proto ?? [];
+        // FileDescriptorProto field 1 is the file's name.
+        const files = descriptors.map((d) => d.subarray(2, 2 + d[1]!).toString());
+        resolve({ files, ...(res.error_response === null || res.error_response === undefined ? {} : { error: res.error_response }) });
+        stream.end();
+      });
+      stream.once("error", reject);
+      stream.write(request);
+    });
+  } finally {
+    client.close();
+  }
+}
+
 /** Health, readiness, reflection, metrics and request logs. */
 export function opsSuite(backend: Backend) {
   const s = serviceSuite("operations: health, readiness, reflection, metrics", backend);
@@ -80,6 +104,17 @@ export function opsSuite(backend: Backend) {
       `${svc.url}/entityversions.v1.EntityVersionsService/GetActiveVersion`,
     ]);
     assert.is(JSON.parse(called.stdout).version.id, v.id);
+  });
+
+  s("gRPC reflection answers files by their own names (with .proto) and the error detail types", async ({ svc }) => {
+    const byName = await reflect(svc, { file_by_filename: "entityversions/v1/entity_versions.proto" });
+    assert.is(byName.files[0], "entityversions/v1/entity_versions.proto");
+    assert.ok(byName.files.includes("google/protobuf/timestamp.proto"), "with its imports");
+    assert.is((await reflect(svc, { file_by_filename: "google/protobuf/timestamp.proto" })).files[0], "google/protobuf/timestamp.proto");
+    const missing = await reflect(svc, { file_by_filename: "entityversions/v1/entity_versions" });
+    assert.is(missing.error?.error_code, grpc.status.NOT_FOUND);
+    assert.is((await reflect(svc, { file_containing_symbol: "google.rpc.ErrorInfo" })).files[0], "google/rpc/error_details.proto");
+    assert.is((await reflect(svc, { file_containing_symbol: "entityversions.v1.StaleBase" })).files[0]?.startsWith("entityversions/v1/"), true);
   });
 
   s("/metrics counts RPCs by code, STALE_BASE conflicts, pool use and pending deletions", async ({ svc }) => {
