@@ -26,8 +26,14 @@ export function renderRestError(error: ConnectError): RestErrorResponse {
   const code = reason ?? Code[error.code].replace(/([a-z])([A-Z])/g, "$1_$2").toUpperCase();
   const body: JsonObject = { error: error.rawMessage, code };
   const headers: Record<string, string> = {};
-  // RFC 6750: a 401 names the scheme the client should use.
-  if (error.code === Code.Unauthenticated) headers["www-authenticate"] = 'Bearer realm="entity-versions"';
+  // RFC 6750 (3): a 401 names the scheme; one that refused a token the
+  // client sent says so (invalid_token), with why in error_description.
+  if (error.code === Code.Unauthenticated) {
+    headers["www-authenticate"] =
+      reason === "AUTH_REQUIRED"
+        ? 'Bearer realm="entity-versions"'
+        : `Bearer realm="entity-versions", error="invalid_token", error_description="${error.rawMessage.replace(/["\\]/g, "'").replace(/[^\x20-\x7e]/g, "?")}"`;
+  }
   for (const d of error.details) {
     if (!("desc" in d)) continue;
     if (d.desc.typeName === RetryInfoSchema.typeName) {

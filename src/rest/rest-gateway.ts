@@ -63,13 +63,34 @@ function setPath(json: JsonObject, path: readonly DescField[], value: JsonValue)
   });
 }
 
-function queryValue(field: DescField, values: string[]): JsonValue {
+/** The integer scalar types: a query string gives them as decimal digits only. */
+const integerScalars = new Set<ScalarType>([
+  ScalarType.INT32,
+  ScalarType.UINT32,
+  ScalarType.SINT32,
+  ScalarType.FIXED32,
+  ScalarType.SFIXED32,
+  ScalarType.INT64,
+  ScalarType.UINT64,
+  ScalarType.SINT64,
+  ScalarType.FIXED64,
+  ScalarType.SFIXED64,
+]);
+
+function queryValue(key: string, field: DescField, values: string[]): JsonValue {
   const one = (v: string): JsonValue => {
     // proto3 JSON takes booleans only as JSON booleans; a query string has text.
     if (field.scalar === ScalarType.BOOL && (v === "true" || v === "false")) return v === "true";
+    // What JSON's number parsing would also take (0x10, 1e1, +3) is not a proto3 JSON integer.
+    if (field.scalar !== undefined && integerScalars.has(field.scalar) && !/^-?[0-9]+$/.test(v)) {
+      throw apiError("INVALID_ARGUMENT", { field: key, problem: `must be a whole number in decimal digits, got "${v}"` });
+    }
     return v;
   };
-  return field.fieldKind === "list" ? values.map(one) : one(values[values.length - 1]!);
+  if (field.fieldKind === "list") return values.map(one);
+  // http.proto repeats a parameter for repeated fields only.
+  if (values.length > 1) throw apiError("INVALID_ARGUMENT", { field: key, problem: `is given ${values.length} times; give it once` });
+  return one(values[0]!);
 }
 
 /** The fields a binding's path variables set: not the caller's to send elsewhere. */
@@ -94,15 +115,31 @@ function bodyFields(binding: RestBinding): string[] {
 /** Builds the request JSON from body, query and path, as AIP-127 maps them. */
 function requestJson(binding: RestBinding, req: FastifyRequest): JsonObject {
   let json: JsonObject = {};
+  const params = req.params as Record<string, string>;
+  const bound = pathFields(binding);
   if (binding.body === "*") {
     if (req.body !== undefined && req.body !== null) {
       if (!isJsonObject(req.body)) throw apiError("MALFORMED_REQUEST", { problem: "the body must be a JSON object" });
       json = { ...req.body };
+      // A field the path sets may be repeated in the body, but not contradicted.
+      for (const variable of binding.variables) {
+        const field = variable.fieldPath[0]!;
+        const sent = json[field.name] ?? json[field.jsonName];
+        if (variable.fieldPath.length === 1 && sent !== undefined && sent !== (params[variable.param] ?? "")) {
+          throw apiError("INVALID_ARGUMENT", { field: field.name, problem: `is set by the path (${JSON.stringify(params[variable.param] ?? "")}); leave it out of the body` });
+        }
+      }
     }
   } else if (binding.body !== undefined && req.body !== undefined) {
     json[binding.body.name] = req.body as JsonValue;
+  } else if (binding.body === undefined && req.body !== undefined && req.body !== null && !(isJsonObject(req.body) && Object.keys(req.body).length === 0)) {
+    // http.proto: a rule without `body` has no request body; what was sent would be ignored.
+    throw apiError("MALFORMED_REQUEST", {
+      problem: `${req.method} ${req.url.split("?")[0]} takes no body (at most {}): its fields go in the path${queryParameters(binding).length > 0 ? ` and the query (${queryParameters(binding).join(", ")})` : ""}`,
+    });
   }
   const query = (req.query ?? {}) as Record<string, string | string[]>;
+  const given = new Set<DescField>();
   for (const [key, raw] of Object.entries(query)) {
     const path = binding.body === "*" ? undefined : queryFieldPath(binding, key);
     if (path === undefined) {
@@ -114,9 +151,13 @@ function requestJson(binding: RestBinding, req: FastifyRequest): JsonObject {
             : unknownNameProblem("query parameter", key, queryParameters(binding)),
       });
     }
-    setPath(json, path, queryValue(path[path.length - 1]!, Array.isArray(raw) ? raw : [raw]));
+    if (bound.has(path[0]!)) throw apiError("INVALID_ARGUMENT", { field: key, problem: "is set by the path; leave it out of the query" });
+    const last = path[path.length - 1]!;
+    // Both spellings of one field (page_size and pageSize) are one parameter given twice.
+    if (given.has(last) && last.fieldKind !== "list") throw apiError("INVALID_ARGUMENT", { field: last.name, problem: "is given more than once (as name and as jsonName); give it once" });
+    given.add(last);
+    setPath(json, path, queryValue(key, last, Array.isArray(raw) ? raw : [raw]));
   }
-  const params = req.params as Record<string, string>;
   for (const variable of binding.variables) setPath(json, variable.fieldPath, params[variable.param] ?? "");
   return json;
 }
@@ -168,7 +209,9 @@ const ndjson = "application/x-ndjson";
  * delimited JSON (`application/x-ndjson`), one `{"result": …}` line per
  * message, each written as it comes. An error before the first message is
  * an ordinary error answer (its status and body); one after the stream
- * began is a last line `{"error": …}` holding the same body.
+ * began is a last line `{"error": …}` holding the same body as every REST
+ * error (where grpc-gateway puts a google.rpc.Status): a REST client reads
+ * one error shape.
  */
 export function registerRestGateway(app: FastifyInstance, options: RestGatewayOptions): RestRoutes {
   // The same router Fastify uses, holding only the REST routes: which

@@ -27,6 +27,10 @@ export function authSuite(backend: Backend) {
       const r = await svc.restAs(headers).get(`/api/entities/${newEntityId()}/active-version`);
       assert.is(r.status, 401, code);
       assert.is(r.body.code, code);
+      // RFC 6750 (3): a token sent and refused is invalid_token, and why; none sent, just the scheme.
+      const challenge = r.headers.get("www-authenticate") ?? "";
+      if (code === "AUTH_REQUIRED") assert.is(challenge, 'Bearer realm="entity-versions"');
+      else assert.match(challenge, /^Bearer realm="entity-versions", error="invalid_token", error_description="[\x20\x21\x23-\x5b\x5d-\x7e]+"$/, code);
     }
     // What is wrong with the header is said, since the fix differs.
     const bare = await svc.restAs({ authorization: await token({}) }).get(`/api/entities/x/active-version`);

@@ -135,6 +135,19 @@ export function protocolsSuite(backend: Backend) {
     assert.match(((await notJson.json()) as { error: string }).error, /^The request could not be read: the body is not valid JSON: send one JSON object/);
     const inBody = await svc.rest.post(`/api/entities/${e}/versions/upload-url?version=1`, {});
     assert.match(inBody.body.error, /takes no query parameters: send its fields in the JSON body/);
+    // A request whose rule has no body takes none (at most {}), rather than ignoring it.
+    const v = (await push(svc, e)).confirm!.body.version;
+    const withBody = await svc.rest.request("DELETE", `/api/entities/${e}/shares/someone`, { user_id: "someone-else" });
+    assert.equal([withBody.status, withBody.body.code], [400, "MALFORMED_REQUEST"]);
+    assert.match(withBody.body.error, /DELETE \/api\/entities\/[\w-]+\/shares\/someone takes no body \(at most \{\}\): its fields go in the path/);
+    assert.is((await svc.rest.request("DELETE", `/api/entities/${e}/shares/someone`, {})).status, 200, "{} is no body");
+    // The path's fields are the path's.
+    const other = await svc.rest.get(`/api/entities/${e}/versions?entity_id=${newEntityId()}`);
+    assert.equal([other.status, other.body.code], [400, "INVALID_ARGUMENT"]);
+    const contradicted = await svc.rest.put(`/api/entities/${e}/active-version`, { version_id: v.id, entity_id: newEntityId() });
+    assert.match(contradicted.body.error, /^Invalid entity_id: is set by the path/);
+    const twice = await svc.rest.get(`/api/entities/${e}/versions?page_size=1&pageSize=5`);
+    assert.match(twice.body.error, /^Invalid page_size: is given more than once/);
   });
 
   s("a REST path called with a method it does not take is 405, naming the methods it takes", async ({ svc }) => {

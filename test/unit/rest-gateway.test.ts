@@ -89,6 +89,29 @@ test("additional_bindings are served too, and 64-bit integers stay exact", async
   await app.close();
 });
 
+test("the query, path and body do not contradict each other: a field is given once, by one of them, in the form proto3 JSON takes", async () => {
+  const app = await gateway();
+  const refused = async (method: "GET" | "POST" | "PUT" | "DELETE", url: string, payload?: object) => {
+    const res = await app.inject({ method, url, ...(payload === undefined ? {} : { payload }) });
+    assert.is(res.statusCode, 400, `${method} ${url}: ${res.body}`);
+    return res.json() as { error: string; code: string };
+  };
+  // A scalar given twice, or under both its names.
+  assert.match((await refused("GET", "/v1/things/x?count=1&count=2")).error, /^Invalid count: is given 2 times; give it once$/);
+  assert.match((await refused("GET", "/v1/things/x?loud=true&loud=false")).error, /is given 2 times/);
+  // A field the path sets.
+  assert.match((await refused("GET", "/v1/things/x?thing_id=y")).error, /^Invalid thing_id: is set by the path; leave it out of the query$/);
+  assert.match((await refused("GET", "/v1/things/x?thingId=y")).error, /is set by the path/);
+  // Integers as decimal digits only.
+  for (const count of ["0x10", "1e1", "%2B3", "1.0", ""]) assert.match((await refused("GET", `/v1/things/x?count=${count}`)).error, /must be a whole number in decimal digits/);
+  // A path field repeated in a body "*" must agree with the path.
+  const agreed = await app.inject({ method: "PUT", url: "/v1/shelves/s1/shapes/p1", payload: { shelf_id: "s1", shape: { id: "p1" } } });
+  assert.is(agreed.statusCode, 200, agreed.body);
+  assert.match((await refused("PUT", "/v1/shelves/s1/shapes/p1", { shelf_id: "other" })).error, /^Invalid shelf_id: is set by the path \("s1"\); leave it out of the body$/);
+  assert.is((await app.inject({ method: "GET", url: "/v1/things/x?tags=a&tags=b" })).statusCode, 200, "a repeated field may repeat");
+  await app.close();
+});
+
 test("64-bit integers are JSON numbers at any depth, through recursive messages and maps too", async () => {
   const putShapeResponse = registry.getMessage("fixture.v1.PutShapeResponse") as DescMessage;
   const app = Fastify();
