@@ -102,6 +102,11 @@ function endUnreadStream(req: http2.Http2ServerRequest): void {
         return;
       }
       stream.close(http2.constants.NGHTTP2_NO_ERROR);
+      // Node destroys a stream closed with NO_ERROR only once its body has
+      // been read to the end: the unread rest is dropped instead, so the
+      // stream (and its answer, for the log and metrics) ends now.
+      stream.resume();
+      while (stream.read() !== null);
     };
     setImmediate(reset);
   });

@@ -181,6 +181,36 @@ s("HTTP/2: a refusal answered before its body is read reaches the client whole, 
   assert.equal([...new Set(answers)].sort(), ["whole rst=0 unauthenticated", "whole rst=0 AUTH_REQUIRED"].sort(), JSON.stringify(answers));
 });
 
+s("HTTP/2: a body refused past MAX_REQUEST_BYTES frees its stream and its bytes at once, not when the connection closes", async ({ svc }) => {
+  const session = http2.connect(svc.url);
+  session.on("error", () => {});
+  const call = (body: Buffer) =>
+    new Promise<string>((resolve) => {
+      const req = session.request({ ":path": "/entityversions.v1.EntityVersionsService/GetActiveVersion", ":method": "POST", "content-type": "application/grpc", te: "trailers", ...svc.rest.defaultHeaders });
+      let status = "no status";
+      req.on("response", (h) => (status = String(h["grpc-status"] ?? status)));
+      req.on("trailers", (h) => (status = String(h["grpc-status"] ?? status)));
+      req.on("error", () => {});
+      req.on("close", () => resolve(status));
+      req.resume();
+      req.end(body);
+    });
+  try {
+    // Each oversized body (the default 1 MiB limit) would hold its share of the connection's
+    // 3 MiB budget for as long as its stream stayed open: the fourth would find none left.
+    for (let i = 0; i < 5; i++) assert.is(await call(frame(1024 * 1024 + 1024)), "8", `oversized call ${i + 1}: RESOURCE_EXHAUSTED`);
+    const entity = Buffer.from("\x0a\x07missing");
+    const small = Buffer.concat([Buffer.from([0, 0, 0, 0, entity.length]), entity]);
+    assert.is(await call(small), "5", "the next call on the connection is served (NOT_FOUND), not IN_FLIGHT_BYTES_EXCEEDED");
+    // And each was logged and counted when it ended, not when the connection closes.
+    const metrics = await (await fetch(`${svc.url}/metrics`)).text();
+    const counted = Number(/entity_versions_rpc_requests_total\{rpc="entityversions.v1.EntityVersionsService\/GetActiveVersion",protocol="grpc",code="resource_exhausted"\} (\d+)/.exec(metrics)?.[1] ?? 0);
+    assert.ok(counted >= 5, `counted ${counted} of 5 while the connection is open`);
+  } finally {
+    session.destroy();
+  }
+});
+
 s("an idle HTTP/2 session is closed after HTTP_IDLE_TIMEOUT_MS", async ({ svc }) => {
   const session = http2.connect(svc.url);
   session.on("error", () => {});
