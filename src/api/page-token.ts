@@ -1,4 +1,4 @@
-import { createHmac, timingSafeEqual } from "node:crypto";
+import { createCipheriv, createDecipheriv, createHmac, hkdfSync } from "node:crypto";
 import { apiError } from "../errors/api-error.js";
 
 /** Where a listing continues: after this creation order of this entity. */
@@ -8,34 +8,35 @@ export interface PageCursor {
 }
 
 /**
- * Opaque, signed page tokens (AIP-158). The cursor travels base64url-encoded
- * with an HMAC, so a token that was altered, or made for another entity, is
- * refused instead of trusted; replicas sharing the secret accept each
- * other's tokens.
+ * Opaque page tokens (AIP-158: "must not be user-parseable"). The cursor is
+ * sealed with AES-256-GCM under a key derived from the page token secret
+ * and the listing, the entity bound in as associated data: a token that was
+ * altered, or made for another entity or listing, fails to open and is
+ * refused; a client can neither read nor make one. Replicas sharing the
+ * secret accept each other's tokens.
  */
 export class PageTokens {
-  readonly #secret: Buffer;
-  readonly #scope: string;
+  readonly #key: Buffer;
+  readonly #ivKey: Buffer;
 
   /**
    * `scope` names what is listed ("" for versions, "events"): a token of
    * one listing is refused by another, though both page by number.
    */
   constructor(secret: Buffer, scope = "") {
-    this.#secret = secret;
-    this.#scope = scope;
-  }
-
-  #mac(payload: string): Buffer {
-    return createHmac("sha256", this.#secret)
-      .update(this.#scope === "" ? payload : `${this.#scope}:${payload}`)
-      .digest()
-      .subarray(0, 16);
+    this.#key = Buffer.from(hkdfSync("sha256", secret, Buffer.alloc(0), `entity-versions page token:${scope}`, 32));
+    this.#ivKey = Buffer.from(hkdfSync("sha256", secret, Buffer.alloc(0), `entity-versions page token iv:${scope}`, 32));
   }
 
   encode(cursor: PageCursor): string {
-    const payload = Buffer.from(JSON.stringify([cursor.entityId, cursor.beforeSeq])).toString("base64url");
-    return `${payload}.${this.#mac(payload).toString("base64url")}`;
+    // The nonce is derived from what is sealed (as in AES-SIV): one cursor
+    // always gives one token, so a page answers the same however it was
+    // read, and two different cursors never share a nonce.
+    const iv = createHmac("sha256", this.#ivKey).update(`${cursor.entityId}\n${cursor.beforeSeq}`).digest().subarray(0, 12);
+    const cipher = createCipheriv("aes-256-gcm", this.#key, iv);
+    cipher.setAAD(Buffer.from(cursor.entityId));
+    const sealed = Buffer.concat([cipher.update(String(cursor.beforeSeq)), cipher.final()]);
+    return Buffer.concat([iv, sealed, cipher.getAuthTag()]).toString("base64url");
   }
 
   /**
@@ -62,17 +63,18 @@ export class PageTokens {
 
   /** The cursor of a token issued for this entity; undefined for anything else. */
   decode(token: string, entityId: string): PageCursor | undefined {
-    const dot = token.indexOf(".");
-    if (dot <= 0 || token.length > 512) return undefined;
-    const payload = token.slice(0, dot);
-    const mac = Buffer.from(token.slice(dot + 1), "base64url");
-    const expected = this.#mac(payload);
-    if (mac.length !== expected.length || !timingSafeEqual(mac, expected)) return undefined;
+    if (token.length > 512 || !/^[A-Za-z0-9_-]+$/.test(token)) return undefined;
+    const bytes = Buffer.from(token, "base64url");
+    if (bytes.length < 12 + 1 + 16) return undefined;
     try {
-      const [id, seq] = JSON.parse(Buffer.from(payload, "base64url").toString()) as [unknown, unknown];
-      if (id !== entityId || typeof seq !== "number" || !Number.isSafeInteger(seq) || seq < 1) return undefined;
-      return { entityId: id, beforeSeq: seq };
+      const decipher = createDecipheriv("aes-256-gcm", this.#key, bytes.subarray(0, 12));
+      decipher.setAAD(Buffer.from(entityId));
+      decipher.setAuthTag(bytes.subarray(bytes.length - 16));
+      const text = Buffer.concat([decipher.update(bytes.subarray(12, bytes.length - 16)), decipher.final()]).toString();
+      const seq = /^[0-9]{1,16}$/.test(text) ? Number(text) : Number.NaN;
+      return Number.isSafeInteger(seq) && seq >= 1 ? { entityId, beforeSeq: seq } : undefined;
     } catch {
+      // The tag did not verify: altered, or sealed for another entity, listing or secret.
       return undefined;
     }
   }

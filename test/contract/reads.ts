@@ -99,11 +99,12 @@ export function readsSuite(backend: Backend) {
     await push(svc, other, { base: o1.id });
     const token = (await svc.rest.get(`/api/entities/${e}/versions?page_size=1`)).body.next_page_token as string;
     assert.ok(token.length > 0);
-    const [payload, mac] = token.split(".");
-    const forged = `${Buffer.from(JSON.stringify([e, 999])).toString("base64url")}.${mac}`;
+    const forged = Buffer.from(JSON.stringify([e, 999])).toString("base64url");
+    const altered = Buffer.from(token, "base64url");
+    altered[altered.length - 20]! ^= 1;
     for (const [query, field] of [
       [`page_token=${encodeURIComponent(forged)}`, "page_token"],
-      [`page_token=${encodeURIComponent(`${payload}.AAAA${mac!.slice(4)}`)}`, "page_token"],
+      [`page_token=${encodeURIComponent(altered.toString("base64url"))}`, "page_token"],
       [`page_token=garbage`, "page_token"],
       [`page_size=-1`, "page_size"],
       [`page_size=abc`, "page_size"],
