@@ -186,6 +186,9 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
       // HTTP/1.1 cannot read the next request on this connection before
       // the rest of an unread body: close it after the answer instead.
       if (!(req.raw instanceof http2.Http2ServerRequest) && !req.raw.complete) reply.raw.shouldKeepAlive = false;
+      // A Connect GET is cacheable (its protocol's point), and its answer's
+      // encoding follows Accept-Encoding: shared caches must key on it.
+      if (req.method === "GET") reply.header("vary", "Accept-Encoding");
       for (const [key, value] of Object.entries(reply.getHeaders())) if (value !== undefined) reply.raw.setHeader(key, value);
       if (empty) {
         // Headers set before end() are sent by Node's compatibility layer

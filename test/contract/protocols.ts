@@ -49,6 +49,7 @@ export function protocolsSuite(backend: Backend) {
     assert.is(get.status, 404);
     assert.is(get.body.code, "not_found");
     assert.is(get.body.details[0].type, "google.rpc.ErrorInfo");
+    assert.is(get.headers.get("vary"), "Accept-Encoding", "a cacheable GET says its answer depends on Accept-Encoding");
   });
 
   s("Connect binary (application/proto) reaches the same service", async ({ svc }) => {
