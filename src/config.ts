@@ -1,5 +1,5 @@
 import path from "node:path";
-import { connectionStringPart } from "./blob/connection-string.js";
+import { connectionStringParts } from "./blob/connection-string.js";
 import { azuriteKey } from "./blob/embedded-azurite.js";
 
 /** Where the versions are recorded. */
@@ -209,8 +209,8 @@ function auth(env: Env, production: boolean): AuthConfig {
   const clockSkewSeconds = integer(env, "AUTH_CLOCK_SKEW_SECONDS", 30, 0, 600);
   if (production) {
     // A secret someone typed ("aaaa…", "secretsecret…") is guessed long before it is brute-forced.
-    if (secret !== undefined && new Set(secret).size < 8) {
-      throw new ConfigError("NODE_ENV=production needs a random AUTH_JWT_SECRET: this one has fewer than 8 different characters (make one with `openssl rand -base64 32`).");
+    if (secret !== undefined && (new Set(secret).size < 8 || /^(.{1,16})\1+$/s.test(secret))) {
+      throw new ConfigError("NODE_ENV=production needs a random AUTH_JWT_SECRET: this one has fewer than 8 different characters, or repeats a short string (make one with `openssl rand -base64 32`).");
     }
     if (lifetime === 0) {
       throw new ConfigError("NODE_ENV=production needs a bound on token lifetimes: set AUTH_MAX_TOKEN_LIFETIME to the most seconds a token may live (86400 by default), not 0.");
@@ -318,11 +318,14 @@ function blob(env: Env, dataDir: string, production: boolean): BlobConfig {
     }
     if (production) {
       // Everyone has Azurite's key: whoever reaches that store could rewrite published packages.
-      if (connectionStringPart(connectionString, "AccountKey") === azuriteKey) {
+      const devKey = Buffer.from(azuriteKey, "base64");
+      if (connectionStringParts(connectionString, "AccountKey").some((key) => Buffer.from(key, "base64").equals(devKey))) {
         throw new ConfigError("NODE_ENV=production cannot use the Azure Storage emulator's public development key: set AZURE_STORAGE_CONNECTION_STRING to your storage account's.");
       }
-      const endpoint = connectionStringPart(connectionString, "BlobEndpoint");
-      if (connectionStringPart(connectionString, "DefaultEndpointsProtocol")?.toLowerCase() === "http" || endpoint?.toLowerCase().startsWith("http:") === true) {
+      const plain =
+        connectionStringParts(connectionString, "DefaultEndpointsProtocol").some((p) => p.toLowerCase() !== "https") ||
+        connectionStringParts(connectionString, "BlobEndpoint").some((e) => !e.toLowerCase().startsWith("https:"));
+      if (plain) {
         throw new ConfigError("NODE_ENV=production needs an https blob endpoint in AZURE_STORAGE_CONNECTION_STRING (DefaultEndpointsProtocol=https): SAS URLs and signed requests would travel in the clear.");
       }
     }

@@ -182,6 +182,22 @@ function clientGone(reply: FastifyReply): AbortSignal {
   return controller.signal;
 }
 
+/** A signal that aborts when the response closes, answered or not. */
+function responseClosed(reply: FastifyReply): AbortSignal {
+  const controller = new AbortController();
+  reply.raw.once("close", () => controller.abort());
+  return controller.signal;
+}
+
+/**
+ * Whether a GET rule also answers HEAD. Not a server stream: its headers
+ * come only with its first message, and a HEAD would hold a watch open for
+ * an answer nobody reads.
+ */
+function headRoute(binding: RestBinding): boolean {
+  return binding.verb === "GET" && binding.method.methodKind !== "server_streaming";
+}
+
 /** What the REST routes tell the rest of the server. */
 export interface RestRoutes {
   /**
@@ -220,7 +236,7 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
   const bindings = restBindings(options.services, http);
   for (const binding of bindings) {
     routes.on(binding.verb, binding.routePath, () => undefined);
-    if (binding.verb === "GET") routes.on("HEAD", binding.routePath, () => undefined);
+    if (headRoute(binding)) routes.on("HEAD", binding.routePath, () => undefined);
   }
   for (const binding of bindings) {
     const { method } = binding;
@@ -230,7 +246,9 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
     const callInit = (req: FastifyRequest, reply: FastifyReply): InProcessCallInit => ({
       protocolName: "rest",
       header: webHeaders(req),
-      signal: clientGone(reply),
+      // A stream can send nothing once its response has closed, however it
+      // closed; a unary call's answer may be written whole by then.
+      signal: method.methodKind === "server_streaming" ? responseClosed(reply) : clientGone(reply),
       ...(options.shutdownSignal === undefined ? {} : { shutdownSignal: options.shutdownSignal }),
       requestMethod: req.method,
       url: req.url,
@@ -302,6 +320,7 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
     app.route({
       method: binding.verb,
       url: binding.routePath,
+      exposeHeadRoute: headRoute(binding),
       config,
       // Refused from the headers: answered now, through the interceptors,
       // with an empty message that is never looked at; the body is not read.

@@ -131,6 +131,21 @@ export function watchSuite(backend: Backend) {
     }
   });
 
+  s("HEAD is not a watch: 405 naming GET, and no watch is left open", async ({ svc }) => {
+    const owner = await user(svc, "owner", ["publisher"]);
+    const { e } = await entityWithVersion(owner.rest);
+    const open = async () => Number((await (await fetch(`${svc.url}/metrics`)).text()).split("\n").find((l) => l.startsWith("entity_versions_watches_open "))?.split(" ")[1]);
+    for (let waited = 0; (await open()) > 0 && waited < 3_000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+    const before = await open();
+    for (let i = 0; i < 25; i++) {
+      const head = await fetch(`${svc.url}${v(e)}/events:watch`, { method: "HEAD", headers: owner.headers });
+      assert.equal([head.status, head.headers.get("allow")], [405, "GET"]);
+    }
+    assert.is(await open(), before);
+    // A read's HEAD still answers as its GET does.
+    assert.is((await fetch(`${svc.url}${v(e)}/versions`, { method: "HEAD", headers: owner.headers })).status, 200);
+  });
+
   s("a watcher who loses read access is ended as a caller without access is answered; others, and admins, go on", async ({ svc }) => {
     const owner = await user(svc, "owner", ["publisher"]);
     const bob = await user(svc, "bob", []);
