@@ -238,10 +238,11 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
         entityExisted: entityExists,
       });
       // This confirm's own copy serves no version unless it created one:
-      // nothing else will ever use it. (Were the store's answer lost to an
-      // error instead, the copy is left to the sweeper, which keeps it if
-      // the version was committed after all.)
-      if (sealed !== undefined && result.kind !== "created") await this.#d.deleter.discard(sealed.paths);
+      // nothing else will ever use it. Deleted while the answer goes out
+      // (best effort: the sweeper deletes what is left, and keeps a copy
+      // whose version was committed after all when the store's answer was
+      // lost to an error).
+      if (sealed !== undefined && result.kind !== "created") void this.#d.deleter.discard(sealed.paths);
       if (result.kind === "changed" && round < 2) continue;
       const failed = pushError(result, context);
       if (failed !== undefined) throw failed;

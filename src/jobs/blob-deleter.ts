@@ -63,7 +63,7 @@ export class BlobDeleter {
   async discard(paths: readonly string[]): Promise<void> {
     await Promise.all(
       paths.map((path) =>
-        this.#blobs.deleteIfExists(path).catch((error: unknown) => this.#log.warn({ err: error, path }, "could not delete a staged upload; the sweeper will")),
+        this.#blobs.deleteIfExists(path).catch((error: unknown) => this.#log.warn({ err: error, path }, "could not delete a blob no version uses; the sweeper will")),
       ),
     );
   }

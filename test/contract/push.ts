@@ -333,9 +333,15 @@ export function pushSuite(backend: Backend) {
       assert.equal(confirms.map((c) => c.status).sort(), [201, 409], JSON.stringify(confirms.map((c) => c.body)));
       const winner = confirms.find((c) => c.status === 201)!.body.version;
       const loser = ups[confirms.findIndex((c) => c.status === 409)]!;
-      const copies: string[] = [];
-      for await (const blob of store.list(`versions/${e}/`)) copies.push(blob.name);
-      assert.equal(copies.sort(), [v0.storage_path, winner.storage_path].sort(), "a refused confirm's copy is not left behind");
+      // Deleted while the refusal is answered: give it a moment.
+      const copies = async () => {
+        const names: string[] = [];
+        for await (const blob of store.list(`versions/${e}/`)) names.push(blob.name);
+        return names.sort();
+      };
+      const kept = [v0.storage_path, winner.storage_path].sort();
+      for (let waited = 0; JSON.stringify(await copies()) !== JSON.stringify(kept) && waited < 5_000; waited += 100) await new Promise((resolve) => setTimeout(resolve, 100));
+      assert.equal(await copies(), kept, "a refused confirm's copy is not left behind");
       // The loser rebases: new bytes of the same size to its (still valid) upload URL, confirmed on the new tip.
       const rebased = "rebased-CCCCCC";
       assert.is(await putBlob(loser.res.body.upload_url, rebased, loser.res.body.upload_headers), 201);
