@@ -93,9 +93,16 @@ function queryValue(key: string, field: DescField, values: string[]): JsonValue 
   return one(values[0]!);
 }
 
-/** The fields a binding's path variables set: not the caller's to send elsewhere. */
-function pathFields(binding: RestBinding): Set<DescField> {
-  return new Set(binding.variables.map((v) => v.fieldPath[0]!));
+const pathFieldsOf = new WeakMap<RestBinding, ReadonlySet<DescField>>();
+
+/** The fields a binding's path variables set: not the caller's to send elsewhere. Memoised: every request asks. */
+function pathFields(binding: RestBinding): ReadonlySet<DescField> {
+  let fields = pathFieldsOf.get(binding);
+  if (fields === undefined) {
+    fields = new Set(binding.variables.map((v) => v.fieldPath[0]!));
+    pathFieldsOf.set(binding, fields);
+  }
+  return fields;
 }
 
 /** The top-level query parameters a binding takes, to name when one sent is not among them. */
