@@ -17,6 +17,10 @@ import { EntityEventsService, file_entityversions_v1_entity_events } from "../ge
 import { EntityVersionsService, file_entityversions_v1_entity_versions } from "../gen/entityversions/v1/entity_versions_pb.js";
 import { file_grpc_health_v1_health, Health } from "../gen/grpc/health/v1/health_pb.js";
 import { file_grpc_reflection_v1_reflection, ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
+import {
+  file_grpc_reflection_v1alpha_reflection,
+  ServerReflection as ServerReflectionV1alpha,
+} from "../gen/grpc/reflection/v1alpha/reflection_pb.js";
 import { file_google_rpc_error_details } from "../gen/google/rpc/error_details_pb.js";
 import { type AuthResult, type Authenticator, authenticateHeader, authInterceptor, authResultKey } from "./auth/caller.js";
 import type { HttpLimits } from "./config.js";
@@ -385,21 +389,21 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     interceptors: openInterceptors,
     routes: (router: ConnectRouter) => {
       router.service(Health, new HealthService(deps.readiness, apiServices));
-      router.service(
-        ServerReflection,
-        new ReflectionService(
-          [...apiServices, Health, ServerReflection].map((s) => s.typeName),
-          [
-            file_entityversions_v1_entity_versions,
-            file_entityversions_v1_entity_access,
-            file_entityversions_v1_entity_events,
-            file_grpc_health_v1_health,
-            file_grpc_reflection_v1_reflection,
-            // The error details every error carries, so tools can decode them.
-            file_google_rpc_error_details,
-          ],
-        ),
-      );
+      const reflection = new ReflectionService(
+        [...apiServices, Health, ServerReflection, ServerReflectionV1alpha].map((s) => s.typeName),
+        [
+          file_entityversions_v1_entity_versions,
+          file_entityversions_v1_entity_access,
+          file_entityversions_v1_entity_events,
+          file_grpc_health_v1_health,
+          file_grpc_reflection_v1_reflection,
+          file_grpc_reflection_v1alpha_reflection,
+          // The error details every error carries, so tools can decode them.
+          file_google_rpc_error_details,
+        ],
+        );
+      router.service(ServerReflection, reflection);
+      router.service(ServerReflectionV1alpha, reflection.v1alpha());
     },
   });
   const restRoutes = registerRestGateway(app, {

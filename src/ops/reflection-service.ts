@@ -6,8 +6,20 @@ import {
   type ServerReflectionRequest,
   ServerReflectionResponseSchema,
 } from "../../gen/grpc/reflection/v1/reflection_pb.js";
+import {
+  type ServerReflection as ServerReflectionV1alpha,
+  ServerReflectionResponseSchema as ServerReflectionResponseV1alphaSchema,
+} from "../../gen/grpc/reflection/v1alpha/reflection_pb.js";
 
 type Answer = MessageInitShape<typeof ServerReflectionResponseSchema>["messageResponse"];
+
+/** What a reflection request asks, in either version of the protocol (their messages are field for field the same). */
+type Query = Pick<ServerReflectionRequest, "host"> & {
+  readonly messageRequest:
+    | { case: "fileByFilename" | "fileContainingSymbol" | "allExtensionNumbersOfType" | "listServices"; value: string }
+    | { case: "fileContainingExtension"; value: { containingType: string; extensionNumber: number } }
+    | { case: undefined; value?: undefined };
+};
 
 /** A file and everything it imports, each once. */
 function withDependencies(file: DescFile, seen = new Set<string>()): DescFile[] {
@@ -59,7 +71,7 @@ export class ReflectionService implements ServiceImpl<typeof ServerReflection> {
     return service?.methods.some((m) => m.name === symbol.slice(dot + 1)) === true ? service.file : undefined;
   }
 
-  #answer(req: ServerReflectionRequest): Answer {
+  #answer(req: Query): Answer {
     const r = req.messageRequest;
     switch (r.case) {
       case "listServices":
@@ -91,5 +103,22 @@ export class ReflectionService implements ServiceImpl<typeof ServerReflection> {
     for await (const req of requests) {
       yield create(ServerReflectionResponseSchema, { validHost: req.host, originalRequest: req, messageResponse: this.#answer(req) });
     }
+  }
+
+  /**
+   * The same answers under `grpc.reflection.v1alpha`, the name tools
+   * written before v1 (and some still) ask for.
+   */
+  v1alpha(): ServiceImpl<typeof ServerReflectionV1alpha> {
+    const answer = (req: Query) => this.#answer(req);
+    return {
+      async *serverReflectionInfo(requests) {
+        for await (const req of requests) {
+          // Field for field the v1 answer: only the messages' names differ.
+          const messageResponse = answer(req) as unknown as MessageInitShape<typeof ServerReflectionResponseV1alphaSchema>["messageResponse"];
+          yield create(ServerReflectionResponseV1alphaSchema, { validHost: req.host, originalRequest: req, messageResponse });
+        }
+      },
+    };
   }
 }

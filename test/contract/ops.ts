@@ -92,7 +92,11 @@ export function opsSuite(backend: Backend) {
       "entityversions.v1.EntityVersionsService",
       "grpc.health.v1.Health",
       "grpc.reflection.v1.ServerReflection",
+      "grpc.reflection.v1alpha.ServerReflection",
     ]);
+    // Tools that speak only the older name of the protocol list the same.
+    const alpha = await run(buf, ["curl", "--protocol", "grpc", "--http2-prior-knowledge", "--reflect-protocol", "grpc-v1alpha", "--list-services", svc.url]);
+    assert.equal(alpha.stdout.trim().split("\n").sort(), stdout.trim().split("\n").sort());
     const methods = await run(buf, ["curl", "--protocol", "grpc", "--http2-prior-knowledge", "--list-methods", svc.url]);
     assert.match(methods.stdout, "entityversions.v1.EntityVersionsService/ConfirmUpload");
     const e = newEntityId();
