@@ -48,8 +48,9 @@ export function errorInterceptor(log: ErrorLogger): Interceptor {
     // reading them (a frame flagged compressed without an encoding, a
     // message that does not decode) is the client's, answered with Connect's
     // own status and message as on unary calls, and not a bug to log.
-    const fromClient = new WeakSet<object>();
+    let fromClient: WeakSet<object> | undefined;
     if (req.stream) {
+      const seen = (fromClient = new WeakSet<object>());
       const input = req.message;
       req = {
         ...req,
@@ -57,13 +58,13 @@ export function errorInterceptor(log: ErrorLogger): Interceptor {
           try {
             yield* input;
           } catch (error) {
-            if (error instanceof ConnectError) fromClient.add(error);
+            if (error instanceof ConnectError) seen.add(error);
             throw error;
           }
         })(),
       };
     }
-    const answer = (error: unknown) => (error instanceof ConnectError && fromClient.has(error) ? error : toCatalogError(error, log, req.method.name));
+    const answer = (error: unknown) => (error instanceof ConnectError && fromClient?.has(error) === true ? error : toCatalogError(error, log, req.method.name));
     let res;
     try {
       res = await next(req);
