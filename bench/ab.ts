@@ -1,4 +1,4 @@
-// npm run bench:ab -- --b DATABASE_READ_BATCH_MAX=1 [--b NAME=VALUE …] [--b-node-flags=…] [--ops reads,confirms] [--runs N] [--duration S]
+// npm run bench:ab -- --b DATABASE_READ_BATCH_MAX=1 [--b NAME=VALUE …] [--b-node-flags=…] [--ops reads,confirms,racers] [--runs N] [--duration S]
 //
 // A same-run A/B of one setting: two service processes side by side on the
 // same MariaDB database and Azurite, A as configured by default and B with
@@ -107,14 +107,14 @@ async function main() {
     await res.arrayBuffer();
     if (res.status !== 201) throw new Error(`PUT ${res.status}`);
   };
-  const prepare = async (client: LeanHttp1, entity: string) => {
+  const prepare = async (client: LeanHttp1, entity: string, base?: string) => {
     const version = nextVersion();
     const hash = sha(`${entity}/${version}/${randomBytes(4).toString("hex")}`);
-    const up = await client.post(`/api/entities/${entity}/versions/upload-url`, JSON.stringify({ version, source_hash: hash }));
+    const up = await client.post(`/api/entities/${entity}/versions/upload-url`, JSON.stringify({ version, source_hash: hash, base_version_id: base }));
     const body = JSON.parse(up.body.toString()) as { upload_url: string; storage_path: string };
     const content = `package ${entity} ${version}`;
     await put(body.upload_url, content);
-    return JSON.stringify({ storage_path: body.storage_path, version, source_hash: hash, file_size_bytes: Buffer.byteLength(content), set_as_active: true });
+    return JSON.stringify({ storage_path: body.storage_path, version, source_hash: hash, file_size_bytes: Buffer.byteLength(content), set_as_active: true, base_version_id: base });
   };
 
   const entities = Array.from({ length: Number(args.entities) }, (_, i) => `ab-${i}`);
@@ -179,6 +179,31 @@ async function main() {
           concurrency,
         ),
       );
+    });
+  }
+
+  if (ops.has("racers")) {
+    // 100 confirms from one base on one entity at once: one creates, the
+    // rest are refused STALE_BASE. "req/s" is the racers over the time the
+    // last one was answered in; "p99" that time.
+    const racers = 100;
+    const hot = { a: `ab-hot-a-${randomBytes(3).toString("hex")}`, b: `ab-hot-b-${randomBytes(3).toString("hex")}` };
+    const tip = { a: "", b: "" };
+    for (const side of ["a", "b"] as const) {
+      const res = await clients[side].post(`/api/entities/${hot[side]}/versions/confirm`, await prepare(clients[side], hot[side]));
+      tip[side] = (JSON.parse(res.body.toString()) as { version: { id: string } }).version.id;
+    }
+    await run(`${racers} racers on one entity (REST)`, async (side) => {
+      const bodies = await Promise.all(Array.from({ length: racers }, () => prepare(clients[side], hot[side], tip[side])));
+      return measure(pids[side], async () => {
+        const t0 = performance.now();
+        const results = await Promise.all(bodies.map((body) => clients[side].post(`/api/entities/${hot[side]}/versions/confirm`, body)));
+        const ms = performance.now() - t0;
+        const created = results.filter((r) => r.status === 201);
+        const stale = results.filter((r) => r.status === 409);
+        if (created.length === 1) tip[side] = (JSON.parse(created[0]!.body.toString()) as { version: { id: string } }).version.id;
+        return { rps: (racers / ms) * 1000, requests: racers, p99: ms, errors: created.length === 1 && stale.length === racers - 1 ? 0 : 1 };
+      });
     });
   }
 

@@ -172,6 +172,7 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
         settings: {
           uploadUrlTtlSeconds: config.uploadUrlTtlSeconds,
           downloadUrlTtlSeconds: config.downloadUrlTtlSeconds,
+          copiesInTurn: config.confirmCopiesInTurn,
           limits: config.limits,
         },
       }),

@@ -101,6 +101,8 @@ export interface Config {
   readonly blob: BlobConfig;
   readonly uploadUrlTtlSeconds: number;
   readonly downloadUrlTtlSeconds: number;
+  /** Confirms of one entity in this process copy their packages in turn (off: all at once). */
+  readonly confirmCopiesInTurn: boolean;
   readonly shutdownTimeoutMs: number;
   /** Bound on each blob store call, retries included. */
   readonly blobTimeoutMs: number;
@@ -409,6 +411,7 @@ export function loadConfig(env: Env = process.env): Config {
     blob: Object.freeze(blob(env, dataDir, production)),
     uploadUrlTtlSeconds,
     downloadUrlTtlSeconds: integer(env, "DOWNLOAD_URL_TTL_SECONDS", 300, 10, 7 * 24 * 3600),
+    confirmCopiesInTurn: onOff(env, "CONFIRM_COPIES_IN_TURN", true),
     shutdownTimeoutMs: integer(env, "SHUTDOWN_TIMEOUT_MS", 10_000, 0, 600_000),
     blobTimeoutMs: integer(env, "BLOB_TIMEOUT_MS", 10_000, 100, 600_000),
     blobDeletionIntervalMs: integer(env, "BLOB_DELETION_INTERVAL_MS", 30_000, 100, 3_600_000),

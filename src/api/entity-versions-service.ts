@@ -35,6 +35,7 @@ import type { AccessStore } from "../store/access-store.js";
 import type { ConfirmOutcome, PushRequest, VersionRecord, VersionStore } from "../store/version-store.js";
 import { enforce, refusal, requireCaller } from "./authorize.js";
 import type { PageTokens } from "./page-token.js";
+import { SealTurns } from "./seal-turns.js";
 import * as valid from "./validate.js";
 import { toVersionMessage, toVersionRef } from "./version-message.js";
 
@@ -47,6 +48,8 @@ type StagedUpload = ParsedUploadPath & { readonly path: string };
 export interface EntityVersionsSettings {
   readonly uploadUrlTtlSeconds: number;
   readonly downloadUrlTtlSeconds: number;
+  /** Confirms of one entity copy their uploads in turn (SealTurns); absent: on. */
+  readonly copiesInTurn?: boolean;
   readonly limits: valid.Limits;
 }
 
@@ -121,10 +124,12 @@ interface SealedUpload {
 export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersionsService> {
   readonly #d: EntityVersionsDeps;
   readonly #newId: () => string;
+  readonly #turns: SealTurns | undefined;
 
   constructor(deps: EntityVersionsDeps) {
     this.#d = deps;
     this.#newId = deps.newId ?? randomUUID;
+    this.#turns = deps.settings.copiesInTurn === false ? undefined : new SealTurns();
   }
 
   /** A URL's expiry, in whole seconds: a SAS carries no fractions, so neither does expires_at. */
@@ -206,44 +211,60 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     // Writes are decided again under the entity lock. Should that decision
     // have changed from answering an existing version to creating one (the
     // duplicate was deleted meanwhile), the confirm starts over, once.
-    for (let round = 1; ; round++) {
+    // A confirm that would create a version waits for the one of this
+    // process in front of it on the entity, then decides again (SealTurns).
+    let retried = false;
+    for (;;) {
       const { outcome, entityExists, tip } = await this.#d.store.precheck(push);
       const refused = pushError(outcome, context, tip);
       if (refused !== undefined) throw refused;
       if (outcome.kind === "existing" && !outcome.activate) return { version: toVersionMessage(outcome.version), created: false };
       const create = outcome.kind === "create";
+      const release = create && this.#turns !== undefined ? await this.#turns.take(entityId, ctx.signal) : () => undefined;
+      if (release === undefined) continue;
       const id = this.#newId();
       let sealed: SealedUpload | undefined;
+      let result: ConfirmOutcome;
       try {
-        sealed = create ? await this.#seal(upload, lock, id, fileSizeBytes, ctx.signal) : undefined;
-      } catch (error) {
-        // A racing confirm of the same upload may have created the version
-        // and discarded the staged blob meanwhile: decide again, once, and
-        // answer that version.
-        if (round < 2 && error instanceof ConnectError && reasonOf(error) === "UPLOAD_NOT_FOUND") continue;
-        throw error;
+        try {
+          sealed = create ? await this.#seal(upload, lock, id, fileSizeBytes, ctx.signal) : undefined;
+        } catch (error) {
+          // A racing confirm of the same upload may have created the version
+          // and discarded the staged blob meanwhile: decide again, once, and
+          // answer that version.
+          if (!retried && error instanceof ConnectError && reasonOf(error) === "UPLOAD_NOT_FOUND") {
+            retried = true;
+            continue;
+          }
+          throw error;
+        }
+        result = await this.#d.store.confirm({
+          ...push,
+          id,
+          uploadId: upload.uploadId,
+          storagePath: sealed?.storagePath ?? "",
+          fileSizeBytes,
+          packageMd5: sealed?.md5,
+          packageLockPath: sealed?.lockPath,
+          serviceDependencies,
+          packageJson,
+          now: this.#d.clock.now(),
+          mayCreate: create,
+          entityExisted: entityExists,
+        });
+      } finally {
+        release();
       }
-      const result = await this.#d.store.confirm({
-        ...push,
-        id,
-        uploadId: upload.uploadId,
-        storagePath: sealed?.storagePath ?? "",
-        fileSizeBytes,
-        packageMd5: sealed?.md5,
-        packageLockPath: sealed?.lockPath,
-        serviceDependencies,
-        packageJson,
-        now: this.#d.clock.now(),
-        mayCreate: create,
-        entityExisted: entityExists,
-      });
       // This confirm's own copy serves no version unless it created one:
       // nothing else will ever use it. Deleted while the answer goes out
       // (best effort: the sweeper deletes what is left, and keeps a copy
       // whose version was committed after all when the store's answer was
       // lost to an error).
       if (sealed !== undefined && result.kind !== "created") void this.#d.deleter.discard(sealed.paths);
-      if (result.kind === "changed" && round < 2) continue;
+      if (result.kind === "changed" && !retried) {
+        retried = true;
+        continue;
+      }
       const failed = pushError(result, context);
       if (failed !== undefined) throw failed;
       if (result.kind === "created") {

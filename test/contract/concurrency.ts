@@ -1,6 +1,6 @@
 import * as assert from "uvu/assert";
 import type { Backend } from "../support/env.js";
-import { newEntityId, push, spawnService, uploadOnly, type TestService } from "../support/service.js";
+import { blobStoreWith, newEntityId, push, spawnService, startService, uploadOnly, type TestService } from "../support/service.js";
 import { serviceSuite } from "../support/suite.js";
 import { bearer, token } from "../support/tokens.js";
 
@@ -42,6 +42,44 @@ export function concurrencySuite(backend: Backend) {
     for (const r of stale) assert.is(r.body.latest_version.id, winner.id);
     const list = await svc.rest.get(`/api/entities/${e}/versions`);
     assert.equal(list.body.versions.map((v: { id: string }) => v.id), [winner.id, base.id]);
+  });
+
+  const racingCopies = async (env: Record<string, string>) => {
+    const copies: string[] = [];
+    const svc = await startService(backend, {
+      env,
+      blobStore: (store) =>
+        blobStoreWith(store, {
+          copyOnce: (source, destination, ifMatch, signal) => {
+            copies.push(destination);
+            return store.copyOnce(source, destination, ifMatch, signal);
+          },
+        }),
+    });
+    try {
+      const e = newEntityId();
+      const base = (await push(svc, e)).confirm!.body.version;
+      const prepared = await Promise.all(Array.from({ length: 20 }, () => uploadOnly(svc, e, { base: base.id })));
+      copies.length = 0;
+      const { created, stale, other } = await race([svc], e, prepared, base.id);
+      assert.equal(other.map((r) => r.body), []);
+      assert.is(created.length, 1);
+      assert.is(stale.length, 19);
+      return { copies, winner: created[0]!.body.version.storage_path as string };
+    } finally {
+      await svc.close();
+    }
+  };
+
+  s("racing confirms of one process: only the winner copies its package, the losers learn STALE_BASE first", async () => {
+    const { copies, winner } = await racingCopies({});
+    assert.equal(copies, [winner], "one copy: the winner's, into its own version's folder");
+  });
+
+  s("CONFIRM_COPIES_IN_TURN=off: racing confirms each copy at once, and the outcome is the same", async () => {
+    const { copies, winner } = await racingCopies({ CONFIRM_COPIES_IN_TURN: "off" });
+    assert.ok(copies.length > 1, `the losers copied too (${copies.length} copies)`);
+    assert.ok(copies.includes(winner));
   });
 
   s("20 concurrent first pushes on a new entity: exactly 1 created", async ({ svc }) => {
