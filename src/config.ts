@@ -274,6 +274,17 @@ function watch(env: Env, http: HttpLimits): WatchConfig {
 }
 
 function database(env: Env, dataDir: string): DatabaseConfig {
+  // Read whatever the database: a typo in a MySQL setting is refused on
+  // SQLite too, not found out on the day the service moves to MySQL.
+  const pool = {
+    poolMax: integer(env, "DATABASE_POOL_MAX", 10, 1, 1000),
+    lockWaitTimeoutSeconds: integer(env, "DATABASE_LOCK_WAIT_TIMEOUT_SECONDS", 5, 1, 3600),
+    statementTimeoutMs: integer(env, "DATABASE_STATEMENT_TIMEOUT_MS", 10_000, 100, 3_600_000),
+    acquireTimeoutMs: integer(env, "DATABASE_ACQUIRE_TIMEOUT_MS", 5_000, 100, 600_000),
+    readBatchMax: integer(env, "DATABASE_READ_BATCH_MAX", 16, 1, 64),
+    confirmGroupMax: integer(env, "DATABASE_CONFIRM_GROUP_MAX", 16, 1, 64),
+    preparedStatements: onOff(env, "DATABASE_PREPARED_STATEMENTS", true),
+  };
   const raw = env["DATABASE_URL"]?.trim();
   if (raw === undefined || raw === "") return { kind: "sqlite", file: path.join(dataDir, "entity-versions.db") };
   if (raw.startsWith("sqlite:")) {
@@ -291,17 +302,7 @@ function database(env: Env, dataDir: string): DatabaseConfig {
     throw new ConfigError(`DATABASE_URL scheme "${url.protocol}" is not supported: use mysql://user:password@host:port/database or sqlite:<file>.`);
   }
   if (url.pathname.length <= 1) throw new ConfigError("DATABASE_URL must name the database: mysql://user:password@host:port/database.");
-  return {
-    kind: "mysql",
-    url: raw,
-    poolMax: integer(env, "DATABASE_POOL_MAX", 10, 1, 1000),
-    lockWaitTimeoutSeconds: integer(env, "DATABASE_LOCK_WAIT_TIMEOUT_SECONDS", 5, 1, 3600),
-    statementTimeoutMs: integer(env, "DATABASE_STATEMENT_TIMEOUT_MS", 10_000, 100, 3_600_000),
-    acquireTimeoutMs: integer(env, "DATABASE_ACQUIRE_TIMEOUT_MS", 5_000, 100, 600_000),
-    readBatchMax: integer(env, "DATABASE_READ_BATCH_MAX", 16, 1, 64),
-    confirmGroupMax: integer(env, "DATABASE_CONFIRM_GROUP_MAX", 16, 1, 64),
-    preparedStatements: onOff(env, "DATABASE_PREPARED_STATEMENTS", true),
-  };
+  return { kind: "mysql", url: raw, ...pool };
 }
 
 function blob(env: Env, dataDir: string, production: boolean): BlobConfig {
@@ -368,66 +369,95 @@ export function loadAuthConfig(env: Env = process.env): { readonly auth: AuthCon
  * failing on some later request.
  */
 export function loadConfig(env: Env = process.env): Config {
+  const problems: string[] = [];
+  // Each part is read even when another is wrong, so that one start names
+  // every setting to fix, not one per attempt.
+  const read = <T>(part: () => T): T | undefined => {
+    try {
+      return part();
+    } catch (error) {
+      if (!(error instanceof ConfigError)) throw error;
+      problems.push(error.message);
+      return undefined;
+    }
+  };
   const dataDir = path.resolve(text(env, "DATA_DIR", "data"));
-  const production = isProduction(env);
+  const production = read(() => isProduction(env)) ?? false;
   if (production) {
-    for (const name of ["DATABASE_URL", "AZURE_STORAGE_CONNECTION_STRING", "PAGE_TOKEN_SECRET"]) {
-      if (optional(env, name) === undefined) {
-        throw new ConfigError(`NODE_ENV=production needs ${name}: the embedded defaults under ./data are for development only.`);
-      }
+    const needed: Array<[string, string]> = [
+      ["DATABASE_URL", "mysql://user:password@host:3306/database"],
+      ["AZURE_STORAGE_CONNECTION_STRING", "DefaultEndpointsProtocol=https;AccountName=…;AccountKey=…, your storage account's"],
+      ["PAGE_TOKEN_SECRET", "32 or more random characters, e.g. `openssl rand -base64 32`"],
+    ];
+    const missing = needed.filter(([name]) => optional(env, name) === undefined);
+    if (missing.length > 0) {
+      problems.push(
+        `NODE_ENV=production needs ${missing.map(([name, form]) => `${name} (${form})`).join(", and ")}: the embedded defaults under ./data are for development only.`,
+      );
     }
     if (optional(env, "DATABASE_URL")?.startsWith("sqlite:")) {
-      throw new ConfigError("NODE_ENV=production needs a mysql:// DATABASE_URL: SQLite is for development only.");
+      problems.push("NODE_ENV=production needs a mysql:// DATABASE_URL: SQLite is for development only.");
     }
   }
-  const logLevel = text(env, "LOG_LEVEL", "info");
-  if (!["fatal", "error", "warn", "info", "debug", "trace", "silent"].includes(logLevel)) {
-    throw new ConfigError(`LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent; got "${logLevel}".`);
+  const logLevel = read(() => {
+    const level = text(env, "LOG_LEVEL", "info");
+    if (!["fatal", "error", "warn", "info", "debug", "trace", "silent"].includes(level)) {
+      throw new ConfigError(`LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent; got "${level}".`);
+    }
+    return level;
+  });
+  const maxRequestBytes = read(() => integer(env, "MAX_REQUEST_BYTES", 1024 * 1024, 1024, 64 * 1024 * 1024)) ?? 1024 * 1024;
+  const http = read(() => httpLimits(env, maxRequestBytes));
+  const uploadUrlTtlSeconds = read(() => integer(env, "UPLOAD_URL_TTL_SECONDS", 900, 10, 7 * 24 * 3600));
+  const orphanGraceSeconds = read(() => integer(env, "ORPHAN_GRACE_SECONDS", 24 * 3600, 1, 365 * 24 * 3600));
+  if (production && http !== undefined && uploadUrlTtlSeconds !== undefined && orphanGraceSeconds !== undefined) {
+    // An upload may land until its URL expires, and its confirm then take a
+    // whole deadline: swept sooner, a client doing everything right is told
+    // UPLOAD_NOT_FOUND. (Tests sweep sooner on purpose.)
+    const confirmableSeconds = uploadUrlTtlSeconds + Math.ceil(http.defaultDeadlineMs / 1000);
+    if (orphanGraceSeconds < confirmableSeconds) {
+      problems.push(
+        `NODE_ENV=production needs ORPHAN_GRACE_SECONDS (${orphanGraceSeconds}) of at least UPLOAD_URL_TTL_SECONDS plus REQUEST_DEADLINE_MS (${confirmableSeconds} s): uploads would be swept while their URLs still work.`,
+      );
+    }
   }
-  const maxRequestBytes = integer(env, "MAX_REQUEST_BYTES", 1024 * 1024, 1024, 64 * 1024 * 1024);
-  const http = httpLimits(env, maxRequestBytes);
-  const uploadUrlTtlSeconds = integer(env, "UPLOAD_URL_TTL_SECONDS", 900, 10, 7 * 24 * 3600);
-  const orphanGraceSeconds = integer(env, "ORPHAN_GRACE_SECONDS", 24 * 3600, 1, 365 * 24 * 3600);
-  // An upload may land until its URL expires, and its confirm then take a
-  // whole deadline: swept sooner, a client doing everything right is told
-  // UPLOAD_NOT_FOUND. (Tests sweep sooner on purpose.)
-  const confirmableSeconds = uploadUrlTtlSeconds + Math.ceil(http.defaultDeadlineMs / 1000);
-  if (production && orphanGraceSeconds < confirmableSeconds) {
-    throw new ConfigError(
-      `NODE_ENV=production needs ORPHAN_GRACE_SECONDS (${orphanGraceSeconds}) of at least UPLOAD_URL_TTL_SECONDS plus REQUEST_DEADLINE_MS (${confirmableSeconds} s): uploads would be swept while their URLs still work.`,
-    );
-  }
-  return Object.freeze({
+  const config = {
     production,
     http,
-    auth: auth(env, production),
+    auth: read(() => auth(env, production)),
     // Development serves this machine only, since it may run with the
     // development token; production listens on every interface.
-    host: text(env, "HOST", production ? "0.0.0.0" : "127.0.0.1"),
-    port: integer(env, "PORT", 8080, 0, 65535),
+    host: read(() => text(env, "HOST", production ? "0.0.0.0" : "127.0.0.1")),
+    port: read(() => integer(env, "PORT", 8080, 0, 65535)),
     logLevel,
     dataDir,
-    database: Object.freeze(database(env, dataDir)),
-    blob: Object.freeze(blob(env, dataDir, production)),
+    database: read(() => Object.freeze(database(env, dataDir))),
+    blob: read(() => Object.freeze(blob(env, dataDir, production))),
     uploadUrlTtlSeconds,
-    downloadUrlTtlSeconds: integer(env, "DOWNLOAD_URL_TTL_SECONDS", 300, 10, 7 * 24 * 3600),
-    confirmCopiesInTurn: onOff(env, "CONFIRM_COPIES_IN_TURN", true),
-    shutdownTimeoutMs: integer(env, "SHUTDOWN_TIMEOUT_MS", 10_000, 0, 600_000),
-    blobTimeoutMs: integer(env, "BLOB_TIMEOUT_MS", 10_000, 100, 600_000),
-    blobDeletionIntervalMs: integer(env, "BLOB_DELETION_INTERVAL_MS", 30_000, 100, 3_600_000),
+    downloadUrlTtlSeconds: read(() => integer(env, "DOWNLOAD_URL_TTL_SECONDS", 300, 10, 7 * 24 * 3600)),
+    confirmCopiesInTurn: read(() => onOff(env, "CONFIRM_COPIES_IN_TURN", true)),
+    shutdownTimeoutMs: read(() => integer(env, "SHUTDOWN_TIMEOUT_MS", 10_000, 0, 600_000)),
+    blobTimeoutMs: read(() => integer(env, "BLOB_TIMEOUT_MS", 10_000, 100, 600_000)),
+    blobDeletionIntervalMs: read(() => integer(env, "BLOB_DELETION_INTERVAL_MS", 30_000, 100, 3_600_000)),
     orphanGraceSeconds,
-    sweepIntervalSeconds: integer(env, "SWEEP_INTERVAL_SECONDS", 3600, 1, 7 * 24 * 3600),
-    eventRetentionDays: integer(env, "EVENT_RETENTION_DAYS", 0, 0, 100 * 366),
-    pageTokenSecret: secret(env, "PAGE_TOKEN_SECRET"),
-    limits: Object.freeze({
-      maxRequestBytes,
-      // Confirm copies the package inside the store with Copy Blob From URL,
-      // which takes sources of at most 256 MiB.
-      maxPackageBytes: integer(env, "MAX_PACKAGE_BYTES", 256 * 1024 * 1024, 1, 256 * 1024 * 1024),
-      maxPackageJsonBytes: integer(env, "MAX_PACKAGE_JSON_BYTES", 256 * 1024, 2, 16 * 1024 * 1024),
-      maxServiceDependencies: integer(env, "MAX_SERVICE_DEPENDENCIES", 100, 0, 10_000),
-      maxAccessEntries: integer(env, "MAX_ACCESS_ENTRIES", 1000, 1, 1_000_000),
-    }),
-    watch: watch(env, http),
-  });
+    sweepIntervalSeconds: read(() => integer(env, "SWEEP_INTERVAL_SECONDS", 3600, 1, 7 * 24 * 3600)),
+    eventRetentionDays: read(() => integer(env, "EVENT_RETENTION_DAYS", 0, 0, 100 * 366)),
+    pageTokenSecret: read(() => secret(env, "PAGE_TOKEN_SECRET")),
+    limits: read(() =>
+      Object.freeze({
+        maxRequestBytes,
+        // Confirm copies the package inside the store with Copy Blob From URL,
+        // which takes sources of at most 256 MiB.
+        maxPackageBytes: integer(env, "MAX_PACKAGE_BYTES", 256 * 1024 * 1024, 1, 256 * 1024 * 1024),
+        maxPackageJsonBytes: integer(env, "MAX_PACKAGE_JSON_BYTES", 256 * 1024, 2, 16 * 1024 * 1024),
+        maxServiceDependencies: integer(env, "MAX_SERVICE_DEPENDENCIES", 100, 0, 10_000),
+        maxAccessEntries: integer(env, "MAX_ACCESS_ENTRIES", 1000, 1, 1_000_000),
+      }),
+    ),
+    watch: http === undefined ? undefined : read(() => watch(env, http)),
+  };
+  if (problems.length === 1) throw new ConfigError(problems[0]!);
+  if (problems.length > 1) throw new ConfigError(`${problems.length} settings need fixing:\n  - ${problems.join("\n  - ")}`);
+  // Every part was read without a problem, so none is undefined.
+  return Object.freeze(config as { [K in keyof typeof config]: Exclude<(typeof config)[K], undefined> });
 }

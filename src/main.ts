@@ -1,6 +1,6 @@
 import { createApp } from "./app.js";
 import { ConfigError, loadConfig } from "./config.js";
-import { startupHint } from "./ops/startup-hint.js";
+import { messageWithCauses, startupHint } from "./ops/startup-hint.js";
 
 // Reads the configuration, starts the service and stops it on SIGTERM or
 // SIGINT; everything else lives in app.ts and server.ts.
@@ -19,7 +19,7 @@ try {
   app = await createApp(config);
   address = await app.server.listen({ host: config.host, port: config.port });
 } catch (error) {
-  const message = error instanceof Error ? error.message : String(error);
+  const message = messageWithCauses(error);
   // As written in the URL: decoding could itself fail on a stray "%".
   const databaseName = config.database.kind === "mysql" ? new URL(config.database.url).pathname.slice(1) : undefined;
   const hint = startupHint(error, { host: config.host, port: config.port, ...(databaseName ? { databaseName } : {}) });

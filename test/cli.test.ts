@@ -79,8 +79,8 @@ async function expectedPackage(dir: string): Promise<Buffer> {
 
 /** A CLI run left going (watch): its stdout lines as they come, and a way to stop it. */
 interface CliProcess {
-  /** Waits until `ready` holds of the lines printed so far; fails with the output after `timeoutMs`. */
-  until(ready: (lines: string[]) => boolean, what: string, timeoutMs?: number): Promise<string[]>;
+  /** Waits until `ready` holds of the lines printed so far (and stderr); fails with the output after `timeoutMs`. */
+  until(ready: (lines: string[], stderr: string) => boolean, what: string, timeoutMs?: number): Promise<string[]>;
   /** Ends it (SIGTERM) unless it ended by itself; resolves with how it ended. */
   stop(): Promise<CliRun>;
   readonly exited: Promise<CliRun>;
@@ -103,7 +103,7 @@ function cliInBackground(args: string[], options: { cwd: string; env?: Record<st
     exited,
     async until(ready, what, timeoutMs = 15_000) {
       const deadline = Date.now() + timeoutMs;
-      while (!ready(lines())) {
+      while (!ready(lines(), stderr)) {
         if (Date.now() > deadline || child.exitCode !== null) throw new Error(`${what}: not seen in ${timeoutMs} ms\n--- stdout\n${stdout}\n--- stderr\n${stderr}`);
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, 100);
@@ -336,6 +336,8 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
       await watcher.until((l) => ids(l).includes("5"), "event 5 after the cut");
 
       // The replica stops (SHUTTING_DOWN); another serves the same database; the watch resumes there.
+      const plain = cliInBackground(["watch", entity, "--after", "4"], at);
+      await plain.until((l) => l.some((x) => x.startsWith("5 ")), "event 5, as a line of text");
       await svc.close();
       svc = await startService(backend, { db, env: { AUTH_CLOCK_SKEW_SECONDS: "0" } });
       proxy.retarget(svc.url);
@@ -347,10 +349,15 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
       await watcher.until((l) => ids(l).includes("6"), "event 6 after the replica changed", 30_000);
       const ended = await watcher.stop();
       assert.equal(ids(ended.stdout.split("\n").filter((l) => l !== "")), ["3", "4", "5", "6"], "each event once, in order");
+      // Without --json the retry line says why, with no advice to do by hand what the watch does itself.
+      const told = await plain.stop();
+      assert.match(told.stderr, /The server is shutting down \(SHUTTING_DOWN\); resuming after event 5 in \d+ ms/);
+      assert.not.match(told.stderr, "after_event_id");
 
       // --type and --count: wait for the next activation, print it, exit 0.
       watcher = cliInBackground(["watch", entity, "--type", "active_version_changed", "--count", "1"], at);
-      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      // "From now" begins when the service has answered, which a loaded machine may take a while to see.
+      await watcher.until((_lines, stderr) => stderr.includes(`watching ${entity} from now`), "the watch begun");
       assert.is((await svc.restAs(bearer(aliceToken)).post(`/api/entities/${entity}/shares`, { user_id: "bob" })).status, 200);
       assert.is((await svc.restAs(bearer(aliceToken)).put(`/api/entities/${entity}/active-version`, { version_id: v2.id })).status, 200);
       const next = await Promise.race([watcher.exited, new Promise<never>((_, reject) => setTimeout(() => reject(new Error("watch --count 1 did not exit")), 15_000))]);

@@ -83,8 +83,13 @@ s("one unauthenticated HTTP/2 connection flooding streams: refused before any bo
   const before = rssBytes(svc.child.pid!);
   const { advertised, outcomes } = await flood(svc.url, 400, {}, 1024 * 1024);
   assert.is(advertised, 100, "the server advertises SETTINGS_MAX_CONCURRENT_STREAMS");
-  // Every stream was answered UNAUTHENTICATED (16), none left open.
-  assert.equal([...new Set(outcomes)], ["16"], JSON.stringify(outcomes.slice(0, 5)));
+  // Every stream was answered UNAUTHENTICATED (16), none left open; the
+  // protocol lets the server refuse (REFUSED_STREAM, safe to retry) a
+  // stream it sees opened past its limit before it has counted an earlier
+  // one closed, which a loaded machine's timing can show.
+  const counts = outcomes.reduce<Record<string, number>>((acc, o) => ({ ...acc, [o]: (acc[o] ?? 0) + 1 }), {});
+  assert.equal(Object.keys(counts).filter((k) => k !== "16" && k !== "refused"), [], JSON.stringify(counts));
+  assert.ok((counts["16"] ?? 0) >= advertised!, JSON.stringify(counts));
   const grown = rssBytes(svc.child.pid!) - before;
   assert.ok(grown < 64 * 1024 * 1024, `RSS grew by ${Math.round(grown / 1048576)} MB`);
   assert.ok(await authorizedCallWorks(svc));

@@ -1,6 +1,6 @@
 import type { ConnectError, HandlerContext } from "@connectrpc/connect";
 import { type Caller, callerOf } from "../auth/caller.js";
-import type { Decision } from "../auth/policy.js";
+import { type Decision, publisherRole } from "../auth/policy.js";
 import { apiError } from "../errors/api-error.js";
 
 /** The authenticated caller of an RPC; the auth interceptor has already refused anonymous calls. */
@@ -13,10 +13,15 @@ export function requireCaller(ctx: HandlerContext): Caller {
 /**
  * The error of a refusing access decision: NOT_FOUND exactly as for an
  * entity that does not exist (a caller without access learns nothing), or
- * PERMISSION_DENIED for a caller who may read the entity.
+ * PERMISSION_DENIED for a caller who may read the entity. A push refused
+ * to a caller with the publisher role is the one exception: such a caller
+ * would have claimed a free id, so the id is taken, and the message says
+ * so (README: upload-url tells a publisher whether an id is taken).
  */
-export function refusal(decision: "hidden" | "forbidden", entityId: string, caller: Caller): ConnectError {
-  if (decision === "hidden") return apiError("ENTITY_NOT_FOUND", { entityId });
+export function refusal(decision: "hidden" | "forbidden", entityId: string, caller: Caller, push = false): ConnectError {
+  if (decision === "hidden") {
+    return apiError("ENTITY_NOT_FOUND", push && caller.roles.includes(publisherRole) ? { entityId, taken: true } : { entityId });
+  }
   return apiError("PERMISSION_DENIED", {
     entityId,
     problem: caller.roles.includes("publisher")

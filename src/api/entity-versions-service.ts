@@ -87,7 +87,7 @@ interface PushErrorContext {
 function pushError(outcome: ConfirmOutcome | PushOutcome<VersionRecord>, c: PushErrorContext, tip?: VersionRecord): ConnectError | undefined {
   switch (outcome.kind) {
     case "refused":
-      return refusal(outcome.decision, c.entityId, c.caller);
+      return refusal(outcome.decision, c.entityId, c.caller, true);
     case "stale": {
       const latest = "tip" in outcome ? outcome.tip : tip;
       return apiError(

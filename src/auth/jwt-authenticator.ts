@@ -68,6 +68,8 @@ const bearer = /^Bearer +([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+) *$/i;
  * is not a JWT, each said as such, since the fix differs.
  */
 function malformedHeader(header: string): string {
+  // "Bearer" alone: what `Bearer $TOKEN` sends with TOKEN unset.
+  if (/^bearer\s*$/i.test(header)) return "The Authorization header says Bearer but carries no token (is the variable holding it set?)";
   const scheme = /^([A-Za-z][A-Za-z0-9!#$%&'*+.^_`|~-]*) /.exec(header)?.[1];
   if (scheme === undefined) return "The Authorization header has no scheme";
   if (scheme.toLowerCase() !== "bearer") return `The Authorization header uses the ${scheme} scheme, which this service does not take`;

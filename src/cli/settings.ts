@@ -46,6 +46,14 @@ export function resolveSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = p
   if (url.protocol !== "http:" && url.protocol !== "https:") {
     throw new CliError(`${urlSource} must be an http or https URL, not ${JSON.stringify(rawUrl)}.`, "INVALID_ARGUMENT", ExitCode.usage);
   }
+  if (/\/api\/?$/.test(url.pathname)) {
+    // Every path the CLI calls starts with /api: this one would call /api/api/….
+    throw new CliError(
+      `${urlSource} is the service's root URL, without /api: ${JSON.stringify(rawUrl.replace(/\/api\/?$/, ""))}, not ${JSON.stringify(rawUrl)}.`,
+      "INVALID_ARGUMENT",
+      ExitCode.usage,
+    );
+  }
   const base = url.toString().replace(/\/+$/, "");
 
   const flagToken = nonEmpty(flags.token);

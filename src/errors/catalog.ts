@@ -129,9 +129,12 @@ export const catalog = Object.freeze({
     (p) => `${p.path} does not take ${p.method}; it takes ${p.allowed} (see /docs).`,
     { httpStatus: 405 },
   ),
-  ENTITY_NOT_FOUND: spec<{ entityId: string }>(
+  ENTITY_NOT_FOUND: spec<{ entityId: string; taken?: true }>(
     Code.NotFound,
-    (p) => `Entity "${p.entityId}" does not exist: check the id; an entity is created by its first confirmed push.`,
+    (p) =>
+      p.taken === true
+        ? `Entity id "${p.entityId}" is taken by another publisher's entity: push under another id, or ask one of its publishers to add you as a publisher.`
+        : `Entity "${p.entityId}" does not exist, or you have no access to it: check the id, or ask one of its publishers to share it with you. An entity is created by its first confirmed push.`,
   ),
   VERSION_NOT_FOUND: spec<{ entityId: string; versionId: string }>(
     Code.NotFound,

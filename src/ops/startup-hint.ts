@@ -13,6 +13,22 @@ function codeOf(error: unknown): unknown {
 }
 
 /**
+ * An error's message followed by those of its causes that it does not
+ * already repeat: "blob store: create container failed" says what step
+ * failed, its cause says why (an unknown host, a refused key).
+ */
+export function messageWithCauses(error: unknown): string {
+  let text = error instanceof Error ? error.message : String(error);
+  let cause = error instanceof Error ? error.cause : undefined;
+  for (let depth = 0; cause !== undefined && depth < 5; depth++) {
+    const next = cause instanceof Error ? cause.message : String(cause);
+    if (next !== "" && !text.includes(next)) text += `: ${next}`;
+    cause = cause instanceof Error ? cause.cause : undefined;
+  }
+  return text;
+}
+
+/**
  * What to do about an error that stopped the start, appended to its
  * message: the first thing a newcomer sees is then the fix (another port,
  * a database to create), not a bare system error.
@@ -23,11 +39,15 @@ export function startupHint(error: unknown, settings: StartupSettings): string {
   if (code === "EADDRINUSE") return ` (another process listens on ${settings.host}:${settings.port}: stop it, or set PORT to a free port)`;
   if (code === "EACCES") return ` (port ${settings.port} needs privileges this process lacks: set PORT to 1024 or above)`;
   if (code === "EADDRNOTAVAIL") return ` (${settings.host} is not an address of this machine: set HOST to one, or 0.0.0.0 for all)`;
+  if (code === "ENOTFOUND" && (error as { hostname?: unknown }).hostname === settings.host) {
+    return ` (HOST "${settings.host}" is not a name this machine resolves: set HOST to an address of this machine, or 0.0.0.0 for all)`;
+  }
   if (code === "ER_BAD_DB_ERROR") {
     const name = settings.databaseName ?? "<name>";
     return ` (the database in DATABASE_URL does not exist: create it, e.g. mysql -e 'CREATE DATABASE \`${name}\`'; the service creates its tables itself)`;
   }
-  if (code === "ER_ACCESS_DENIED_ERROR") return " (check the user and password in DATABASE_URL, and that the user may connect from this host)";
+  // 1698 is MariaDB's answer for a user that may log in only without a password, or only by socket.
+  if (code === "ER_ACCESS_DENIED_ERROR" || code === "ER_ACCESS_DENIED_NO_PASSWORD_ERROR") return " (check the user and password in DATABASE_URL, and that the user may connect from this host)";
   if (classifyDbError(error) === "unavailable") return " (check DATABASE_URL and that MySQL is running and reachable)";
   return "";
 }

@@ -119,6 +119,12 @@ function bodyFields(binding: RestBinding): string[] {
   return binding.method.input.fields.filter((f) => !bound.has(f)).map((f) => f.name);
 }
 
+/** Whether the request's headers announce a body (RFC 9112 6.3). */
+function sendsBody(req: FastifyRequest): boolean {
+  const length = req.headers["content-length"];
+  return req.headers["transfer-encoding"] !== undefined || (length !== undefined && length !== "0");
+}
+
 /** Builds the request JSON from body, query and path, as AIP-127 maps them. */
 function requestJson(binding: RestBinding, req: FastifyRequest): JsonObject {
   let json: JsonObject = {};
@@ -143,6 +149,11 @@ function requestJson(binding: RestBinding, req: FastifyRequest): JsonObject {
     // http.proto: a rule without `body` has no request body; what was sent would be ignored.
     throw apiError("MALFORMED_REQUEST", {
       problem: `${req.method} ${req.url.split("?")[0]} takes no body (at most {}): its fields go in the path${queryParameters(binding).length > 0 ? ` and the query (${queryParameters(binding).join(", ")})` : ""}`,
+    });
+  } else if (binding.body === undefined && req.body === undefined && sendsBody(req)) {
+    // Fastify does not read a GET's body: it is refused from its headers.
+    throw apiError("MALFORMED_REQUEST", {
+      problem: `${req.method} ${req.url.split("?")[0]} takes no body: its fields go in the path${queryParameters(binding).length > 0 ? ` and the query (${queryParameters(binding).join(", ")})` : ""}`,
     });
   }
   const query = (req.query ?? {}) as Record<string, string | string[]>;

@@ -63,7 +63,9 @@ export function openDatabase(config: DatabaseConfig, logger?: DatabaseLogger): D
     logger === undefined
       ? undefined
       : {
-          warn: (message: unknown) => logger.warn({ knex: String(message) }, "database"),
+          // Its first line says what failed ("Acquire connection error: connect
+          // ECONNREFUSED …"); the driver's stack under it helps no operator.
+          warn: (message: unknown) => logger.warn({ knex: String(message).split("\n")[0] }, "database"),
           error: (message: unknown) => logger.error({ knex: String(message) }, "database"),
           deprecate: () => undefined,
           debug: () => undefined,

@@ -36,6 +36,11 @@ export function authSuite(backend: Backend) {
     const bare = await svc.restAs({ authorization: await token({}) }).get(`/api/entities/x/active-version`);
     assert.is(bare.body.code, "TOKEN_MALFORMED");
     assert.match(bare.body.error, /has no scheme: send Authorization: Bearer <jwt>/);
+    for (const empty of ["Bearer", "Bearer ", "bearer   "]) {
+      const r = await svc.restAs({ authorization: empty }).get(`/api/entities/x/active-version`);
+      assert.equal([r.status, r.body.code], [401, "TOKEN_MALFORMED"], JSON.stringify(empty));
+      assert.match(r.body.error, /says Bearer but carries no token \(is the variable holding it set\?\): send Authorization: Bearer <jwt>/);
+    }
     const basic = await svc.restAs({ authorization: "Basic dXNlcjpwYXNz" }).get(`/api/entities/x/active-version`);
     assert.match(basic.body.error, /uses the Basic scheme/);
     const notJwt = await svc.restAs({ authorization: "Bearer not-a-jwt" }).get(`/api/entities/x/active-version`);
@@ -65,7 +70,18 @@ export function authSuite(backend: Backend) {
     const access = await svc.rest.get(`/api/entities/${e}/access`);
     assert.equal(access.body, { entity_id: e, publishers: ["tester"], shares: [], org_stores: [], public_store: false });
     const other = svc.restAs(bearer(await token({ sub: "latecomer", roles: ["publisher"] })));
-    assert.is((await other.get(`/api/entities/${e}/versions`)).body.code, "ENTITY_NOT_FOUND");
+    const read = await other.get(`/api/entities/${e}/versions`);
+    assert.is(read.body.code, "ENTITY_NOT_FOUND");
+    assert.match(read.body.error, "does not exist, or you have no access to it", "a read learns nothing");
+    // A publisher's push would have claimed a free id: it is told the id is taken, and what to do.
+    const taken = await other.post(`/api/entities/${e}/versions/upload-url`, { version: "2026.01.01-000000", source_hash: "a".repeat(64) });
+    assert.equal([taken.status, taken.body.code], [404, "ENTITY_NOT_FOUND"]);
+    assert.match(taken.body.error, `Entity id "${e}" is taken`);
+    assert.match(taken.body.error, "ask one of its publishers to add you");
+    // A caller without the role learns nothing from a push either.
+    const hidden = await reader.post(`/api/entities/${e}/versions/upload-url`, { version: "2026.01.01-000000", source_hash: "a".repeat(64) });
+    assert.equal([hidden.status, hidden.body.code], [404, "ENTITY_NOT_FOUND"]);
+    assert.match(hidden.body.error, "does not exist, or you have no access to it");
   });
 
   s("racing first pushes by two publishers: exactly one claims the entity", async ({ svc }) => {

@@ -1,3 +1,4 @@
+import http from "node:http";
 import http2 from "node:http2";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import * as assert from "uvu/assert";
@@ -142,6 +143,22 @@ export function protocolsSuite(backend: Backend) {
     assert.equal([withBody.status, withBody.body.code], [400, "MALFORMED_REQUEST"]);
     assert.match(withBody.body.error, /DELETE \/api\/entities\/[\w-]+\/shares\/someone takes no body \(at most \{\}\): its fields go in the path/);
     assert.is((await svc.rest.request("DELETE", `/api/entities/${e}/shares/someone`, {})).status, 200, "{} is no body");
+    // A GET's body is never read; one announced is refused from the headers rather than ignored.
+    const getWithBody = await new Promise<{ status: number; body: { code: string; error: string } }>((resolve, reject) => {
+      const r = http.request(
+        `${svc.url}/api/entities/${e}/versions`,
+        { method: "GET", headers: { authorization: svc.rest.defaultHeaders["authorization"]!, "content-type": "application/json", "content-length": "19" } },
+        (res) => {
+          let text = "";
+          res.on("data", (c: Buffer) => (text += c.toString()));
+          res.on("end", () => resolve({ status: res.statusCode!, body: JSON.parse(text) }));
+        },
+      );
+      r.on("error", reject);
+      r.end('{"page_size":"abc"}');
+    });
+    assert.equal([getWithBody.status, getWithBody.body.code], [400, "MALFORMED_REQUEST"]);
+    assert.match(getWithBody.body.error, /GET \/api\/entities\/[\w-]+\/versions takes no body: its fields go in the path and the query \(page_size, page_token\)/);
     // The path's fields are the path's.
     const other = await svc.rest.get(`/api/entities/${e}/versions?entity_id=${newEntityId()}`);
     assert.equal([other.status, other.body.code], [400, "INVALID_ARGUMENT"]);

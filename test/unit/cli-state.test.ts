@@ -38,6 +38,11 @@ test("settings: flags, then the environment, then the development defaults", () 
   assert.is(dev.token, "dev-token-value");
   assert.is(dev.tokenSource, "./data/dev-token");
   assert.throws(() => resolveSettings({ url: "ftp://x" }, {}, cwd), (e: unknown) => e instanceof CliError && e.exitCode === ExitCode.usage);
+  assert.throws(
+    () => resolveSettings({ url: "http://localhost:8080/api/" }, {}, cwd),
+    (e: unknown) => e instanceof CliError && e.exitCode === ExitCode.usage && e.message.includes('without /api: "http://localhost:8080", not'),
+  );
+  assert.is(resolveSettings({ url: "https://gw.example/entity-versions/" }, {}, cwd).url, "https://gw.example/entity-versions", "a root behind a path prefix is fine");
 });
 
 test("state file: one base per service and entity, others kept, written whole", () => {

@@ -140,4 +140,25 @@ test("a bad value stops the start with a message naming the variable", () => {
   }
 });
 
+test("every problem is named at once, each with what to set", () => {
+  const refused = (env: Record<string, string>): string => {
+    try {
+      loadConfig(env);
+    } catch (error) {
+      assert.instance(error, ConfigError);
+      return (error as Error).message;
+    }
+    throw new Error(`${JSON.stringify(env)} was accepted`);
+  };
+  const bare = refused({ NODE_ENV: "production" });
+  assert.match(bare, /^2 settings need fixing:/);
+  assert.match(bare, "DATABASE_URL (mysql://user:password@host:3306/database), and AZURE_STORAGE_CONNECTION_STRING (");
+  assert.match(bare, "PAGE_TOKEN_SECRET (32 or more random characters");
+  assert.match(bare, "AUTH_JWT_SECRET or AUTH_JWKS_URL");
+  const typos = refused({ PORT: "abc", LOG_LEVEL: "loud", DATABASE_PREPARED_STATEMENTS: "yes" });
+  assert.match(typos, /^3 settings need fixing:/);
+  for (const name of ["PORT", "LOG_LEVEL", "DATABASE_PREPARED_STATEMENTS"]) assert.match(typos, name);
+  assert.match(refused({ DATABASE_READ_BATCH_MAX: "0" }), "DATABASE_READ_BATCH_MAX", "a MySQL setting is checked on SQLite too");
+});
+
 test.run();

@@ -131,14 +131,15 @@ async function watch(entity: string, options: WatchOptions): Promise<void> {
       if (error instanceof StreamBroken) why = error.message;
       // TOO_MANY_WATCHES once the watch has begun: the server may still count the connection just cut.
       else if (error instanceof ServiceError && (resumable.has(error.code) || error.status === 503 || (began && error.code === "TOO_MANY_WATCHES"))) {
-        why = `${error.message} (${error.code})`;
+        // The service's advice to resume is what this loop does: its first sentence says why.
+        why = `${error.message.split(": ")[0]!.replace(/\.$/, "")} (${error.code})`;
       }
       else if (reached && error instanceof CliError && error.code === "SERVICE_UNREACHABLE") why = error.message;
       else throw error;
     }
     // Never at once: a stream cut again and again right after it opens must not become a busy loop.
     const pause = backoff(++failures);
-    output.note(`${why}; resuming after event ${after ?? "(none yet)"} in ${pause} ms`);
+    output.note(`${why.replace(/\.$/, "")}; resuming after event ${after ?? "(none yet)"} in ${pause} ms`);
     await sleep(pause);
   }
 }
