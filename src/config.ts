@@ -56,6 +56,8 @@ export interface HttpLimits {
   readonly idleTimeoutMs: number;
   /** A request body must arrive whole within this long of its first byte being awaited. */
   readonly bodyTimeoutMs: number;
+  /** A unary call's answer not taken by its client this long after it was ready is dropped (its stream reset). */
+  readonly responseTimeoutMs: number;
   /** Request body bytes one connection may have in flight (read and not yet answered). */
   readonly maxConnectionBufferedBytes: number;
   /** Request body bytes the whole process may have in flight. */
@@ -66,6 +68,8 @@ export interface HttpLimits {
   readonly maxCallsPerConnection: number;
   /** Unary calls the whole process may have running. */
   readonly maxCallsInFlight: number;
+  /** Unary calls one caller (token sub) may have running in the process, over all its connections. */
+  readonly maxCallsPerCaller: number;
   /** Unary calls that may wait for one of the process's places, in turn, when all are taken. */
   readonly maxCallsQueued: number;
   /** Connections the process accepts at once; more are closed as they arrive. */
@@ -244,16 +248,20 @@ function httpLimits(env: Env, maxRequestBytes: number): HttpLimits {
     );
   }
   const maxConcurrentStreams = integer(env, "HTTP2_MAX_CONCURRENT_STREAMS", 100, 1, 10_000);
+  const maxCallsInFlight = integer(env, "HTTP_MAX_CALLS_IN_FLIGHT", 1000, 1, 1_000_000);
   return Object.freeze({
     maxConcurrentStreams,
     idleTimeoutMs: integer(env, "HTTP_IDLE_TIMEOUT_MS", 65_000, 1_000, 3_600_000),
     bodyTimeoutMs: integer(env, "REQUEST_BODY_TIMEOUT_MS", 10_000, 100, 600_000),
+    responseTimeoutMs: integer(env, "RESPONSE_BODY_TIMEOUT_MS", 10_000, 100, 600_000),
     maxConnectionBufferedBytes,
     maxBufferedBytes,
     defaultDeadlineMs: integer(env, "REQUEST_DEADLINE_MS", 30_000, 100, 600_000),
     // Twice the streams: a client's reset streams may still be finishing their work.
     maxCallsPerConnection: integer(env, "HTTP_MAX_CALLS_PER_CONNECTION", 2 * maxConcurrentStreams, 1, 100_000),
-    maxCallsInFlight: integer(env, "HTTP_MAX_CALLS_IN_FLIGHT", 1000, 1, 1_000_000),
+    maxCallsInFlight,
+    // A quarter: one caller, however many connections it opens, leaves most places to the others.
+    maxCallsPerCaller: integer(env, "HTTP_MAX_CALLS_PER_CALLER", Math.max(1, Math.floor(maxCallsInFlight / 4)), 1, 1_000_000),
     maxCallsQueued: integer(env, "HTTP_MAX_CALLS_QUEUED", 5000, 0, 1_000_000),
     maxConnections: integer(env, "HTTP_MAX_CONNECTIONS", 10_000, 1, 1_000_000),
   });

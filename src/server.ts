@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { setMaxListeners } from "node:events";
+import type http from "node:http";
 import http2 from "node:http2";
 import { Readable } from "node:stream";
 import { ConnectError, type ConnectRouter, createContextValues, createServiceImplSpec, type Interceptor, type ServiceImpl } from "@connectrpc/connect";
@@ -117,6 +118,19 @@ function endUnreadStream(req: http2.Http2ServerRequest): void {
 }
 
 /**
+ * Gives up on an answer its client is not taking: an HTTP/2 stream is
+ * reset (CANCEL), so the client may retry it; an HTTP/1.1 answer can be
+ * stopped only with its connection.
+ */
+function dropAnswer(res: http.ServerResponse | http2.Http2ServerResponse): void {
+  if (res instanceof http2.Http2ServerResponse) {
+    if (!res.stream.destroyed) res.stream.close(http2.constants.NGHTTP2_CANCEL);
+  } else {
+    res.socket?.destroy();
+  }
+}
+
+/**
  * A request Fastify could not read, said for the caller: its JSON parser's
  * own words name its content type, not what to send instead.
  */
@@ -193,31 +207,49 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   });
 
   const budget = new BodyBudget({ perConnection: limits.maxConnectionBufferedBytes, total: limits.maxBufferedBytes });
-  const gate = new CallGate({ perConnection: limits.maxCallsPerConnection, total: limits.maxCallsInFlight, queued: limits.maxCallsQueued });
+  const gate = new CallGate({
+    perConnection: limits.maxCallsPerConnection,
+    total: limits.maxCallsInFlight,
+    queued: limits.maxCallsQueued,
+    perCaller: limits.maxCallsPerCaller,
+  });
   /**
    * A unary call's place at the gate: at once, after waiting its turn (at
    * most the default deadline; a client that leaves stops waiting), or a
-   * refusal. The place is given back when the answer is done, whenever
-   * that comes.
+   * refusal. The place is given back when the answer is done; an answer
+   * the client does not take within `responseTimeoutMs` of the handler's
+   * return is dropped, so that a client that never reads (an HTTP/2 flow
+   * control window left at 0, a full TCP window) cannot hold places.
    */
   const admit = async (req: FastifyRequest, reply: FastifyReply): Promise<CallPass | CallRefusal> => {
     const entry = gate.enter(connectionOf(req));
     if (isRefusal(entry)) return entry;
     let pass = isWait(entry) ? undefined : entry;
     let closed = false;
+    let undelivered: NodeJS.Timeout | undefined;
     reply.raw.once("close", () => {
       closed = true;
+      clearTimeout(undelivered);
       if (pass !== undefined) pass.responded();
       else if (isWait(entry)) entry.cancel();
     });
-    if (!isWait(entry)) return entry;
+    const delivered = (inner: CallPass): CallPass => ({
+      begin: () => inner.begin(),
+      end: () => {
+        inner.end();
+        if (!closed && undelivered === undefined) undelivered = setTimeout(() => dropAnswer(reply.raw), limits.responseTimeoutMs);
+      },
+      responded: () => inner.responded(),
+      claim: (callerId) => inner.claim(callerId),
+    });
+    if (!isWait(entry)) return delivered(entry);
     const timer = setTimeout(entry.cancel, limits.defaultDeadlineMs);
     const admitted = await entry.admitted;
     clearTimeout(timer);
     if (isRefusal(admitted)) return admitted;
     pass = admitted;
     if (closed) admitted.responded();
-    return admitted;
+    return delivered(admitted);
   };
   const bodyGuard = (req: FastifyRequest, reply: FastifyReply): BodyGuard => {
     const ticket = budget.open(connectionOf(req));
@@ -287,13 +319,17 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       const known = deps.authenticator.known?.(header);
       if (known !== undefined) {
         req.auth = { caller: known };
-        return;
+      } else {
+        const bound = deadlineSignal(shutdown.signal, limits.defaultDeadlineMs, () => apiError("DEADLINE_EXCEEDED", {}));
+        try {
+          req.auth = await authenticateHeader(deps.authenticator, header, bound.signal);
+        } finally {
+          bound.dispose();
+        }
       }
-      const bound = deadlineSignal(shutdown.signal, limits.defaultDeadlineMs, () => apiError("DEADLINE_EXCEEDED", {}));
-      try {
-        req.auth = await authenticateHeader(deps.authenticator, header, bound.signal);
-      } finally {
-        bound.dispose();
+      // One caller's share of the places, however many connections it uses.
+      if (req.callPass !== undefined && "caller" in req.auth && !req.callPass.claim(req.auth.caller.id)) {
+        req.auth = { error: apiError("TOO_MANY_CALLS", { scope: "caller", limit: limits.maxCallsPerCaller }) };
       }
     }
   });

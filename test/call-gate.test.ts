@@ -7,6 +7,7 @@ import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { createTestDatabase, type TestDatabase } from "./support/env.js";
 import { newEntityId, push, serviceEnv, spawnService } from "./support/service.js";
+import { bearer, token } from "./support/tokens.js";
 
 type Spawned = Awaited<ReturnType<typeof spawnService>>;
 const s = suite<{ svc: Spawned; db: TestDatabase }>("call gate: unary calls running per connection and per process");
@@ -14,7 +15,8 @@ const s = suite<{ svc: Spawned; db: TestDatabase }>("call gate: unary calls runn
 s.before(async (ctx) => {
   ctx.db = await createTestDatabase("sqlite");
   ctx.svc = await spawnService(
-    await serviceEnv(ctx.db, { HTTP_MAX_CALLS_PER_CONNECTION: "10", HTTP_MAX_CALLS_IN_FLIGHT: "25", HTTP_MAX_CALLS_QUEUED: "2", REQUEST_BODY_TIMEOUT_MS: "1500" }),
+    // One caller may take every place here (the per-caller share has its own test).
+    await serviceEnv(ctx.db, { HTTP_MAX_CALLS_PER_CONNECTION: "10", HTTP_MAX_CALLS_IN_FLIGHT: "25", HTTP_MAX_CALLS_QUEUED: "2", HTTP_MAX_CALLS_PER_CALLER: "25", REQUEST_BODY_TIMEOUT_MS: "1500" }),
     ctx.db,
   );
 });
@@ -101,6 +103,31 @@ s("the process past its calls has the next ones wait their turn, and refuses TOO
   assert.ok(refused.every((a) => a.status === 429 && /at its limit of 25 calls running/.test(a.error)), JSON.stringify(refused[0]));
   assert.is(codes.filter((c) => c === "REQUEST_BODY_TIMEOUT").length, 27, JSON.stringify(codes));
   assert.equal(await allLetIn(svc, 25), ["ENTITY_NOT_FOUND"]);
+});
+
+s("one caller over many connections holds at most its share of the places; other callers still get theirs", async () => {
+  const db = await createTestDatabase("sqlite");
+  // The default share: a quarter of the process's places.
+  const svc = await spawnService(await serviceEnv(db, { HTTP_MAX_CALLS_IN_FLIGHT: "32", REQUEST_BODY_TIMEOUT_MS: "1500" }), db);
+  try {
+    const auth = svc.rest.defaultHeaders["authorization"]!;
+    const sessions = await Promise.all([connect(svc.url), connect(svc.url), connect(svc.url)]);
+    const calls = sessions.flatMap(({ session }) => Array.from({ length: 4 }, () => stalled(session, auth)));
+    await sleep(300);
+    const other = await fetch(`${svc.url}/api/entities/nobody-has-it/active-version`, { headers: bearer(await token({ sub: "someone-else" })) });
+    assert.is(((await other.json()) as { code: string }).code, "ENTITY_NOT_FOUND", "another caller is let in meanwhile");
+    const answers = await Promise.all(calls);
+    for (const { session } of sessions) session.destroy();
+    const codes = answers.map((a) => a.code);
+    assert.is(codes.filter((c) => c === "REQUEST_BODY_TIMEOUT").length, 8, JSON.stringify(codes));
+    const refused = answers.filter((a) => a.code === "TOO_MANY_CALLS");
+    assert.is(refused.length, 4, JSON.stringify(codes));
+    assert.ok(refused.every((a) => a.status === 429 && /You already have 8 calls running on this server/.test(a.error)), JSON.stringify(refused[0]));
+    assert.equal(await allLetIn(svc, 8), ["ENTITY_NOT_FOUND"], "the caller's places came back");
+  } finally {
+    await svc.close();
+    await db.drop();
+  }
 });
 
 s("answered calls give their place back on every protocol: many more than a connection's limit, one after another, all succeed", async ({ svc }) => {

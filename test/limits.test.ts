@@ -18,6 +18,7 @@ s.before(async (ctx) => {
   ctx.svc = await spawnService(
     await serviceEnv(ctx.db, {
       REQUEST_BODY_TIMEOUT_MS: "1500",
+      RESPONSE_BODY_TIMEOUT_MS: "1000",
       HTTP_IDLE_TIMEOUT_MS: "2000",
       MAX_CONNECTION_BUFFERED_BYTES: "3145728",
       MAX_BUFFERED_BYTES: "6291456",
@@ -92,6 +93,32 @@ s("one unauthenticated HTTP/2 connection flooding streams: refused before any bo
   assert.ok((counts["16"] ?? 0) >= advertised!, JSON.stringify(counts));
   const grown = rssBytes(svc.child.pid!) - before;
   assert.ok(grown < 64 * 1024 * 1024, `RSS grew by ${Math.round(grown / 1048576)} MB`);
+  assert.ok(await authorizedCallWorks(svc));
+});
+
+s("a client that never takes its answers (HTTP/2 window 0): each is dropped after RESPONSE_BODY_TIMEOUT_MS, its place freed", async ({ svc }) => {
+  const session = http2.connect(svc.url, { settings: { initialWindowSize: 0 } });
+  session.on("error", () => {});
+  const started = Date.now();
+  const ends = await Promise.all(
+    Array.from(
+      { length: 20 },
+      () =>
+        new Promise<{ status: unknown; rstCode: number | undefined; ms: number }>((resolve) => {
+          const req = session.request({ ":path": "/api/entities/never-read/active-version", ":method": "GET", ...svc.rest.defaultHeaders });
+          let status: unknown;
+          req.on("response", (h) => (status = h[":status"]));
+          req.on("error", () => {});
+          req.on("close", () => resolve({ status, rstCode: req.rstCode, ms: Date.now() - started }));
+          const timer = setTimeout(() => resolve({ status, rstCode: undefined, ms: Date.now() - started }), 8_000);
+          req.once("close", () => clearTimeout(timer));
+        }),
+    ),
+  );
+  session.destroy();
+  // The answers' headers went out; their bodies could not, and were given up on.
+  assert.equal([...new Set(ends.map((e) => `${e.status} ${e.rstCode}`))], [`404 ${http2.constants.NGHTTP2_CANCEL}`], JSON.stringify(ends.slice(0, 3)));
+  assert.ok(Math.max(...ends.map((e) => e.ms)) < 6_000, "dropped soon after the timeout");
   assert.ok(await authorizedCallWorks(svc));
 });
 

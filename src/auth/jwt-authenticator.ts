@@ -76,8 +76,15 @@ function malformedHeader(header: string): string {
   return "The bearer token is not a JWT (three base64url parts separated by dots)";
 }
 
-/** How many verified tokens are remembered (each a few hundred bytes). */
+/** How many verified tokens are remembered. */
 const cacheSize = 10_000;
+/**
+ * Longest token remembered, in characters. An ordinary token is well under
+ * 2 KB; without a bound, an issuer that puts hundreds of organizations in
+ * `orgs` would let 10,000 distinct tokens hold gigabytes. A longer token
+ * is verified on every call instead.
+ */
+const cacheableTokenChars = 4096;
 
 /**
  * Authenticates `Authorization: Bearer <jwt>` (HTTP) or `authorization`
@@ -168,7 +175,7 @@ export class JwtAuthenticator implements Authenticator {
     // exp is required, so jose has checked it is a number.
     const expiresAt = (payload.exp ?? 0) * 1000 + skew * 1000;
     const caller: Caller = { id: payload.sub, roles: stringList(payload, "roles"), orgs: stringList(payload, "orgs"), expiresAt };
-    if (this.#options.tokenCacheSeconds > 0) {
+    if (this.#options.tokenCacheSeconds > 0 && token.length <= cacheableTokenChars) {
       const until = Math.min(expiresAt, Date.now() + this.#options.tokenCacheSeconds * 1000);
       this.#verified.set(token, { caller, until });
       if (this.#verified.size > cacheSize) this.#verified.delete(this.#verified.keys().next().value!);

@@ -86,12 +86,14 @@ export const catalog = Object.freeze({
       `More than ${p.limitBytes} bytes of request bodies are in flight on this ${p.scope}: wait for answers before sending more, then retry.`,
     { retryable: true },
   ),
-  TOO_MANY_CALLS: spec<{ limit: number; scope: "connection" | "server" }>(
+  TOO_MANY_CALLS: spec<{ limit: number; scope: "connection" | "server" | "caller" }>(
     Code.ResourceExhausted,
     (p) =>
       p.scope === "connection"
         ? `This connection already has ${p.limit} calls running: wait for answers before sending more. The server closes the connection after this answer; reconnect, then retry.`
-        : `The server is at its limit of ${p.limit} calls running, with as many more waiting as it keeps (or this one waited its whole deadline): retry shortly, or on another replica.`,
+        : p.scope === "caller"
+          ? `You already have ${p.limit} calls running on this server, over all your connections: wait for answers before sending more, then retry.`
+          : `The server is at its limit of ${p.limit} calls running, with as many more waiting as it keeps (or this one waited its whole deadline): retry shortly, or on another replica.`,
     { retryable: true },
   ),
   TOO_MANY_WATCHES: spec<{ limit: number; scope: "caller" | "server" }>(

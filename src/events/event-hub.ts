@@ -87,6 +87,13 @@ export class Watch {
   #wake: (() => void) | undefined;
   #lastSentAt = Date.now();
   #closed = false;
+  /**
+   * Whether the event after the position is known to be kept: memory may
+   * still hold events another replica has since deleted for age, so a
+   * watch that resumes behind the present reads its first batch from the
+   * database, which says whether it can go on (EVENTS_EXPIRED otherwise).
+   */
+  #kept = false;
 
   /** Made by EventHub.open only. */
   constructor(hub: EventHub, channel: Channel, entityId: string, callerId: string) {
@@ -108,6 +115,7 @@ export class Watch {
    */
   start(afterSeq: number, lastEventSeq: number): void {
     this.#position = afterSeq;
+    this.#kept = afterSeq >= lastEventSeq;
     this.#channel.cursor ??= lastEventSeq;
     this.#hub.scheduled();
   }
@@ -135,7 +143,7 @@ export class Watch {
       if (cursor !== undefined && cursor > position) {
         const first = recent[0];
         const events =
-          first !== undefined && first.seq <= position + 1
+          this.#kept && first !== undefined && first.seq <= position + 1
             ? recent.slice(position + 1 - first.seq, position + 1 - first.seq + replayBatch)
             : await this.#hub.source.after(this.entityId, position, replayBatch, signal);
         // Numbers have no gaps and the events up to the cursor were read:
@@ -144,6 +152,7 @@ export class Watch {
         if (events[0]?.seq !== position + 1) {
           throw apiError("EVENTS_EXPIRED", { entityId: this.entityId, afterEventId: String(position), prunedThrough: String((events[0]?.seq ?? cursor + 1) - 1) });
         }
+        this.#kept = true;
         this.#lastSentAt = Date.now();
         return events;
       }

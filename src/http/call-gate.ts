@@ -4,12 +4,14 @@ export interface CallGateLimits {
   readonly perConnection: number;
   /** Calls the process runs at once. */
   readonly total: number;
+  /** Calls one caller (token `sub`) may have running in the process, over all its connections. */
+  readonly perCaller: number;
   /** Calls that may wait, first come first served, for one of the process's places. */
   readonly queued: number;
 }
 
 /** Why a call was not let in. */
-export type CallRefusal = { readonly scope: "connection" | "server"; readonly limit: number };
+export type CallRefusal = { readonly scope: "connection" | "server" | "caller"; readonly limit: number };
 
 /** A call let in: its place is given back once, by whichever of its ends comes last. */
 export interface CallPass {
@@ -23,6 +25,12 @@ export interface CallPass {
   end(): void;
   /** The call's answer was written, or its client went away. */
   responded(): void;
+  /**
+   * Counts the call against its caller, once authenticated; false when the
+   * caller already has `perCaller` calls running (the call is then refused,
+   * and gives its place back as any call does).
+   */
+  claim(callerId: string): boolean;
 }
 
 /** A call waiting for a place: `admitted` settles with its pass, or with a refusal once `cancel()` gives up on it. */
@@ -38,7 +46,8 @@ interface Waiter {
 }
 
 /**
- * Bounds the unary calls running at once, per connection and in all. A call
+ * Bounds the unary calls running at once, per connection, per caller and
+ * in all. A call
  * holds its place from its first header until both its answer is done and
  * its handler has returned: a client that resets an HTTP/2 stream (or
  * stops reading pipelined HTTP/1.1 answers) frees the stream at once, but
@@ -48,11 +57,15 @@ interface Waiter {
  * the call's authentication or body costs anything. When the process is
  * at its limit, calls wait in turn for a place (a busy server answers
  * later rather than not at all), up to `queued` of them; past that they
- * are refused too.
+ * are refused too. A caller (once its token is read) may hold at most
+ * `perCaller` places over all its connections, so that one client opening
+ * many connections (each sending its bodies slowly, say) leaves the rest
+ * of the places to others.
  */
 export class CallGate {
   readonly #limits: CallGateLimits;
   readonly #byConnection = new WeakMap<object, number>();
+  readonly #byCaller = new Map<string, number>();
   readonly #waiting: Waiter[] = [];
   #total = 0;
 
@@ -115,9 +128,15 @@ export class CallGate {
     let handling = false;
     let answered = false;
     let released = false;
+    let caller: string | undefined;
     const release = () => {
       if (released) return;
       released = true;
+      if (caller !== undefined) {
+        const left = (this.#byCaller.get(caller) ?? 1) - 1;
+        if (left === 0) this.#byCaller.delete(caller);
+        else this.#byCaller.set(caller, left);
+      }
       this.#release(connection);
     };
     return {
@@ -133,6 +152,14 @@ export class CallGate {
       responded: () => {
         answered = true;
         if (!handling) release();
+      },
+      claim: (callerId) => {
+        if (released || caller !== undefined) return true;
+        const running = this.#byCaller.get(callerId) ?? 0;
+        if (running >= this.#limits.perCaller) return false;
+        this.#byCaller.set(callerId, running + 1);
+        caller = callerId;
+        return true;
       },
     };
   }

@@ -86,10 +86,17 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
   });
 
   const firstBytesTimeoutMs = options.firstBytesTimeoutMs ?? 30_000;
+  // Connections that have sent nothing yet belong to neither server: kept
+  // here so that closing the server closes them too, rather than waiting
+  // for their first-bytes timeout (a TCP health check, a client's spare
+  // connection).
+  const silent = new Set<net.Socket>();
   const outer = net.createServer((socket) => {
     let seen: Buffer = Buffer.alloc(0);
     const timer = setTimeout(() => socket.destroy(), firstBytesTimeoutMs);
+    silent.add(socket);
     const done = () => {
+      silent.delete(socket);
       clearTimeout(timer);
       socket.off("data", onData);
       socket.off("error", onError);
@@ -123,10 +130,12 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
   if (options.maxConnections !== undefined) outer.maxConnections = options.maxConnections;
 
   outer.closeIdleConnections = () => {
+    for (const socket of silent) socket.destroy();
     h1.closeIdleConnections();
     for (const session of sessions) session.close();
   };
   outer.closeAllConnections = () => {
+    for (const socket of silent) socket.destroy();
     h1.closeAllConnections();
     for (const session of sessions) session.destroy();
   };

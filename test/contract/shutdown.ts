@@ -1,3 +1,4 @@
+import net from "node:net";
 import knexFactory from "knex";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
@@ -41,6 +42,28 @@ export function shutdownSuite(backend: Backend) {
       assert.match(svc.output(), "shutting down");
     } finally {
       await knex.destroy();
+      await svc.close();
+      await db.drop();
+    }
+  });
+
+  s("SIGTERM with a connection that never sent a byte: the process exits at once, not when that connection times out", async () => {
+    const db = await createTestDatabase("sqlite");
+    const svc = await spawnService(await serviceEnv(db, { SHUTDOWN_TIMEOUT_MS: "2000" }), db);
+    const url = new URL(svc.url);
+    const silent = net.connect(Number(url.port), url.hostname);
+    try {
+      await new Promise<void>((resolve, reject) => silent.once("connect", resolve).once("error", reject));
+      silent.on("error", () => {});
+      const closed = new Promise<void>((resolve) => silent.once("close", () => resolve()));
+      const exited = new Promise<number | null>((resolve) => svc.child.once("exit", (code) => resolve(code)));
+      const started = Date.now();
+      svc.child.kill("SIGTERM");
+      assert.is(await exited, 0);
+      assert.ok(Date.now() - started < 8_000, `exited after ${Date.now() - started} ms (the first-bytes timeout is 30 s)`);
+      await closed;
+    } finally {
+      silent.destroy();
       await svc.close();
       await db.drop();
     }

@@ -22,7 +22,7 @@ function finish(pass: CallPass): void {
 }
 
 s("a connection past its limit is refused, others are not; the server past its places and its queue refuses everyone", () => {
-  const gate = new CallGate({ perConnection: 2, total: 3, queued: 1 });
+  const gate = new CallGate({ perConnection: 2, total: 3, queued: 1, perCaller: 100 });
   const a = {};
   const b = {};
   admitted(gate.enter(a));
@@ -37,7 +37,7 @@ s("a connection past its limit is refused, others are not; the server past its p
 });
 
 s("a place is given back once both the answer is done and the handler has returned, in either order, once", () => {
-  const gate = new CallGate({ perConnection: 5, total: 5, queued: 0 });
+  const gate = new CallGate({ perConnection: 5, total: 5, queued: 0, perCaller: 100 });
   const c = {};
   const normal = admitted(gate.enter(c));
   assert.ok(normal.begin());
@@ -58,7 +58,7 @@ s("a place is given back once both the answer is done and the handler has return
 });
 
 s("a call whose client went away before its handler began is given back at once, and its handler need not run", () => {
-  const gate = new CallGate({ perConnection: 1, total: 1, queued: 0 });
+  const gate = new CallGate({ perConnection: 1, total: 1, queued: 0, perCaller: 100 });
   const c = {};
   const gone = admitted(gate.enter(c));
   gone.responded();
@@ -68,7 +68,7 @@ s("a call whose client went away before its handler began is given back at once,
 });
 
 s("waiting calls get freed places in the order they came; one that gives up is refused and leaves no trace", async () => {
-  const gate = new CallGate({ perConnection: 10, total: 1, queued: 3 });
+  const gate = new CallGate({ perConnection: 10, total: 1, queued: 3, perCaller: 100 });
   const first = admitted(gate.enter({}));
   const order: string[] = [];
   const [x, gaveUp, y] = ["x", "gave-up", "y"].map((name) => {
@@ -88,6 +88,25 @@ s("waiting calls get freed places in the order they came; one that gives up is r
   assert.equal([gate.running, gate.waiting], [0, 0]);
   x!.cancel();
   assert.is(gate.running, 0, "cancelling one already let in changes nothing");
+});
+
+s("a caller holds at most perCaller places over all its connections; each place it gives back is its own again", () => {
+  const gate = new CallGate({ perConnection: 10, total: 10, queued: 0, perCaller: 2 });
+  const calls = [{}, {}, {}].map((connection) => admitted(gate.enter(connection)));
+  assert.ok(calls[0]!.claim("mallory"));
+  assert.ok(calls[1]!.claim("mallory"));
+  assert.is(calls[2]!.claim("mallory"), false, "a third, on a third connection, is refused");
+  assert.ok(calls[2]!.claim("alice"), "another caller is not");
+  calls[2]!.responded();
+  assert.ok(calls[0]!.claim("mallory"), "claiming twice counts once");
+  finish(calls[0]!);
+  const again = admitted(gate.enter({}));
+  assert.ok(again.claim("mallory"), "a finished call's place is the caller's again");
+  finish(calls[1]!);
+  finish(again);
+  const fresh = admitted(gate.enter({}));
+  assert.ok(fresh.claim("mallory"));
+  assert.is(gate.running, 1);
 });
 
 s.run();

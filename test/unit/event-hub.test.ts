@@ -101,6 +101,31 @@ test("a watch behind events that were deleted for age ends with EVENTS_EXPIRED, 
   await hub.close(0);
 });
 
+test("a watch resuming from events the hub still holds in memory, but another replica deleted for age, is told EVENTS_EXPIRED", async () => {
+  const log = new MemoryLog();
+  log.append("e", 6);
+  const hub = hubOver(log);
+  // A live watch brings events 7 to 10 into the hub's memory.
+  const live = hub.open("e", "alice");
+  live.start(6, 6);
+  log.append("e", 4);
+  hub.recorded(["e"]);
+  assert.equal((await live.next(never)).map((e) => e.seq), [7, 8, 9, 10]);
+  // Another replica's sweeper deletes 1 to 8; this hub still holds 7 to 10.
+  log.prune("e", 8);
+  const resumed = hub.open("e", "alice");
+  resumed.start(7, 10);
+  const { reason, message } = await rejection(resumed.next(never));
+  assert.is(reason, "EVENTS_EXPIRED");
+  assert.match(message, `up to "8"`);
+  // From what is kept, memory serves as before.
+  const kept = hub.open("e", "alice");
+  kept.start(8, 10);
+  assert.equal((await kept.next(never)).map((e) => e.seq), [9, 10]);
+  for (const w of [live, resumed, kept]) w.close();
+  await hub.close(0);
+});
+
 test("events deleted before the poller read them: the hub reads on past the gap, and a watch that needed them is told", async () => {
   const log = new MemoryLog();
   log.append("e", 3);
