@@ -18,6 +18,7 @@ import { EventHub } from "./events/event-hub.js";
 import { BlobDeleter } from "./jobs/blob-deleter.js";
 import { OrphanSweeper } from "./jobs/sweeper.js";
 import { localSecret } from "./local-secret.js";
+import { lockDataDir } from "./ops/data-dir-lock.js";
 import { createLogger } from "./ops/logger.js";
 import { Metrics, type PoolStats } from "./ops/metrics.js";
 import { Readiness } from "./ops/readiness.js";
@@ -93,6 +94,11 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     for (const stop of stops.reverse()) await stop().catch((error: unknown) => logger.error({ err: error }, "shutdown step failed"));
   };
   try {
+    // The embedded defaults serve one process: a second one on the same files is refused before it touches them.
+    if (config.database.kind === "sqlite" || config.blob.kind === "embedded-azurite") {
+      const release = lockDataDir(config.dataDir);
+      stops.push(async () => release());
+    }
     let azurite: EmbeddedAzurite | undefined;
     let connectionString: string;
     if (config.blob.kind === "embedded-azurite") {

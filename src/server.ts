@@ -213,6 +213,24 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     queued: limits.maxCallsQueued,
     perCaller: limits.maxCallsPerCaller,
   });
+  // Answers ready whose clients have not taken them yet, oldest first, and
+  // since when: a sweep drops those older than responseTimeoutMs. One
+  // sweep rather than a timer per call: a call answered at once, the
+  // common case, then costs a map entry and no timer.
+  const untaken = new Map<http.ServerResponse | http2.Http2ServerResponse, number>();
+  const sweepUntaken = setInterval(() => {
+    const cutoff = Date.now() - limits.responseTimeoutMs;
+    for (const [res, since] of untaken) {
+      if (since > cutoff) break;
+      untaken.delete(res);
+      dropAnswer(res);
+    }
+  }, Math.min(1000, limits.responseTimeoutMs));
+  sweepUntaken.unref();
+  app.addHook("onClose", (_instance, done) => {
+    clearInterval(sweepUntaken);
+    done();
+  });
   /**
    * A unary call's place at the gate: at once, after waiting its turn (at
    * most the default deadline; a client that leaves stops waiting), or a
@@ -226,10 +244,9 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     if (isRefusal(entry)) return entry;
     let pass = isWait(entry) ? undefined : entry;
     let closed = false;
-    let undelivered: NodeJS.Timeout | undefined;
     reply.raw.once("close", () => {
       closed = true;
-      clearTimeout(undelivered);
+      untaken.delete(reply.raw);
       if (pass !== undefined) pass.responded();
       else if (isWait(entry)) entry.cancel();
     });
@@ -237,7 +254,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       begin: () => inner.begin(),
       end: () => {
         inner.end();
-        if (!closed && undelivered === undefined) undelivered = setTimeout(() => dropAnswer(reply.raw), limits.responseTimeoutMs);
+        if (!closed && !untaken.has(reply.raw)) untaken.set(reply.raw, Date.now());
       },
       responded: () => inner.responded(),
       claim: (callerId) => inner.claim(callerId),

@@ -1,0 +1,51 @@
+import { spawn, spawnSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { test } from "uvu";
+import * as assert from "uvu/assert";
+import { DataDirInUseError, lockDataDir } from "../../src/ops/data-dir-lock.js";
+
+const fresh = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "ev-lock-")), "data");
+const pidFile = (dir: string) => path.join(dir, "service.pid");
+
+test("the first process claims the directory, and gives it back", () => {
+  const dir = fresh();
+  const release = lockDataDir(dir);
+  assert.is(fs.readFileSync(pidFile(dir), "utf8").trim(), String(process.pid));
+  lockDataDir(dir)();
+  assert.ok(fs.existsSync(pidFile(dir)), "claiming again in the same process changes nothing");
+  release();
+  assert.not.ok(fs.existsSync(pidFile(dir)));
+});
+
+test("a directory another live process holds is refused, naming it and what to do", () => {
+  const dir = fresh();
+  fs.mkdirSync(dir, { recursive: true });
+  const other = spawn("sleep", ["30"], { stdio: "ignore" });
+  try {
+    fs.writeFileSync(pidFile(dir), `${other.pid}\n`);
+    try {
+      lockDataDir(dir);
+      assert.unreachable("claimed a directory a live process holds");
+    } catch (error) {
+      assert.instance(error, DataDirInUseError);
+      assert.match((error as Error).message, `in use by another process (pid ${other.pid}): stop it, or give this one its own DATA_DIR`);
+    }
+    assert.is(fs.readFileSync(pidFile(dir), "utf8").trim(), String(other.pid), "left as it was");
+  } finally {
+    other.kill();
+  }
+});
+
+test("a file left by a process that no longer runs is taken over", () => {
+  const dir = fresh();
+  fs.mkdirSync(dir, { recursive: true });
+  const gone = spawnSync("true").pid;
+  fs.writeFileSync(pidFile(dir), `${gone}\n`);
+  const release = lockDataDir(dir);
+  assert.is(fs.readFileSync(pidFile(dir), "utf8").trim(), String(process.pid));
+  release();
+});
+
+test.run();
