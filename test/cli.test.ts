@@ -448,6 +448,10 @@ function defineCliBasics(): void {
     expectExit(await cli(["push", ".", "--entity", "-x"], { cwd: work }), 2, "bad --entity");
     expectExit(await cli(["push", ".", "--entity", "ok", "--version", "2026.02.30-000000"], { cwd: work }), 2, "impossible --version");
     expectExit(await cli(["frobnicate"], { cwd: work }), 2, "unknown command");
+    const missing = await cli(["push", "."], { cwd: work });
+    expectExit(missing, 2, "push without --entity");
+    assert.match(missing.stderr, "required option '--entity <id>' not specified");
+    assert.match(missing.stderr, 'see "entity-versions <command> --help" for the command\'s options and an example');
   });
 
   s("no token anywhere: a clear message and exit 4", async ({ work }) => {

@@ -24,6 +24,8 @@ export function buildProgram(): Command {
     .enablePositionalOptions()
     .exitOverride()
     .showSuggestionAfterError()
+    // A usage error says where the command's options and example are.
+    .showHelpAfterError('(see "entity-versions <command> --help" for the command\'s options and an example)')
     .addHelpText(
       "after",
       `
