@@ -145,16 +145,17 @@ function requestJson(binding: RestBinding, req: FastifyRequest): JsonObject {
     }
   } else if (binding.body !== undefined && req.body !== undefined) {
     json[binding.body.name] = req.body as JsonValue;
-  } else if (binding.body === undefined && req.body !== undefined && req.body !== null && !(isJsonObject(req.body) && Object.keys(req.body).length === 0)) {
-    // http.proto: a rule without `body` has no request body; what was sent would be ignored.
-    throw apiError("MALFORMED_REQUEST", {
-      problem: `${req.method} ${req.url.split("?")[0]} takes no body (at most {}): its fields go in the path${queryParameters(binding).length > 0 ? ` and the query (${queryParameters(binding).join(", ")})` : ""}`,
-    });
-  } else if (binding.body === undefined && req.body === undefined && sendsBody(req)) {
-    // Fastify does not read a GET's body: it is refused from its headers.
-    throw apiError("MALFORMED_REQUEST", {
-      problem: `${req.method} ${req.url.split("?")[0]} takes no body: its fields go in the path${queryParameters(binding).length > 0 ? ` and the query (${queryParameters(binding).join(", ")})` : ""}`,
-    });
+  } else if (binding.body === undefined) {
+    // http.proto: a rule without `body` has no request body; what was sent
+    // would be ignored. Fastify does not read a GET's body: it is refused
+    // from its headers.
+    const parsed = req.body !== undefined && req.body !== null && !(isJsonObject(req.body) && Object.keys(req.body).length === 0);
+    if (parsed || (req.body === undefined && sendsBody(req))) {
+      const query = queryParameters(binding);
+      throw apiError("MALFORMED_REQUEST", {
+        problem: `${req.method} ${req.url.split("?")[0]} takes no body${parsed ? " (at most {})" : ""}: its fields go in the path${query.length > 0 ? ` and the query (${query.join(", ")})` : ""}`,
+      });
+    }
   }
   const query = (req.query ?? {}) as Record<string, string | string[]>;
   const given = new Set<DescField>();
