@@ -268,8 +268,11 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
       const failed = pushError(result, context);
       if (failed !== undefined) throw failed;
       if (result.kind === "created") {
-        // The version serves its own copy now; the staged upload is only in the way.
-        await this.#d.deleter.discard([upload.path, ...(lock === undefined ? [] : [lock.path])]);
+        // The version serves its own copy now; the staged upload is only in
+        // the way. Deleted while the answer goes out, not before it: the
+        // version is recorded, and a slow delete must not turn that into a
+        // DEADLINE_EXCEEDED (the sweeper deletes what is left).
+        void this.#d.deleter.discard([upload.path, ...(lock === undefined ? [] : [lock.path])]);
         return { version: toVersionMessage(result.version), created: true };
       }
       if (result.kind === "existing") return { version: toVersionMessage(result.version), created: false };

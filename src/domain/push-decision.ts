@@ -40,7 +40,8 @@ export type PushOutcome<V extends DecidedVersion> =
   /**
    * Answered with a version that exists: the one this upload already
    * produced (a retried confirm), or the newest with the same source
-   * (deduplication). `activate`: it must become active (set_as_active), and is not yet.
+   * (deduplication). `activate`: it must become active (set_as_active), and
+   * is not yet; never for a retry.
    */
   | { readonly kind: "existing"; readonly version: V; readonly reason: "retry" | "duplicate"; readonly activate: boolean }
   /** The base is not the tip (or missing once the entity has versions): STALE_BASE. */
@@ -58,8 +59,8 @@ export type PushOutcome<V extends DecidedVersion> =
  *
  * 1. access: a caller without it learns nothing more;
  * 2. a confirm of an upload that already produced a version answers that
- *    version, whatever force and the base say: retrying a confirm is
- *    always safe;
+ *    version, whatever force and the base say, and changes nothing:
+ *    retrying a confirm is always safe;
  * 3. deduplication: the same source answers its newest version unless
  *    `force` (spec 4.2 rule 2: before push protection);
  * 4. push protection: the base must be the tip (spec 4.7; `force` never
@@ -67,8 +68,12 @@ export type PushOutcome<V extends DecidedVersion> =
  * 5. the version string is free;
  * 6. a confirm's upload is still there to confirm.
  *
- * An existing version answered to a confirm with `set_as_active` becomes
- * active (the same rights as SetActiveVersion: those of a push). Pure, so
+ * A duplicate answered to a confirm with `set_as_active` becomes active
+ * (the same rights as SetActiveVersion: those of a push). A retry does not
+ * activate: the confirm that produced the version activated it in the same
+ * transaction if it asked to, and activating it again would silently undo
+ * an activation made since (a retry arrives after its answer was lost,
+ * possibly long after). Pure, so
  * the pre-check, the locked transaction and the grouped transaction all
  * decide with it, and the tests can walk its whole table.
  */
@@ -79,7 +84,7 @@ export function decidePush<V extends DecidedVersion>(facts: PushFacts<V>, intent
     kind: "existing",
     version,
     reason,
-    activate: confirm && intent.setAsActive && !version.isActive,
+    activate: reason === "duplicate" && confirm && intent.setAsActive && !version.isActive,
   });
   if (confirm && facts.uploadVersion !== undefined) return existing(facts.uploadVersion, "retry");
   if (facts.duplicate !== undefined && !intent.force) return existing(facts.duplicate, "duplicate");

@@ -304,6 +304,12 @@ function isUniqueViolation(error: unknown): boolean {
  * goes anyway: that transaction is stuck (on a first push's lock, say).
  * The choice of 20 ms is recorded in docs/performance.md.
  */
+/** A signal that aborts once any of these does; undefined when there are none. */
+function anyAborted(signals: ReadonlyArray<AbortSignal | undefined>): AbortSignal | undefined {
+  const given = signals.filter((signal): signal is AbortSignal => signal !== undefined);
+  return given.length === 0 ? undefined : AbortSignal.any(given);
+}
+
 const confirmGroupWaitMs = 20;
 
 /**
@@ -667,8 +673,11 @@ export class VersionStore {
         return { commit: true, result: undefined };
       },
       // A deadlock or lock wait is not retried as a group: each confirm is
-      // then decided alone, which retries on its own.
-      { attempts: 1 },
+      // then decided alone, which retries on its own. Nor does a group
+      // outlive the deadline of any of its confirms: one answered
+      // DEADLINE_EXCEEDED is never committed after that answer, so the
+      // group rolls back and the others are decided alone.
+      { attempts: 1, signal: anyAborted(inputs.map((input) => input.signal)) },
     );
     const recorded = inputs.filter((_, i) => outcomes[i]?.kind === "created").map((input) => input.entityId);
     if (recorded.length > 0) this.#recorded(recorded);
@@ -727,11 +736,15 @@ export class VersionStore {
       const version = await this.#versionById(trx, entityId, versionId);
       if (version === undefined) return { commit: false, result: { kind: "version-missing" } };
       const active = entity.active_version_id ?? "";
+      // Already the active one: nothing to change, whatever was expected,
+      // so that a compare-and-set retried after its answer was lost (a
+      // deadline, a cut connection) succeeds rather than report its own
+      // change as another's.
+      if (active === versionId) return { commit: false, result: { kind: "set", version } };
       if (expectedActiveVersionId !== undefined && expectedActiveVersionId !== active) {
         const current = active === "" ? undefined : await this.#versionById(trx, entityId, active);
         return { commit: false, result: { kind: "active-changed", current } };
       }
-      if (active === versionId) return { commit: false, result: { kind: "set", version } };
       await recordEvents(
         trx,
         entity,

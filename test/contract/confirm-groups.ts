@@ -249,6 +249,30 @@ export function confirmGroupsSuite(backend: Backend) {
         if (!holder.isCompleted()) await holder.rollback();
       }
     });
+
+    s("a group never commits a confirm after its deadline: it rolls back, and the others are recorded alone", async (ctx) => {
+      const entities = [await seeded(ctx), await seeded(ctx), await seeded(ctx)];
+      const inputs = await Promise.all(entities.map((e) => input(ctx, e.entityId, { entityExisted: true, baseVersionId: e.v1.id })));
+      const late = { ...inputs[0]!, signal: AbortSignal.timeout(300) };
+      // Holds the uploads the group claims, so it is still running at the deadline.
+      const holder = await ctx.db.knex.transaction();
+      try {
+        await holder("uploads").whereIn("id", inputs.map((i) => i.uploadId)).forUpdate();
+        ctx.groups.length = 0;
+        const answers = [late, inputs[1]!, inputs[2]!].map((i) => ctx.store.confirm(i).then((o) => o, (error: unknown) => error));
+        const first = await answers[0];
+        assert.ok(!(typeof first === "object" && first !== null && "kind" in first), `the late confirm is refused at its deadline: ${JSON.stringify(first)}`);
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        await holder.commit();
+        for (const answer of answers.slice(1)) created((await answer) as ConfirmOutcome);
+        assert.equal(ctx.groups, [[3, 0]], "the group recorded nothing");
+        // The group's transaction has ended by now (the others' locks came after it).
+        assert.is(await ctx.db.knex("versions").where({ entity_id: late.entityId, id: late.id }).first(), undefined, "the late confirm was never recorded");
+        assert.is((await ctx.db.knex("entities").where({ id: late.entityId }).first()).tip_version_id, entities[0]!.v1.id);
+      } finally {
+        if (!holder.isCompleted()) await holder.rollback();
+      }
+    });
   }
 
   return s;

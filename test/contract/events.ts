@@ -218,6 +218,12 @@ export function eventsSuite(backend: Backend) {
     assert.equal(refused.body.current_active_version, { id: v1.id, version: v1.version, published_by: "owner", created_at: v1.created_at });
     const set = await owner.put(`${v(e)}/active-version`, { versionId: v2.id, expected_active_version_id: v1.id });
     assert.equal([set.status, set.body.id], [200, v2.id]);
+    // The same call again, as a client retries one whose answer was lost:
+    // its own change is not another's, and nothing more is recorded.
+    const eventsBefore = (await allEvents(owner, e)).length;
+    const retried = await owner.put(`${v(e)}/active-version`, { versionId: v2.id, expected_active_version_id: v1.id });
+    assert.equal([retried.status, retried.body.id, retried.body.is_active], [200, v2.id, true], JSON.stringify(retried.body));
+    assert.is((await allEvents(owner, e)).length, eventsBefore, "a retry records no event");
     // Stale now: v2 is active.
     const stale = await owner.put(`${v(e)}/active-version`, { versionId: v1.id, expected_active_version_id: v1.id });
     assert.equal([stale.status, stale.body.code, stale.body.current_active_version.id], [409, "ACTIVE_VERSION_CHANGED", v2.id]);

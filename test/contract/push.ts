@@ -6,6 +6,16 @@ import type { Backend } from "../support/env.js";
 import { blobStoreWith, newEntityId, newSourceHash, nextVersionString, push, putBlob, startService, uploadOnly } from "../support/service.js";
 import { serviceSuite } from "../support/suite.js";
 
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Whether the blob at `path` is gone within `withinMs` (deletes that follow an answer land moments after it). */
+async function gone(store: AzureBlobStore, path: string, withinMs = 3_000): Promise<boolean> {
+  for (const until = Date.now() + withinMs; ; await sleep(50)) {
+    if ((await store.stat(path)) === undefined) return true;
+    if (Date.now() > until) return false;
+  }
+}
+
 const isoUtc = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
 
 /** Spec 4.1, 4.2, 4.7, 7 and 9 over REST: push, deduplication, push protection. */
@@ -248,8 +258,9 @@ export function pushSuite(backend: Backend) {
     const p = await push(svc, e, { content: "twenty bytes exactly", lockfile: '{"lock":1}' });
     const v = p.confirm!.body.version;
     const store = new AzureBlobStore({ connectionString: svc.env["AZURE_STORAGE_CONNECTION_STRING"]!, container: svc.env["AZURE_STORAGE_CONTAINER"]! });
-    assert.is(await store.stat(p.res.body.storage_path), undefined, "the staged package is gone after confirm");
-    assert.is(await store.stat(p.res.body.package_lock_path), undefined, "the staged lockfile is gone after confirm");
+    // Deleted while the answer goes out: gone within moments of it.
+    assert.ok(await gone(store, p.res.body.storage_path), "the staged package is gone after confirm");
+    assert.ok(await gone(store, p.res.body.package_lock_path), "the staged lockfile is gone after confirm");
     // The upload URL is still within its lifetime: it may write, but only where no version reads.
     const evil = Buffer.alloc(3 * 1024 * 1024, 0x65);
     assert.is(await putBlob(p.res.body.upload_url, evil, p.res.body.upload_headers), 201);
@@ -312,6 +323,21 @@ export function pushSuite(backend: Backend) {
       assert.equal([retry.body.created, retry.body.version.id], [false, first.body.version.id]);
     }
     assert.is((await svc.rest.get(`/api/entities/${e}/versions`)).body.versions.length, 3);
+  });
+
+  s("a retried confirm with set_as_active changes nothing: an activation made since its first answer stays", async ({ svc }) => {
+    const e = newEntityId();
+    const up = await uploadOnly(svc, e);
+    const body = { storage_path: up.res.body.storage_path, version: up.version, source_hash: up.sourceHash, file_size_bytes: Buffer.byteLength(up.content), set_as_active: true };
+    const first = await svc.rest.post(`/api/entities/${e}/versions/confirm`, body);
+    assert.equal([first.status, first.body.version.is_active], [201, true]);
+    // Its answer was lost; meanwhile another deployer pushed and activated a newer version.
+    const v2 = (await push(svc, e, { base: first.body.version.id, setAsActive: true })).confirm!.body.version;
+    const events = (await svc.rest.get(`/api/entities/${e}/events`)).body.events.length;
+    const retry = await svc.rest.post(`/api/entities/${e}/versions/confirm`, body);
+    assert.equal([retry.status, retry.body.created, retry.body.version.id, retry.body.version.is_active], [200, false, first.body.version.id, false], JSON.stringify(retry.body));
+    assert.is((await svc.rest.get(`/api/entities/${e}/active-version`)).body.id, v2.id, "the later activation stays");
+    assert.is((await svc.rest.get(`/api/entities/${e}/events`)).body.events.length, events, "the retry records nothing");
   });
 
   s("a confirm refused after its copy was made leaves nothing a later confirm of that upload could take: the version serves the bytes it was confirmed with", async ({ svc }) => {
@@ -402,6 +428,29 @@ export function pushSuite(backend: Backend) {
     assert.is(ids.size, 1, "every confirm answers the one version");
     const active = await svc.rest.get(`/api/entities/${e}/active-version`);
     assert.is(active.body.id, [...ids][0], "a confirm that asked for activation got it, whichever created the version");
+  });
+
+  s("a confirm is answered once its version is recorded: a slow delete of the staged upload never makes it DEADLINE_EXCEEDED", async () => {
+    const svc = await startService(backend, {
+      env: { REQUEST_DEADLINE_MS: "1000" },
+      blobStore: (store) =>
+        blobStoreWith(store, {
+          deleteIfExists: async (path, signal) => {
+            await sleep(2_500);
+            return store.deleteIfExists(path, signal);
+          },
+        }),
+    });
+    try {
+      const e = newEntityId();
+      const p = await push(svc, e, { lockfile: '{"lock":1}' });
+      assert.equal([p.confirm!.status, p.confirm!.body.created], [201, true], JSON.stringify(p.confirm!.body));
+      const store = new AzureBlobStore({ connectionString: svc.env["AZURE_STORAGE_CONNECTION_STRING"]!, container: svc.env["AZURE_STORAGE_CONTAINER"]! });
+      assert.ok(await gone(store, p.res.body.storage_path, 10_000), "the staged package is deleted all the same");
+      assert.ok(await gone(store, p.res.body.package_lock_path, 10_000), "the staged lockfile is deleted all the same");
+    } finally {
+      await svc.close();
+    }
   });
 
   s("an upload that keeps changing while it is confirmed is 409 UPLOAD_CHANGED, and nothing is recorded", async () => {

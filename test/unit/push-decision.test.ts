@@ -30,7 +30,7 @@ test("named cases", () => {
     ["deduplication with set_as_active activates the existing version", facts({ duplicate: v("d") }), intent({ setAsActive: true }), { kind: "existing", version: v("d"), reason: "duplicate", activate: true }],
     ["an existing version already active is not activated again", facts({ duplicate: v("d", true) }), intent({ setAsActive: true }), { kind: "existing", version: v("d", true), reason: "duplicate", activate: false }],
     ["a reused upload answers its version, whatever force and the base say", facts({ uploadVersion: v("u"), tipVersionId: "newer" }), intent({ baseVersionId: "tip", force: true }), { kind: "existing", version: v("u"), reason: "retry", activate: false }],
-    ["a retried confirm with set_as_active activates its version", facts({ uploadVersion: v("u") }), intent({ setAsActive: true }), { kind: "existing", version: v("u"), reason: "retry", activate: true }],
+    ["a retried confirm with set_as_active changes nothing: a later activation stays", facts({ uploadVersion: v("u") }), intent({ setAsActive: true }), { kind: "existing", version: v("u"), reason: "retry", activate: false }],
     ["the retry is answered before deduplication", facts({ uploadVersion: v("u"), duplicate: v("d") }), intent(), { kind: "existing", version: v("u"), reason: "retry", activate: false }],
     ["upload-url has no upload: an upload version is not looked at", facts({ uploadVersion: v("u"), uploadIssued: false }), intent({ step: "upload-url" }), { kind: "create", claim: false }],
     ["upload-url never activates", facts({ duplicate: v("d") }), intent({ step: "upload-url", setAsActive: true }), { kind: "existing", version: v("d"), reason: "duplicate", activate: false }],
@@ -78,7 +78,7 @@ test("rules that hold over every combination", () => {
                       if (!fresh && !retry && !dedup) assert.is(o.kind, "stale", `push protection is never bypassed, force or not: ${label}`);
                       if (retry) assert.ok(o.kind === "existing" && o.reason === "retry", `a retried confirm is always answered its version: ${label}`);
                       if (o.kind === "existing") {
-                        assert.is(o.activate, step === "confirm" && setAsActive && !o.version.isActive, `activates exactly when asked and needed: ${label}`);
+                        assert.is(o.activate, step === "confirm" && !retry && setAsActive && !o.version.isActive, `activates exactly when asked and needed, never on a retry: ${label}`);
                       }
                       if (o.kind === "upload-missing") assert.is(step, "confirm");
                     }
