@@ -163,6 +163,16 @@ function secret(env: Env, name: string): string | undefined {
   return raw;
 }
 
+/**
+ * Refuses, in production, a secret someone typed ("aaaa…", "secretsecret…"):
+ * it is guessed long before it is brute-forced, whatever its length.
+ */
+function refuseTyped(name: string, value: string | undefined): void {
+  if (value !== undefined && (new Set(value).size < 8 || /^(.{1,16})\1+$/s.test(value))) {
+    throw new ConfigError(`NODE_ENV=production needs a random ${name}: this one has fewer than 8 different characters, or repeats a short string (make one with \`openssl rand -base64 32\`).`);
+  }
+}
+
 function onOff(env: Env, name: string, fallback: boolean): boolean {
   const raw = env[name]?.trim().toLowerCase();
   if (raw === undefined || raw === "") return fallback;
@@ -214,10 +224,7 @@ function auth(env: Env, production: boolean): AuthConfig {
   const lifetime = integer(env, "AUTH_MAX_TOKEN_LIFETIME", production ? 24 * 3600 : 0, 0, 365 * 24 * 3600);
   const clockSkewSeconds = integer(env, "AUTH_CLOCK_SKEW_SECONDS", 30, 0, 600);
   if (production) {
-    // A secret someone typed ("aaaa…", "secretsecret…") is guessed long before it is brute-forced.
-    if (secret !== undefined && (new Set(secret).size < 8 || /^(.{1,16})\1+$/s.test(secret))) {
-      throw new ConfigError("NODE_ENV=production needs a random AUTH_JWT_SECRET: this one has fewer than 8 different characters, or repeats a short string (make one with `openssl rand -base64 32`).");
-    }
+    refuseTyped("AUTH_JWT_SECRET", secret);
     if (lifetime === 0) {
       throw new ConfigError("NODE_ENV=production needs a bound on token lifetimes: set AUTH_MAX_TOKEN_LIFETIME to the most seconds a token may live (86400 by default), not 0.");
     }
@@ -328,6 +335,11 @@ function blob(env: Env, dataDir: string, production: boolean): BlobConfig {
       );
     }
     if (production) {
+      // The Azure SDK replaces such a string with the emulator's own
+      // settings (http, and its public key), whatever else it says.
+      if (/^\s*UseDevelopmentStorage\s*=\s*true/i.test(connectionString)) {
+        throw new ConfigError("NODE_ENV=production cannot use UseDevelopmentStorage=true (the storage emulator, over http, with its public key): set AZURE_STORAGE_CONNECTION_STRING to your storage account's.");
+      }
       // Everyone has Azurite's key: whoever reaches that store could rewrite published packages.
       const devKey = Buffer.from(azuriteKey, "base64");
       if (connectionStringParts(connectionString, "AccountKey").some((key) => Buffer.from(key, "base64").equals(devKey))) {
@@ -450,7 +462,11 @@ export function loadConfig(env: Env = process.env): Config {
     orphanGraceSeconds,
     sweepIntervalSeconds: read(() => integer(env, "SWEEP_INTERVAL_SECONDS", 3600, 1, 7 * 24 * 3600)),
     eventRetentionDays: read(() => integer(env, "EVENT_RETENTION_DAYS", 0, 0, 100 * 366)),
-    pageTokenSecret: read(() => secret(env, "PAGE_TOKEN_SECRET")),
+    pageTokenSecret: read(() => {
+      const value = secret(env, "PAGE_TOKEN_SECRET");
+      if (production) refuseTyped("PAGE_TOKEN_SECRET", value);
+      return value;
+    }),
     limits: read(() =>
       Object.freeze({
         maxRequestBytes,

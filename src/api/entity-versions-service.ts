@@ -151,7 +151,7 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
   /** The push facts every push is decided from: the request's own, with the policy of pushes. */
   #push(ctx: HandlerContext, entityId: string, p: Omit<PushRequest, "entityId" | "caller" | "authorize" | "signal">): PushRequest {
     const caller = requireCaller(ctx);
-    return { ...p, entityId, caller, authorize: (facts) => decidePushAccess(caller, facts), signal: ctx.signal };
+    return { ...p, entityId, caller, authorize: (facts, hasVersions) => decidePushAccess(caller, facts, hasVersions), signal: ctx.signal };
   }
 
   async getUploadUrl(req: GetUploadUrlRequest, ctx: HandlerContext): Promise<Init<typeof GetUploadUrlResponseSchema>> {

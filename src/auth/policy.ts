@@ -52,10 +52,14 @@ export function decideWrite(caller: Caller, facts: AccessFacts): Decision {
 }
 
 /**
- * Pushes: like writes, except that an entity with no publishers yet is
- * claimed by the first caller with the publisher role who pushes to it.
+ * Pushes: like writes, except that an unclaimed entity (no publisher and no
+ * version: one that does not exist yet) is claimed by the first caller who
+ * may push to it, with the publisher role or as an admin: that caller
+ * becomes its first publisher, so no entity ever has versions and nobody
+ * to own them. One that somehow has versions but no publisher is never
+ * claimable: only an admin may push to it (and add its publishers).
  */
-export function decidePushAccess(caller: Caller, facts: AccessFacts): Decision {
-  if (!facts.hasPublishers && has(caller, publisherRole)) return "claim";
+export function decidePushAccess(caller: Caller, facts: AccessFacts, hasVersions: boolean): Decision {
+  if (!facts.hasPublishers && !hasVersions && (has(caller, publisherRole) || has(caller, adminRole))) return "claim";
   return decideWrite(caller, facts);
 }

@@ -49,7 +49,7 @@ export interface PushRequest {
   readonly setAsActive: boolean;
   readonly caller: Caller;
   /** Decides, from the caller's access facts, whether the push may go on (with a first push's claim). */
-  readonly authorize: (facts: AccessFacts) => Decision;
+  readonly authorize: (facts: AccessFacts, hasVersions: boolean) => Decision;
   /** Confirm only: the upload it confirms. */
   readonly uploadId?: string | undefined;
   /** The call's signal: its deadline. Reads stop waiting, and a transaction never commits, once it aborts. */
@@ -394,7 +394,7 @@ export class VersionStore {
     const read = (id: string | null | undefined) => (id === null || id === undefined ? Promise.resolve(undefined) : byId(id));
     const [duplicate, versionTaken, uploadVersion] = await Promise.all([read(row?.duplicate_id), read(row?.taken_id), read(row?.upload_version_id)]);
     const facts: PushFacts<VersionRecord> = {
-      access: push.authorize(toAccessFacts(row)),
+      access: push.authorize(toAccessFacts(row), tipVersionId !== null && tipVersionId !== undefined),
       tipVersionId: tipVersionId ?? undefined,
       duplicate,
       versionTaken,
@@ -613,7 +613,7 @@ export class VersionStore {
           const named = (id: string | null) => (id === null ? undefined : { id, isActive: id === entity.active_version_id });
           const outcome = decidePush(
             {
-              access: input.authorize(toAccessFacts(row)),
+              access: input.authorize(toAccessFacts(row), entity.tip_version_id !== null),
               tipVersionId: entity.tip_version_id ?? undefined,
               duplicate: named(row.duplicate_id),
               versionTaken: named(row.taken_id),

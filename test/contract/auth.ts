@@ -84,6 +84,21 @@ export function authSuite(backend: Backend) {
     assert.match(hidden.body.error, "does not exist, or you have no access to it");
   });
 
+  s("an admin's first push makes it the first publisher: the entity is never left for a stranger to claim", async ({ svc }) => {
+    const e = newEntityId();
+    const admin = svc.restAs(bearer(await token({ sub: "root", roles: ["admin"] })));
+    const v1 = (await push({ rest: admin }, e, { setAsActive: true })).confirm!.body.version;
+    assert.equal((await admin.get(`/api/entities/${e}/access`)).body.publishers, ["root"]);
+    const mallory = svc.restAs(bearer(await token({ sub: "mallory", roles: ["publisher"] })));
+    // No base: a claim would have been told STALE_BASE with the tip; a taken id says nothing of it.
+    const noBase = await mallory.post(`/api/entities/${e}/versions/upload-url`, { version: "2026.01.01-000000", source_hash: "a".repeat(64) });
+    assert.equal([noBase.status, noBase.body.code, noBase.body.latest_version], [404, "ENTITY_NOT_FOUND", undefined], JSON.stringify(noBase.body));
+    const onTip = await push({ rest: mallory }, e, { base: v1.id, setAsActive: true });
+    assert.equal([onTip.res.status, onTip.res.body.code], [404, "ENTITY_NOT_FOUND"]);
+    assert.is((await admin.get(`/api/entities/${e}/active-version`)).body.id, v1.id);
+    assert.equal((await admin.get(`/api/entities/${e}/access`)).body.publishers, ["root"]);
+  });
+
   s("racing first pushes by two publishers: exactly one claims the entity", async ({ svc }) => {
     const e = newEntityId();
     const alice = svc.restAs(bearer(await token({ sub: "alice", roles: ["publisher"] })));

@@ -79,7 +79,7 @@ export function confirmGroupsSuite(backend: Backend) {
       packageJson: { name: "x" },
       baseVersionId: "",
       caller: publisher,
-      authorize: (facts) => decision ?? decidePushAccess(publisher, facts),
+      authorize: (facts, hasVersions) => decision ?? decidePushAccess(publisher, facts, hasVersions),
       setAsActive: false,
       force: false,
       now: new Date(Math.floor(Date.now() / 1000) * 1000),

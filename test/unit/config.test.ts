@@ -22,7 +22,7 @@ test("production listens everywhere and bounds token lifetimes by default", () =
     NODE_ENV: "production",
     DATABASE_URL: "mysql://u:p@db:3306/versions",
     AZURE_STORAGE_CONNECTION_STRING: "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=a2V5;EndpointSuffix=core.windows.net",
-    PAGE_TOKEN_SECRET: "p".repeat(40),
+    PAGE_TOKEN_SECRET: "Hk4Qw8Zr2Nv6Tc1Lm9Xb5Pj3Fs7Dg0Ya+page",
     AUTH_JWKS_URL: "https://login.example.com/jwks.json",
     AUTH_ISSUER: "https://login.example.com/",
     AUTH_AUDIENCE: "entity-versions",
@@ -38,7 +38,7 @@ test("production refuses weak settings, each with a message naming the variable"
     NODE_ENV: "production",
     DATABASE_URL: "mysql://u:p@db:3306/versions",
     AZURE_STORAGE_CONNECTION_STRING: "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=a2V5;EndpointSuffix=core.windows.net",
-    PAGE_TOKEN_SECRET: "p".repeat(40),
+    PAGE_TOKEN_SECRET: "Hk4Qw8Zr2Nv6Tc1Lm9Xb5Pj3Fs7Dg0Ya+page",
     AUTH_JWT_SECRET: "Zq3x9Lr7Tb2Wm5Kc8Hf1Jd4Gs6Pn0Vy+/AbCdEfGh=",
   };
   assert.is(loadConfig(good).production, true);
@@ -54,6 +54,9 @@ test("production refuses weak settings, each with a message naming the variable"
     [{ AUTH_JWT_SECRET: "abcdefgh".repeat(4) }, "AUTH_JWT_SECRET"],
     [{ AZURE_STORAGE_CONNECTION_STRING: "DefaultEndpointsProtocol=http;AccountName=acct;AccountKey=a2V5;EndpointSuffix=core.windows.net" }, "https"],
     [{ AZURE_STORAGE_CONNECTION_STRING: "AccountName=acct;AccountKey=a2V5;BlobEndpoint=http://10.0.0.5:10000/acct" }, "https"],
+    [{ PAGE_TOKEN_SECRET: "a".repeat(36) }, "random PAGE_TOKEN_SECRET"],
+    [{ PAGE_TOKEN_SECRET: "abcd".repeat(9) }, "random PAGE_TOKEN_SECRET"],
+    [{ AZURE_STORAGE_CONNECTION_STRING: "UseDevelopmentStorage=true;DevelopmentStorageProxyUri=https://10.0.0.5;AccountName=acct;AccountKey=c29tZXRoaW5nZWxzZQ==" }, "UseDevelopmentStorage"],
     [{ ORPHAN_GRACE_SECONDS: "600" }, "ORPHAN_GRACE_SECONDS"],
     [{ UPLOAD_URL_TTL_SECONDS: "86400" }, "ORPHAN_GRACE_SECONDS"],
   ];

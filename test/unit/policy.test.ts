@@ -23,20 +23,26 @@ test("writes need the publisher role and being a publisher; readers are forbidde
   assert.is(decideWrite(caller(["admin"]), facts({})), "allow");
 });
 
-test("a push to an entity without publishers claims it, with the publisher role only", () => {
-  assert.is(decidePushAccess(caller(["publisher"]), noAccess), "claim");
-  assert.is(decidePushAccess(caller(["publisher", "admin"]), noAccess), "claim");
-  assert.is(decidePushAccess(caller([]), noAccess), "hidden");
-  assert.is(decidePushAccess(caller(["admin"]), noAccess), "allow");
-  assert.is(decidePushAccess(caller(["publisher"]), facts({})), "hidden");
+test("an unclaimed entity (no publisher, no version) is claimed by its first pusher: the publisher role or an admin", () => {
+  assert.is(decidePushAccess(caller(["publisher"]), noAccess, false), "claim");
+  assert.is(decidePushAccess(caller(["publisher", "admin"]), noAccess, false), "claim");
+  assert.is(decidePushAccess(caller(["admin"]), noAccess, false), "claim", "an admin's first push records it as the first publisher");
+  assert.is(decidePushAccess(caller([]), noAccess, false), "hidden");
+  assert.is(decidePushAccess(caller(["publisher"]), facts({}), false), "hidden");
+});
+
+test("an entity with versions but no publisher is never claimable: only an admin may push to it", () => {
+  assert.is(decidePushAccess(caller(["publisher"]), noAccess, true), "hidden");
+  assert.is(decidePushAccess(caller(["admin"]), noAccess, true), "allow");
+  assert.is(decidePushAccess(caller(["publisher"]), { ...noAccess, isShared: true }, true), "forbidden");
 });
 
 test("facts read without has_publishers (reads) can never let a push claim the entity", () => {
   const row = { is_publisher: 0, has_publishers: null, is_shared: 0, in_org_store: 0, public_store: 1 };
   assert.is(toAccessFacts(row).hasPublishers, true);
-  assert.is(decidePushAccess(caller(["publisher"]), toAccessFacts(row)), "forbidden");
+  assert.is(decidePushAccess(caller(["publisher"]), toAccessFacts(row), false), "forbidden");
   assert.is(toAccessFacts({ ...row, has_publishers: 0 }).hasPublishers, false);
-  assert.is(decidePushAccess(caller(["publisher"]), toAccessFacts({ ...row, has_publishers: 0 })), "claim");
+  assert.is(decidePushAccess(caller(["publisher"]), toAccessFacts({ ...row, has_publishers: 0 }), false), "claim");
   assert.is(toAccessFacts(undefined).hasPublishers, false);
 });
 
