@@ -416,13 +416,19 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     return reply.code(rendered.status).headers(rendered.headers).send(rendered.body);
   });
 
+  const rpcMethods = new Map<string, readonly string[]>();
   const connectOptions = {
+    methodsByPath: rpcMethods,
     contextValues,
     callPass: (req: FastifyRequest) => req.callPass,
     outcome: (req: FastifyRequest) => req.rpcOutcome,
     refused,
     bodyGuard,
     readMaxBytes: deps.bodyLimitBytes,
+    // The protobuf JSON mapping's default, which REST follows too: a
+    // misspelt field is refused rather than dropped (a misspelt
+    // base_version_id would otherwise become a STALE_BASE).
+    jsonOptions: { ignoreUnknownFields: false },
     shutdownSignal: shutdown.signal,
   };
   await app.register(connectRoutes, {
@@ -473,6 +479,12 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   });
 
   app.setNotFoundHandler((req, reply) => {
+    const path = req.url.split("?")[0]!;
+    const allowed = rpcMethods.get(path) ?? restRoutes.allowedMethods(path);
+    if (allowed.length > 0) {
+      const rendered = renderRestError(apiError("METHOD_NOT_ALLOWED", { method: req.method, path, allowed: allowed.join(", ") }));
+      return reply.code(rendered.status).header("allow", allowed.join(", ")).send(rendered.body);
+    }
     const rpc = unknownMethodAnswer(req.method, req.url, req.headers["content-type"]);
     if (rpc !== undefined && rpc.body === "") {
       // Trailers-Only: headers set before end() go out in one HEADERS frame
@@ -483,12 +495,6 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       return reply;
     }
     if (rpc !== undefined) return reply.code(rpc.status).headers(rpc.headers).send(rpc.body);
-    const path = req.url.split("?")[0]!;
-    const allowed = restRoutes.allowedMethods(path);
-    if (allowed.length > 0) {
-      const rendered = renderRestError(apiError("METHOD_NOT_ALLOWED", { method: req.method, path, allowed: allowed.join(", ") }));
-      return reply.code(rendered.status).header("allow", allowed.join(", ")).send(rendered.body);
-    }
     const rendered = renderRestError(apiError("ROUTE_NOT_FOUND", { method: req.method, path }));
     return reply.code(rendered.status).send(rendered.body);
   });

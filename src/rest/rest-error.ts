@@ -2,6 +2,7 @@ import { create, type JsonObject, type MessageInitShape, toJson } from "@bufbuil
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema, RetryInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { reasonOf } from "../errors/api-error.js";
+import { bearerChallenge } from "../errors/bearer-challenge.js";
 import { catalog, httpStatusOfCode } from "../errors/catalog.js";
 
 /** An error as the REST gateway answers it. */
@@ -26,14 +27,8 @@ export function renderRestError(error: ConnectError): RestErrorResponse {
   const code = reason ?? Code[error.code].replace(/([a-z])([A-Z])/g, "$1_$2").toUpperCase();
   const body: JsonObject = { error: error.rawMessage, code };
   const headers: Record<string, string> = {};
-  // RFC 6750 (3): a 401 names the scheme; one that refused a token the
-  // client sent says so (invalid_token), with why in error_description.
-  if (error.code === Code.Unauthenticated) {
-    headers["www-authenticate"] =
-      reason === "AUTH_REQUIRED"
-        ? 'Bearer realm="entity-versions"'
-        : `Bearer realm="entity-versions", error="invalid_token", error_description="${error.rawMessage.replace(/["\\]/g, "'").replace(/[^\x20-\x7e]/g, "?")}"`;
-  }
+  const challenge = bearerChallenge(error);
+  if (challenge !== undefined) headers["www-authenticate"] = challenge;
   for (const d of error.details) {
     if (!("desc" in d)) continue;
     if (d.desc.typeName === RetryInfoSchema.typeName) {

@@ -47,6 +47,12 @@ export interface ConnectRoutesOptions extends ConnectRouterOptions {
   readonly refused: (req: FastifyRequest) => boolean;
   /** What each request body is read against. */
   readonly bodyGuard: (req: FastifyRequest, reply: FastifyReply) => BodyGuard;
+  /**
+   * Filled with the HTTP methods each RPC path takes (POST; GET too for a
+   * Connect GET), so that a path called with another is answered 405 with
+   * `Allow`, as the REST paths are.
+   */
+  readonly methodsByPath?: Map<string, readonly string[]>;
 }
 
 const encoder = new TextEncoder();
@@ -209,9 +215,14 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
         if (!(error instanceof ConnectError)) throw error;
       }
     };
+    // Only the methods Connect's handler takes (GET for a Connect GET of a
+    // method without side effects); no HEAD, which no RPC protocol sends.
+    const methods = [...new Set(handler.allowedMethods)];
+    opts.methodsByPath?.set(handler.requestPath, methods);
     instance.route({
-      method: ["POST", "GET"],
+      method: methods,
       url: handler.requestPath,
+      exposeHeadRoute: false,
       config,
       handler: async (req, reply) => {
         const outcome = opts.outcome(req);

@@ -1,6 +1,7 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { BlobStoreUnavailableError } from "../blob/blob-store.js";
 import { apiError, reasonOf } from "../errors/api-error.js";
+import { bearerChallenge } from "../errors/bearer-challenge.js";
 import { classifyDbError } from "../store/db-errors.js";
 
 /** The part of a pino logger the interceptor uses. */
@@ -38,6 +39,13 @@ export function toCatalogError(error: unknown, log: ErrorLogger, rpc: string): C
   return apiError("INTERNAL", {}, { cause: error });
 }
 
+/** A catalog error as it leaves: a 401 carries its challenge (bearerChallenge) on every protocol. */
+function challenged(error: ConnectError): ConnectError {
+  const challenge = bearerChallenge(error);
+  if (challenge !== undefined) error.metadata.set("www-authenticate", challenge);
+  return error;
+}
+
 /**
  * The outermost interceptor: every error leaves through toCatalogError,
  * including one that ends a stream after it began.
@@ -64,7 +72,7 @@ export function errorInterceptor(log: ErrorLogger): Interceptor {
         })(),
       };
     }
-    const answer = (error: unknown) => (error instanceof ConnectError && fromClient?.has(error) === true ? error : toCatalogError(error, log, req.method.name));
+    const answer = (error: unknown) => (error instanceof ConnectError && fromClient?.has(error) === true ? error : challenged(toCatalogError(error, log, req.method.name)));
     let res;
     try {
       res = await next(req);

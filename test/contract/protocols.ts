@@ -51,6 +51,16 @@ export function protocolsSuite(backend: Backend) {
     assert.is(get.body.code, "not_found");
     assert.is(get.body.details[0].type, "google.rpc.ErrorInfo");
     assert.is(get.headers.get("vary"), "Accept-Encoding", "a cacheable GET says its answer depends on Accept-Encoding");
+    // A 401 names its scheme (RFC 9110 15.5.2), as REST's does.
+    const anonymous = await fetch(`${svc.url}/entityversions.v1.EntityVersionsService/GetVersion`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+    assert.equal([anonymous.status, anonymous.headers.get("www-authenticate")], [401, 'Bearer realm="entity-versions"']);
+    const badToken = await fetch(`${svc.url}/entityversions.v1.EntityVersionsService/GetVersion`, { method: "POST", headers: { "content-type": "application/json", authorization: "Bearer not.a.jwt" }, body: "{}" });
+    assert.is(badToken.status, 401);
+    assert.match(badToken.headers.get("www-authenticate") ?? "", 'Bearer realm="entity-versions", error="invalid_token", error_description="');
+    // A misspelt field is refused, as the protobuf JSON mapping and REST do, not dropped.
+    const misspelt = await svc.rest.post("/entityversions.v1.EntityVersionsService/GetVersion", { entityId: e, versionId: v.id, version_idd: "x" });
+    assert.equal([misspelt.status, misspelt.body.code], [400, "invalid_argument"]);
+    assert.match(misspelt.body.message, 'key "version_idd" is unknown');
   });
 
   s("Connect binary (application/proto) reaches the same service", async ({ svc }) => {
@@ -179,6 +189,18 @@ export function protocolsSuite(backend: Backend) {
     // A literal segment of one route and a variable of another: GET reaches GetVersion, as routing does.
     const upload = await svc.rest.get(`/api/entities/${e}/versions/upload-url`);
     assert.is.not(upload.status, 405);
+    // RPC paths too: POST, and GET where Connect takes one (a method without side effects); never HEAD.
+    const rpc = `${svc.url}/entityversions.v1.EntityVersionsService`;
+    for (const [method, path, allow] of [
+      ["PUT", "GetVersion", "POST, GET"],
+      ["HEAD", "GetVersion", "POST, GET"],
+      ["DELETE", "SetActiveVersion", "POST"],
+      ["GET", "SetActiveVersion", "POST"],
+    ] as const) {
+      const wrong = await fetch(`${rpc}/${path}`, { method });
+      assert.equal([wrong.status, wrong.headers.get("allow")], [405, allow], `${method} ${path}`);
+      if (method !== "HEAD") assert.is(((await wrong.json()) as { code: string }).code, "METHOD_NOT_ALLOWED");
+    }
     const unknown = await fetch(`${svc.url}/api/nothing-here`);
     assert.is(unknown.status, 404);
     assert.match(((await unknown.json()) as { error: string }).error, /\/docs and in \/openapi\.json/);
