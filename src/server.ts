@@ -86,34 +86,52 @@ function requestIdFor(sent: string | string[] | undefined): string {
   return typeof sent === "string" && requestIdPattern.test(sent) ? sent : randomUUID();
 }
 
+/** How long a client whose answer has gone out may take to end the body it was sending before its stream is reset. */
+const unreadBodyGraceMs = 100;
+
 /**
- * Ends an answered HTTP/2 stream whose body was left unread with
- * RST_STREAM NO_ERROR (RFC 9113, 8.1), so its client stops sending: without
- * it the stream (and its answer's "finish") waits for a body nobody reads.
- * The reset may only follow the answer's END_STREAM, and nghttp2 sends a
- * reset ahead of DATA frames still queued: so it waits until the stream is
- * closed on this side (END_STREAM sent), checking every few milliseconds,
- * for at most a second (a client that stopped reading gets the reset then).
+ * Ends an answered HTTP/2 stream whose body was left unread: without this
+ * the stream (and its answer's "finish") waits for a body nobody reads.
+ * From the answer's end, the rest of the body is read and dropped; once
+ * the answer's END_STREAM has gone (nghttp2 sends a reset ahead of DATA
+ * frames still queued, so it checks every few milliseconds, for at most a
+ * second: a client that stopped reading is reset then), a client that has
+ * not ended its body within `unreadBodyGraceMs` is sent RST_STREAM
+ * NO_ERROR (RFC 9113, 8.1), so it stops sending. The grace is for a small
+ * body sent just after the headers the answer was made from (a refusal,
+ * an unknown method): ended, it needs no reset, and some clients drop an
+ * answer that a reset follows (curl 7.88 does). Node resets a stream whose
+ * body was never read as soon as its answer ends; reading from then on,
+ * before Node's own "finish" listener runs, leaves the reset to this.
  */
 function endUnreadStream(req: http2.Http2ServerRequest): void {
   const stream = req.stream;
-  stream.once("finish", () => {
+  // Node destroys a stream only once its body has been read to the end
+  // (or reset): what is buffered is dropped, so that it, and its answer for
+  // the log and metrics, ends now.
+  const drop = () => {
+    while (stream.read() !== null);
+  };
+  stream.prependOnceListener("finish", () => {
     if (req.complete) return;
+    stream.resume();
     const giveUpAt = Date.now() + 1000;
-    const reset = () => {
+    const settle = () => {
       if (stream.closed || stream.destroyed) return;
       if (stream.state.localClose !== 1 && Date.now() < giveUpAt) {
-        setTimeout(reset, 2);
+        setTimeout(settle, 2);
         return;
       }
-      stream.close(http2.constants.NGHTTP2_NO_ERROR);
-      // Node destroys a stream closed with NO_ERROR only once its body has
-      // been read to the end: the unread rest is dropped instead, so the
-      // stream (and its answer, for the log and metrics) ends now.
-      stream.resume();
-      while (stream.read() !== null);
+      drop();
+      if (stream.state.remoteClose === 1) return;
+      const timer = setTimeout(() => {
+        if (stream.closed || stream.destroyed) return;
+        if (stream.state.remoteClose !== 1) stream.close(http2.constants.NGHTTP2_NO_ERROR);
+        drop();
+      }, unreadBodyGraceMs);
+      stream.once("close", () => clearTimeout(timer));
     };
-    setImmediate(reset);
+    setImmediate(settle);
   });
 }
 

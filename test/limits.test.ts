@@ -8,6 +8,7 @@ import http2 from "node:http2";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { createTestDatabase, type TestDatabase } from "./support/env.js";
+import { flag, frameType, RawH2 } from "./support/raw-h2.js";
 import { serviceEnv, spawnService, type TestService } from "./support/service.js";
 
 type Spawned = Awaited<ReturnType<typeof spawnService>>;
@@ -213,6 +214,27 @@ s("HTTP/2: a refusal answered before its body is read reaches the client whole, 
   assert.equal([...new Set(answers)].sort(), ["whole rst=0 unauthenticated", "whole rst=0 AUTH_REQUIRED"].sort(), JSON.stringify(answers));
 });
 
+s("HTTP/2: a refused request whose body ends just after its answer ends plainly, with no RST_STREAM (curl drops answers a reset follows); a body that does not come is stopped with RST_STREAM NO_ERROR", async ({ svc }) => {
+  const h2 = await RawH2.connect(svc.url);
+  try {
+    const request = [[":method", "POST"], [":scheme", "http"], [":authority", "localhost"], [":path", "/entityversions.v1.EntityVersionsService/GetVersion"], ["content-type", "application/json"]] as const;
+    const answered = (id: number) => h2.on(id).some((f) => (f.type === frameType.headers || f.type === frameType.data) && (f.flags & flag.endStream) !== 0);
+    h2.request(1, request, "");
+    h2.request(3, request, undefined);
+    h2.request(5, request, undefined);
+    // Refused from its headers (no token): the body comes once the answer is in.
+    assert.ok(await h2.until(() => answered(3)), JSON.stringify(h2.frames.map((f) => [f.stream, f.type, f.flags])));
+    h2.end(3, "{}");
+    assert.ok(await h2.until(() => [1, 5].every(answered)));
+    assert.ok(await h2.until(() => h2.on(5).some((f) => f.type === frameType.rstStream)), "the stream whose body never came is reset");
+    await sleep(300);
+    for (const id of [1, 3]) assert.equal(h2.on(id).filter((f) => f.type === frameType.rstStream), [], `stream ${id} ended its body: no reset`);
+    assert.is(h2.on(5).find((f) => f.type === frameType.rstStream)!.payload.readUInt32BE(0), 0, "NO_ERROR");
+  } finally {
+    h2.close();
+  }
+});
+
 s("HTTP/2: a body refused past MAX_REQUEST_BYTES frees its stream and its bytes at once, not when the connection closes", async ({ svc }) => {
   const session = http2.connect(svc.url);
   session.on("error", () => {});
@@ -238,6 +260,27 @@ s("HTTP/2: a body refused past MAX_REQUEST_BYTES frees its stream and its bytes 
     const metrics = await (await fetch(`${svc.url}/metrics`)).text();
     const counted = Number(/entity_versions_rpc_requests_total\{rpc="entityversions.v1.EntityVersionsService\/GetActiveVersion",protocol="grpc",code="resource_exhausted"\} (\d+)/.exec(metrics)?.[1] ?? 0);
     assert.ok(counted >= 5, `counted ${counted} of 5 while the connection is open`);
+  } finally {
+    session.destroy();
+  }
+});
+
+s("HTTP/2 advertises its header list limit (64 KiB): a request past it is refused, and the session goes on serving", async ({ svc }) => {
+  const session = http2.connect(svc.url);
+  session.on("error", () => {});
+  try {
+    await new Promise<void>((resolve) => session.once("remoteSettings", () => resolve()));
+    assert.is(session.remoteSettings.maxHeaderListSize, 64 * 1024);
+    const get = (headers: Record<string, string>) =>
+      new Promise<string>((resolve) => {
+        const req = session.request({ ":path": "/healthz", ...headers });
+        req.on("response", (h) => resolve(String(h[":status"])));
+        req.on("error", () => resolve(`rst ${req.rstCode}`));
+        req.end();
+      });
+    assert.is(await get({ "x-big": "a".repeat(60 * 1024) }), "200");
+    assert.is(await get({ "x-big": "a".repeat(70 * 1024) }), `rst ${http2.constants.NGHTTP2_REFUSED_STREAM}`);
+    assert.is(await get({}), "200", "the same session still serves");
   } finally {
     session.destroy();
   }

@@ -42,7 +42,7 @@ const preface = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
  * an inner HTTP/1.1 server; both call the same handler.
  *
  * HTTP/2 sessions advertise `maxConcurrentStreams` (Node's default is
- * 2^32-1) and are closed with GOAWAY after `idleTimeoutMs` without traffic
+ * 2^32-1) and `maxHeaderListBytes`, and are closed with GOAWAY after `idleTimeoutMs` without traffic
  * (Node sets no idle timeout on HTTP/2 sessions by default).
  *
  * Closing it stops accepting, lets requests in flight finish, closes idle
@@ -50,6 +50,9 @@ const preface = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
  * `Connection: close`, and sends GOAWAY to HTTP/2 sessions once their
  * streams end.
  */
+/** The most header bytes an HTTP/2 request may carry (SETTINGS_MAX_HEADER_LIST_SIZE; HTTP/1.1's is Node's 16 KiB). */
+export const maxHeaderListBytes = 64 * 1024;
+
 export function createOnePortServer(handler: RequestHandler, options: OnePortOptions = {}): OnePortServer {
   const idleTimeoutMs = options.idleTimeoutMs ?? 65_000;
   const h1 = http.createServer(
@@ -61,7 +64,10 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
     handler as http.RequestListener,
   );
   const h2 = http2.createServer(
-    { settings: { maxConcurrentStreams: options.maxConcurrentStreams ?? 100 } },
+    // The header list size a session takes is advertised (Node advertises
+    // none, 2^32-1, yet nghttp2 refuses a block of 64 KiB), so that clients
+    // learn the limit before they pass it.
+    { settings: { maxConcurrentStreams: options.maxConcurrentStreams ?? 100, maxHeaderListSize: maxHeaderListBytes } },
     handler as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void,
   );
   // Node applies the server's timeout to each session; with no "timeout"

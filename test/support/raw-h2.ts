@@ -1,0 +1,96 @@
+import net from "node:net";
+
+/** One HTTP/2 frame as received: its type, flags, stream and payload (RFC 9113, 4.1). */
+export interface RawFrame {
+  readonly type: number;
+  readonly flags: number;
+  readonly stream: number;
+  readonly payload: Buffer;
+}
+
+export const frameType = { data: 0x0, headers: 0x1, rstStream: 0x3, settings: 0x4, goaway: 0x7 } as const;
+export const flag = { endStream: 0x1, ack: 0x1, endHeaders: 0x4 } as const;
+
+function frame(type: number, flags: number, stream: number, payload: Buffer = Buffer.alloc(0)): Buffer {
+  const head = Buffer.alloc(9);
+  head.writeUIntBE(payload.length, 0, 3);
+  head[3] = type;
+  head[4] = flags;
+  head.writeUInt32BE(stream, 5);
+  return Buffer.concat([head, payload]);
+}
+
+/** An HPACK header block of literals without indexing or Huffman coding (RFC 7541, 6.2.2): the simplest a server must read. */
+function headerBlock(headers: ReadonlyArray<readonly [string, string]>): Buffer {
+  const length = (n: number) => {
+    if (n < 127) return Buffer.from([n]);
+    const bytes = [127];
+    for (n -= 127; n >= 128; n >>= 7) bytes.push((n & 127) | 128);
+    bytes.push(n);
+    return Buffer.from(bytes);
+  };
+  return Buffer.concat(headers.flatMap(([name, value]) => [Buffer.from([0]), length(name.length), Buffer.from(name), length(Buffer.byteLength(value)), Buffer.from(value)]));
+}
+
+/**
+ * A bare HTTP/2 client over one TCP connection that records every frame
+ * the server sends: what Node's and curl's clients hide, such as an
+ * RST_STREAM after a stream has ended, can then be seen.
+ */
+export class RawH2 {
+  readonly frames: RawFrame[] = [];
+  #buffer = Buffer.alloc(0);
+
+  private constructor(private readonly socket: net.Socket) {
+    socket.on("data", (chunk: Buffer) => {
+      this.#buffer = Buffer.concat([this.#buffer, chunk]);
+      while (this.#buffer.length >= 9) {
+        const length = this.#buffer.readUIntBE(0, 3);
+        if (this.#buffer.length < 9 + length) break;
+        const f = { type: this.#buffer[3]!, flags: this.#buffer[4]!, stream: this.#buffer.readUInt32BE(5) & 0x7fffffff, payload: this.#buffer.subarray(9, 9 + length) };
+        this.#buffer = this.#buffer.subarray(9 + length);
+        this.frames.push(f);
+        if (f.type === frameType.settings && (f.flags & flag.ack) === 0) socket.write(frame(frameType.settings, flag.ack, 0));
+      }
+    });
+  }
+
+  /** Connects with prior knowledge: the preface and empty SETTINGS. */
+  static async connect(url: string): Promise<RawH2> {
+    const { hostname, port } = new URL(url);
+    const socket = net.connect(Number(port), hostname);
+    await new Promise<void>((resolve, reject) => socket.once("connect", resolve).once("error", reject));
+    socket.write(Buffer.concat([Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), frame(frameType.settings, 0, 0)]));
+    return new RawH2(socket);
+  }
+
+  /**
+   * Opens `stream` with these headers, in one write with its whole `body`
+   * (ended), or with none: ended at once when `body` is "", left open for
+   * a body that never comes when it is undefined.
+   */
+  request(stream: number, headers: ReadonlyArray<readonly [string, string]>, body: string | undefined): void {
+    const open = frame(frameType.headers, flag.endHeaders | (body === "" ? flag.endStream : 0), stream, headerBlock(headers));
+    this.socket.write(body === undefined || body === "" ? open : Buffer.concat([open, frame(frameType.data, flag.endStream, stream, Buffer.from(body))]));
+  }
+
+  /** Sends the rest of a stream's body, ending it. */
+  end(stream: number, body: string): void {
+    this.socket.write(frame(frameType.data, flag.endStream, stream, Buffer.from(body)));
+  }
+
+  /** The frames received on one stream. */
+  on(stream: number): RawFrame[] {
+    return this.frames.filter((f) => f.stream === stream);
+  }
+
+  /** Waits until `done` holds of the frames received, for at most `ms`. */
+  async until(done: (frames: readonly RawFrame[]) => boolean, ms = 5_000): Promise<boolean> {
+    for (const end = Date.now() + ms; Date.now() < end; await new Promise((r) => setTimeout(r, 10))) if (done(this.frames)) return true;
+    return done(this.frames);
+  }
+
+  close(): void {
+    this.socket.destroy();
+  }
+}
