@@ -9,7 +9,7 @@ import type {
 } from "../../gen/entityversions/v1/entity_events_pb.js";
 import type { Caller } from "../auth/caller.js";
 import { decideRead } from "../auth/policy.js";
-import { apiError } from "../errors/api-error.js";
+import { apiError, reasonOf } from "../errors/api-error.js";
 import type { EventHub, Watch } from "../events/event-hub.js";
 import { abortError } from "../rpc/deadline-interceptor.js";
 import type { AccessStore } from "../store/access-store.js";
@@ -137,7 +137,11 @@ export class EntityEventsServiceImpl implements ServiceImpl<typeof EntityEventsS
       }
     } catch (error) {
       // The call's signal: its deadline, the client gone, the server stopping.
-      throw ctx.signal.aborted && error === ctx.signal.reason ? abortError(error) : error;
+      if (!ctx.signal.aborted || error !== ctx.signal.reason) throw error;
+      const ended = abortError(error);
+      // A watch's deadline is its client's: it says where to resume, as the other ends of a watch do.
+      if (reasonOf(ended) === "DEADLINE_EXCEEDED" && watch.position !== undefined) throw apiError("DEADLINE_EXCEEDED", { lastEventId: eventIdOf(watch.position) }, { cause: error });
+      throw ended;
     } finally {
       stopExpiry();
       watch.close();

@@ -111,9 +111,12 @@ export const catalog = Object.freeze({
     // As Kubernetes answers a watch from a resourceVersion it no longer has.
     { httpStatus: 410 },
   ),
-  DEADLINE_EXCEEDED: spec(
+  DEADLINE_EXCEEDED: spec<{ lastEventId?: string }>(
     Code.DeadlineExceeded,
-    () => "The call did not finish within its deadline (a dependency may be slow): retry; retrying a push or a confirm is safe.",
+    (p) =>
+      p.lastEventId === undefined
+        ? "The call did not finish within its deadline (a dependency may be slow): retry; retrying a push or a confirm is safe."
+        : `The watch reached the deadline its client set: watch again with after_event_id=${p.lastEventId} to miss nothing.`,
     { retryable: true },
   ),
   ROUTE_NOT_FOUND: spec<{ method: string; path: string }>(

@@ -131,6 +131,30 @@ export function watchSuite(backend: Backend) {
     }
   });
 
+  s("a watch ended by its client's deadline says where to resume: DEADLINE_EXCEEDED naming the last event sent", async ({ svc }) => {
+    const owner = await user(svc, "owner", ["publisher"]);
+    const { e } = await entityWithVersion(owner.rest);
+    // Connect streaming by hand: a client library would end the call at its own deadline, before the server's answer.
+    const request = Buffer.from(JSON.stringify({ entityId: e }));
+    const envelope = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), request]);
+    envelope.writeUInt32BE(request.length, 1);
+    const res = await fetch(`${svc.url}/entityversions.v1.EntityEventsService/WatchEvents`, {
+      method: "POST",
+      headers: { ...owner.headers, "content-type": "application/connect+json", "connect-protocol-version": "1", "connect-timeout-ms": "1000" },
+      body: envelope,
+    });
+    const body = Buffer.from(await res.arrayBuffer());
+    const messages: Array<{ flags: number; json: any }> = [];
+    for (let at = 0; at < body.length; at += 5 + body.readUInt32BE(at + 1)) {
+      messages.push({ flags: body[at]!, json: JSON.parse(body.subarray(at + 5, at + 5 + body.readUInt32BE(at + 1)).toString()) });
+    }
+    const end = messages.at(-1)!;
+    assert.is(end.flags & 2, 2, "an end-stream message");
+    assert.is(end.json.error.code, "deadline_exceeded");
+    assert.match(end.json.error.message, "watch again with after_event_id=3 to miss nothing");
+    assert.equal(messages[0]!.json, { bookmark: { lastEventId: "3" } });
+  });
+
   s("HEAD is not a watch: 405 naming GET, and no watch is left open", async ({ svc }) => {
     const owner = await user(svc, "owner", ["publisher"]);
     const { e } = await entityWithVersion(owner.rest);
