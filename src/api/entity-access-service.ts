@@ -33,7 +33,7 @@ export interface EntityAccessDeps {
 function principal(value: string, field: string): string {
   if (value === "") throw apiError("INVALID_ARGUMENT", { field, problem: "is required" });
   if (!principalIdPattern.test(value)) {
-    throw apiError("INVALID_ARGUMENT", { field, problem: "must be 1 to 255 printable characters of valid UTF-8, without spaces" });
+    throw apiError("INVALID_ARGUMENT", { field, problem: "must be 1 to 255 printable characters of valid UTF-8, without spaces, and not . or .." });
   }
   return value;
 }

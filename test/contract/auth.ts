@@ -158,6 +158,12 @@ export function authSuite(backend: Backend) {
     const bad = await admin.post(`/api/entities/${e}/shares`, { user_id: "has space" });
     assert.is(bad.status, 400);
     assert.match(bad.body.error, "user_id");
+    // Dot segments: a client or proxy would resolve them away in the path that removes the id.
+    for (const dots of [".", ".."]) {
+      const refused = await admin.post(`/api/entities/${e}/shares`, { user_id: dots });
+      assert.equal([refused.status, refused.body.code], [400, "INVALID_ARGUMENT"], dots);
+      assert.match(refused.body.error, "not . or ..");
+    }
     // Bytes that are not UTF-8 arrive as U+FFFD: refused, not stored as another id.
     const notUtf8 = await fetch(`${svc.url}/api/entities/${e}/shares`, {
       method: "POST",
