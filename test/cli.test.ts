@@ -451,7 +451,23 @@ function defineCliBasics(): void {
     const missing = await cli(["push", "."], { cwd: work });
     expectExit(missing, 2, "push without --entity");
     assert.match(missing.stderr, "required option '--entity <id>' not specified");
-    assert.match(missing.stderr, 'see "entity-versions <command> --help" for the command\'s options and an example');
+    assert.match(missing.stderr, 'see "entity-versions push --help" for the command\'s options and an example');
+    const nested = await cli(["share", "add"], { cwd: work });
+    expectExit(nested, 2, "share add without arguments");
+    assert.match(nested.stderr, 'see "entity-versions share add --help"');
+    const intoFolder = await cli(["download", "my-app", "-o", "."], { cwd: work, env: { ENTITY_VERSIONS_URL: "http://127.0.0.1:9", ENTITY_VERSIONS_TOKEN: "unused" } });
+    expectExit(intoFolder, 2, "download -o a folder");
+    assert.match(intoFolder.stderr, "-o . is a folder: name the file to write, e.g. -o my-app.tgz");
+    // --expect-active "" (only if none is active) is an argument, not a malformed id: it reaches the service.
+    const none = await cli(["activate", "my-app", "0b5c2f0e", "--expect-active", ""], { cwd: work, env: { ENTITY_VERSIONS_URL: "http://127.0.0.1:9", ENTITY_VERSIONS_TOKEN: "unused" } });
+    expectExit(none, 1, 'activate --expect-active ""');
+    assert.match(none.stderr, "(SERVICE_UNREACHABLE)");
+    // With --json, a usage error is the one JSON document on stderr, as every other error.
+    const asJson = await cli(["list", "my-app", "--json", "--limit", "x"], { cwd: work });
+    expectExit(asJson, 2, "--json with a bad --limit");
+    const body = JSON.parse(asJson.stderr) as { error: string; code: string };
+    assert.is(body.code, "INVALID_ARGUMENT");
+    assert.match(body.error, "--limit");
   });
 
   s("no token anywhere: a clear message and exit 4", async ({ work }) => {

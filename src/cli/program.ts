@@ -1,6 +1,6 @@
 import fs from "node:fs";
 import { Command, CommanderError } from "commander";
-import { CliError } from "./cli-error.js";
+import { CliError, usageError } from "./cli-error.js";
 import { registerAccessCommands } from "./commands/access.js";
 import { registerActivate } from "./commands/activate.js";
 import { registerDelete } from "./commands/delete.js";
@@ -15,8 +15,20 @@ import { ExitCode, exitCodeHelp } from "./exit-codes.js";
 
 const packageVersion = (JSON.parse(fs.readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
 
-/** The whole command tree; commander parses, prints help and reports usage errors. */
-export function buildProgram(): Command {
+/** Points each command's usage errors at its own help (`entity-versions share add --help`), not a placeholder. */
+function helpAfterErrors(command: Command, path: string): void {
+  for (const sub of command.commands) {
+    const name = `${path} ${sub.name()}`;
+    sub.showHelpAfterError(`(see "${name} --help" for the command's options and an example)`);
+    helpAfterErrors(sub, name);
+  }
+}
+
+/**
+ * The whole command tree; commander parses, prints help and reports usage
+ * errors, to `errors` when given (--json, which prints them as JSON).
+ */
+export function buildProgram(errors?: (text: string) => void): Command {
   const program = new Command("entity-versions")
     .description("Publish, download and manage the versions of an entity through the entity-versions REST API.")
     .version(packageVersion, "-V, --version", "print the CLI's version")
@@ -25,7 +37,7 @@ export function buildProgram(): Command {
     .exitOverride()
     .showSuggestionAfterError()
     // A usage error says where the command's options and example are.
-    .showHelpAfterError('(see "entity-versions <command> --help" for the command\'s options and an example)')
+    .showHelpAfterError('(see "entity-versions --help" for the commands, and "entity-versions <command> --help" for one\'s options and an example)')
     .addHelpText(
       "after",
       `
@@ -37,6 +49,8 @@ ${exitCodeHelp}
 Example:
   $ entity-versions push ./my-app --entity my-app --activate`,
     );
+  // Set before the commands are added: they inherit it.
+  if (errors !== undefined) program.configureOutput({ writeErr: errors, outputError: errors });
   registerPush(program);
   registerDownload(program);
   registerList(program);
@@ -47,6 +61,7 @@ Example:
   registerEvents(program);
   registerAccessCommands(program);
   registerWhoami(program);
+  helpAfterErrors(program, "entity-versions");
   return program;
 }
 
@@ -66,22 +81,27 @@ function report(error: CliError, json: boolean): void {
 
 /** Runs the CLI on `argv` (the user's arguments) and resolves with the exit code. */
 export async function run(argv: readonly string[]): Promise<number> {
+  const json = wantsJson(argv);
+  // With --json, commander's usage errors are kept to be printed as the one JSON document.
+  let usageText = "";
   try {
-    await buildProgram().parseAsync([...argv], { from: "user" });
+    await buildProgram(json ? (text) => void (usageText += text) : undefined).parseAsync([...argv], { from: "user" });
     return ExitCode.ok;
   } catch (error) {
     if (error instanceof CommanderError) {
-      // commander has printed its message (or the help, or the version) already.
-      return error.code === "commander.helpDisplayed" || error.code === "commander.version" ? ExitCode.ok : ExitCode.usage;
+      // commander has printed its message (or the help, or the version) already, unless kept for --json.
+      if (error.code === "commander.helpDisplayed" || error.code === "commander.version") return ExitCode.ok;
+      if (json) report(usageError(usageText.trim().replace(/^error: /, "").replace(/\s*\n\s*/g, " ")), true);
+      return ExitCode.usage;
     }
     if (error instanceof CliError) {
-      report(error, wantsJson(argv));
+      report(error, json);
       return error.exitCode;
     }
     const system = error as NodeJS.ErrnoException;
     if (error instanceof Error && typeof system.code === "string" && typeof system.syscall === "string") {
       // A file that cannot be read or written (permissions, a full disk, a missing folder): the system says what and where.
-      report(new CliError(error.message, system.code), wantsJson(argv));
+      report(new CliError(error.message, system.code), json);
       return ExitCode.failure;
     }
     const message = error instanceof Error ? (error.stack ?? error.message) : String(error);

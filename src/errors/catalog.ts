@@ -163,7 +163,9 @@ export const catalog = Object.freeze({
     (p) =>
       `The active version of entity "${p.entityId}" is ${p.actual === undefined ? "none" : `"${p.actual}"`}, not the expected ${
         p.expected === "" ? "none" : `"${p.expected}"`
-      }: another change came first (see current_active_version). Decide against it, then retry with expected_active_version_id set to it.`,
+      }: another change came first (see current_active_version). Decide against it, then retry with expected_active_version_id set to ${
+        p.actual === undefined ? '"" (none active)' : "it"
+      }.`,
   ),
   VERSION_ALREADY_EXISTS: spec<{ entityId: string; version: string; versionId: string }>(
     Code.AlreadyExists,

@@ -45,7 +45,7 @@ try {
   }
   const secret = config.auth.secret ?? localSecret(path.join(config.dataDir, "auth-dev-secret")).toString("base64");
   const ttlSeconds = Number(values.ttl);
-  if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1) throw new ConfigError("--ttl must be a whole number of seconds.");
+  if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1) throw new ConfigError("--ttl must be a whole number of seconds, at least 1.");
   process.stdout.write(
     `${await mintToken(secret, {
       sub: values.sub,

@@ -178,8 +178,8 @@ export const VersionRefSchema: GenMessage<VersionRef> = /*@__PURE__*/
 
 /**
  * StaleBase is the error detail of STALE_BASE (status ABORTED): the entity's
- * current tip, to reconcile against before retrying. latest_version is absent
- * when the entity has no versions.
+ * current tip, to reconcile against before retrying. latest_version is unset
+ * when the entity has no versions (null in REST's error body).
  *
  * @generated from message entityversions.v1.StaleBase
  */
@@ -202,8 +202,8 @@ export const StaleBaseSchema: GenMessage<StaleBase> = /*@__PURE__*/
 /**
  * ActiveVersionChanged is the error detail of ACTIVE_VERSION_CHANGED
  * (status ABORTED): the entity's active version now, to decide against
- * before retrying. current_active_version is absent when the entity has no
- * active version.
+ * before retrying. current_active_version is unset when the entity has no
+ * active version (null in REST's error body).
  *
  * @generated from message entityversions.v1.ActiveVersionChanged
  */

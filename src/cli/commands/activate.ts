@@ -25,11 +25,15 @@ export function registerActivate(program: Command): void {
         prose(`Makes a version the entity's active version: the one installed and deployed by default. With
 --expect-active, only if the active version is still the one given: when another deployer activated
 something else meanwhile, nothing changes and the command exits 3 (ACTIVE_VERSION_CHANGED), naming the
-version now active.`),
+version now active. --expect-active "" activates only if no version is active yet.`),
       )
       .argument("<entity>", "the entity", parseEntityId)
       .argument("<version-id>", "the version's id (see list)", parseVersionId)
-      .option("--expect-active <version-id>", "only if this version is still the active one (compare-and-set)", parseVersionId)
+      .option(
+        "--expect-active <version-id>",
+        'only if this version is still the active one (compare-and-set); "" for only if none is',
+        (value: string) => (value === "" ? "" : parseVersionId(value)),
+      )
       .addHelpText(
         "after",
         "\nExamples:\n  $ entity-versions activate my-app 0b5c2f0e-3a1d-4c55-9f7e-2d8a4c1b9e10\n  $ entity-versions activate my-app 0b5c2f0e-3a1d-4c55-9f7e-2d8a4c1b9e10 --expect-active 7f3c9a1e-5b2d-4e8f-a6c0-1d9b3e7f2a45",

@@ -36,6 +36,9 @@ async function download(entity: string, options: DownloadOptions): Promise<void>
   const target = path.resolve(options.output);
   const folder = await fs.stat(path.dirname(target)).catch(() => undefined);
   if (folder?.isDirectory() !== true) throw usageError(`the folder of -o ${options.output} does not exist: create it first.`);
+  if ((await fs.stat(target).catch(() => undefined))?.isDirectory() === true) {
+    throw usageError(`-o ${options.output} is a folder: name the file to write, e.g. -o ${path.join(options.output, `${entity}.tgz`)}.`);
+  }
   const { output, settings, api: makeApi } = contextOf(options);
   const api = makeApi();
   const versionId =
