@@ -26,6 +26,9 @@ export interface SettingsFlags {
 
 const nonEmpty = (value: string | undefined): string | undefined => (value === undefined || value.trim() === "" ? undefined : value.trim());
 
+/** A token as given: one pasted with its header's scheme ("Bearer eyJ…") is taken without it. */
+const bare = (token: string | undefined): string | undefined => nonEmpty(token?.replace(/^\s*bearer\s+/i, ""));
+
 /**
  * Settings from flags, then the environment (ENTITY_VERSIONS_URL,
  * ENTITY_VERSIONS_TOKEN), then the development defaults: the local service
@@ -56,9 +59,9 @@ export function resolveSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = p
   }
   const base = url.toString().replace(/\/+$/, "");
 
-  const flagToken = nonEmpty(flags.token);
+  const flagToken = bare(flags.token);
   if (flagToken !== undefined) return { url: base, urlSource, token: flagToken, tokenSource: "--token" };
-  const envToken = nonEmpty(env["ENTITY_VERSIONS_TOKEN"]);
+  const envToken = bare(env["ENTITY_VERSIONS_TOKEN"]);
   if (envToken !== undefined) return { url: base, urlSource, token: envToken, tokenSource: "ENTITY_VERSIONS_TOKEN" };
   const file = path.join(cwd, devTokenFile);
   let fileToken: string | undefined;

@@ -28,6 +28,9 @@ test("settings: flags, then the environment, then the development defaults", () 
   const fromEnv = resolveSettings({}, env, cwd);
   assert.is(fromEnv.url, "http://env.test:9000");
   assert.is(fromEnv.token, "env-token");
+  // A token pasted with its scheme, as an Authorization header carries it.
+  assert.is(resolveSettings({ token: "Bearer eyJ.abc.def" }, env, cwd).token, "eyJ.abc.def");
+  assert.is(resolveSettings({}, { ENTITY_VERSIONS_TOKEN: "bearer  eyJ.x.y" }, cwd).token, "eyJ.x.y");
   const bare = resolveSettings({}, {}, cwd);
   assert.is(bare.url, "http://localhost:8080");
   assert.is(bare.token, undefined);
