@@ -482,6 +482,16 @@ function defineCliBasics(): void {
     assert.match(who.stdout, /user:\s+dev/);
     assert.match(who.stdout, /roles:\s+publisher, admin/);
     assert.match(who.stdout, /token:\s+from \.\/data\/dev-token/);
+    // An expired token: its claims are shown, and the exit says it is not usable.
+    const expired = await token({ sub: "dev", issuedAtIn: -7200, expiresIn: -60 });
+    const late = await cli(["whoami", "--token", expired], { cwd: work });
+    expectExit(late, 4, "whoami with an expired token");
+    assert.match(late.stdout, /EXPIRED: get a new token/);
+    assert.match(late.stderr, "(TOKEN_EXPIRED)");
+    const lateJson = await cli(["whoami", "--json", "--token", expired], { cwd: work });
+    expectExit(lateJson, 4, "whoami --json with an expired token");
+    assert.is((JSON.parse(lateJson.stdout) as { expired: boolean }).expired, true);
+    assert.is((JSON.parse(lateJson.stderr) as { code: string }).code, "TOKEN_EXPIRED");
     fs.rmSync(path.join(work, "data"), { recursive: true });
   });
 

@@ -1,5 +1,7 @@
 import type { Command } from "commander";
 import { type CommonOptions, contextOf, prose, withCommonOptions } from "../command-context.js";
+import { CliError } from "../cli-error.js";
+import { ExitCode } from "../exit-codes.js";
 import { requireToken } from "../settings.js";
 import { summariseToken } from "../token-claims.js";
 
@@ -18,6 +20,15 @@ async function whoami(options: CommonOptions): Promise<void> {
         `service:  ${settings.url} (from ${settings.urlSource})`,
       ].join("\n"),
   );
+  // A script that asks `whoami` before it deploys must not go on with a
+  // token every call would refuse: the claims are printed, and the exit
+  // says the token is not usable, with the code the service would answer.
+  if (summary.expired) {
+    throw new CliError(`the token expired at ${summary.expiresAt}: get a new one and pass it with --token or ENTITY_VERSIONS_TOKEN.`, "TOKEN_EXPIRED", ExitCode.noAccess);
+  }
+  if (summary.sub === undefined || summary.expiresAt === undefined) {
+    throw new CliError(`the token has no ${summary.sub === undefined ? "sub" : "exp"} claim, and the service refuses it: get a token with both.`, "TOKEN_CLAIMS_INVALID", ExitCode.noAccess);
+  }
 }
 
 /** `whoami`: the token's claims, decoded locally. */
@@ -28,7 +39,8 @@ export function registerWhoami(program: Command): void {
       .description(
         prose(`Decodes the token's claims locally (no call, no secret needed): the user (sub), roles, organizations, expiry,
 and where the token and the URL came from. The service still verifies the token's signature on every call.
-With --json: {claims, expires_at, expired, token_source, url}.`),
+With --json: {claims, expires_at, expired, token_source, url}. Exits 4 when the token has expired or lacks sub or exp
+(TOKEN_EXPIRED, TOKEN_CLAIMS_INVALID), after printing what it holds.`),
       )
       .addHelpText("after", '\nExamples:\n  $ entity-versions whoami\n  $ entity-versions whoami --token "$(cat data/dev-token)" --json')
       .action((options: CommonOptions) => whoami(options)),
