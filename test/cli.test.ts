@@ -395,6 +395,15 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
     const hidden = await cli(["list", entity], { cwd: work, env: bob });
     expectExit(hidden, 4, "list without access");
     assert.match(hidden.stderr, "(ENTITY_NOT_FOUND)");
+    // A push refused as ENTITY_NOT_FOUND says what the token lacks: to be a publisher, or the role.
+    const notPublisher = await cli(["push", file, "--entity", entity], { cwd: work, env: bob });
+    expectExit(notPublisher, 4, "push by a caller who is not a publisher");
+    assert.match(notPublisher.stderr, "(ENTITY_NOT_FOUND)");
+    assert.match(notPublisher.stderr, `entity-versions publisher add ${entity} bob`);
+    const reader = { ...bob, ENTITY_VERSIONS_TOKEN: await token({ sub: "carol", roles: [] }) };
+    const noRole = await cli(["push", file, "--entity", newEntityId("cli")], { cwd: work, env: reader });
+    expectExit(noRole, 4, "push without the publisher role");
+    assert.match(noRole.stderr, "needs the publisher (or admin) role, and this token has no roles");
     const shared = await cli(["share", "add", entity, "bob", "--json"], { cwd: work, env: alice });
     expectExit(shared, 0, "share add");
     assert.equal(json(shared).shares, ["bob"]);

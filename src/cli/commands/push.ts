@@ -7,6 +7,7 @@ import { parseEntityId, parseVersionId, parseVersionString } from "../arguments.
 import { CliError, ServiceError } from "../cli-error.js";
 import { type CommonOptions, contextOf, prose, withCommonOptions } from "../command-context.js";
 import { staleBaseError } from "../stale-base.js";
+import { summariseToken } from "../token-claims.js";
 import { describeVersion, displayPath, formatBytes, type Output } from "../output.js";
 import { md5OfFile } from "../file-digest.js";
 import { packTree } from "../pack.js";
@@ -175,8 +176,24 @@ async function push(target: string, options: PushOptions): Promise<void> {
     );
   } catch (error) {
     if (error instanceof ServiceError && error.code === "STALE_BASE") throw staleBaseError(error, { entity, target, base: base.id, baseFrom: base.from });
+    if (error instanceof ServiceError && error.code === "ENTITY_NOT_FOUND" && settings.token !== undefined) throw withPushAccessHint(error, entity, settings.token);
     throw error;
   }
+}
+
+/**
+ * ENTITY_NOT_FOUND on a push says nothing of why (the service hides which
+ * entities exist from those who may not see them). The CLI can tell its
+ * user the one cause it knows locally, from the token's own claims: the
+ * roles a push needs, or whom to ask to be made a publisher.
+ */
+function withPushAccessHint(error: ServiceError, entity: string, token: string): CliError {
+  const { roles, sub } = summariseToken(token);
+  const hint =
+    roles.includes("publisher") || roles.includes("admin")
+      ? `a push needs you (${sub ?? "?"}) to be a publisher of ${entity}, unless nobody has pushed to it yet: a publisher can add you with \`entity-versions publisher add ${entity} ${sub ?? "USER"}\`.`
+      : `a push needs the publisher (or admin) role, and this token has ${roles.length === 0 ? "no roles" : `only ${roles.join(", ")}`}: get a token with the publisher role (\`entity-versions whoami\` shows what it holds).`;
+  return new CliError(error.message, error.code, error.exitCode, error.body, [...error.hints, hint]);
 }
 
 /** `push`: pack, hash, upload and confirm, with the folder's recorded base. */
