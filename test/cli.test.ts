@@ -270,6 +270,14 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
     expectExit(table, 0, "list");
     assert.match(table.stdout, /^VERSION\s+ID\s+ACTIVE/);
     assert.ok(table.stdout.indexOf(v3.version) < table.stdout.indexOf(v1.version.version), "newest first");
+    // A page token the service did not print is the user's argument that is wrong: exit 2, and where tokens come from.
+    const forged = await cli(["list", entity, "--page-token", "not-a-token"], at);
+    expectExit(forged, 2, "list --page-token of a forged token");
+    assert.match(forged.stderr, "--page-token \"not-a-token\" is not a token this service printed");
+    assert.match(forged.stderr, "(INVALID_ARGUMENT)");
+    const forgedEvents = await cli(["events", entity, "--page-token", "not-a-token", "--json"], at);
+    expectExit(forgedEvents, 2, "events --page-token of a forged token");
+    assert.is(JSON.parse(forgedEvents.stderr).code, "INVALID_ARGUMENT");
 
     // activate with nothing active before: rollback goes to the version created before the active one, and says so.
     expectExit(await cli(["activate", entity, v3.id], at), 0, "activate");

@@ -1,6 +1,7 @@
 import type { Command } from "commander";
 import { parsePageSize } from "./arguments.js";
-import { ApiClient } from "./api-client.js";
+import { ApiClient, pageQuery } from "./api-client.js";
+import { ServiceError, usageError } from "./cli-error.js";
 import { Output } from "./output.js";
 import { requireToken, resolveSettings, type Settings } from "./settings.js";
 
@@ -34,6 +35,23 @@ export function withPageOptions(command: Command, what: string): Command {
   return command
     .option("--limit <n>", `${what} per page, 1-1000 (default: the service's, 50)`, parsePageSize)
     .option("--page-token <token>", "the page after the one that printed this token");
+}
+
+/**
+ * One page of a listing. A --page-token the service refuses is the user's
+ * argument that is wrong (copied short, or from another entity's list), so
+ * it is a usage error (exit 2) that says where tokens come from, not a
+ * failure a retry could mend.
+ */
+export async function listPage<T>(api: ApiClient, path: string, options: PageOptions): Promise<T> {
+  try {
+    return (await api.call<T>("GET", `${path}${pageQuery(options)}`)).body;
+  } catch (error) {
+    if (options.pageToken !== undefined && error instanceof ServiceError && error.code === "INVALID_ARGUMENT" && error.message.startsWith("Invalid page_token")) {
+      throw usageError(`--page-token ${JSON.stringify(options.pageToken)} is not a token this service printed for this entity's list: use the one the previous page printed, or leave --page-token out for the first page.`);
+    }
+    throw error;
+  }
 }
 
 /** A page's table, and when more follow, the command that prints the next page. */

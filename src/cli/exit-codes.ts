@@ -38,7 +38,7 @@ export function exitCodeForServiceError(code: string, status: number): ExitCodeV
 export const exitCodeHelp = `Exit codes:
   0  success (a push of source that is already published is success)
   1  failure (the service's error code is printed; the service unreachable)
-  2  usage: unknown command or option, a missing or malformed argument
+  2  usage: unknown command or option, a missing or malformed argument (a --page-token too)
   3  the entity changed since you read it: STALE_BASE (another version was published after
      your base; reconcile and push again) or ACTIVE_VERSION_CHANGED (another version was
      activated since you read the active one; look again, then retry)

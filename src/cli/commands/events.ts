@@ -1,9 +1,9 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { type Command, InvalidArgumentError } from "commander";
-import { apiPath, backoff, pageQuery, StreamBroken } from "../api-client.js";
+import { apiPath, backoff, StreamBroken } from "../api-client.js";
 import { parseEntityId } from "../arguments.js";
 import { CliError, ServiceError } from "../cli-error.js";
-import { type CommonOptions, contextOf, type PageOptions, prose, withCommonOptions, withNextPage, withPageOptions } from "../command-context.js";
+import { type CommonOptions, contextOf, listPage, type PageOptions, prose, withCommonOptions, withNextPage, withPageOptions } from "../command-context.js";
 import { ExitCode } from "../exit-codes.js";
 import { describeVersion, formatTable } from "../output.js";
 import type { RestEvent, RestEventList, RestWatchMessage } from "../rest-types.js";
@@ -56,7 +56,7 @@ type EventsOptions = CommonOptions & PageOptions;
 
 async function listEvents(entity: string, options: EventsOptions): Promise<void> {
   const { output, api } = contextOf(options);
-  const page = (await api().call<RestEventList>("GET", `${apiPath("entities", entity, "events")}${pageQuery(options)}`)).body;
+  const page = await listPage<RestEventList>(api(), apiPath("entities", entity, "events"), options);
   output.result(page, () => {
     if (page.events.length === 0) return `${entity} has no events.`;
     const table = formatTable(

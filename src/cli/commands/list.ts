@@ -1,7 +1,7 @@
 import type { Command } from "commander";
-import { apiPath, pageQuery } from "../api-client.js";
+import { apiPath } from "../api-client.js";
 import { parseEntityId } from "../arguments.js";
-import { type CommonOptions, contextOf, type PageOptions, withCommonOptions, withNextPage, withPageOptions } from "../command-context.js";
+import { type CommonOptions, contextOf, listPage, type PageOptions, withCommonOptions, withNextPage, withPageOptions } from "../command-context.js";
 import { formatBytes, formatTable } from "../output.js";
 import type { RestVersionList } from "../rest-types.js";
 
@@ -9,7 +9,7 @@ type ListOptions = CommonOptions & PageOptions;
 
 async function list(entity: string, options: ListOptions): Promise<void> {
   const { output, api } = contextOf(options);
-  const page = (await api().call<RestVersionList>("GET", `${apiPath("entities", entity, "versions")}${pageQuery(options)}`)).body;
+  const page = await listPage<RestVersionList>(api(), apiPath("entities", entity, "versions"), options);
   output.result(page, () => {
     if (page.versions.length === 0) return `${entity} has no versions.`;
     const table = formatTable(
