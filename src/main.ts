@@ -37,11 +37,9 @@ if (app.devToken !== undefined) {
   );
 }
 
-app.server.log.info(
-  { address, database: config.database.kind, blob: config.blob.kind, blobEndpoint: app.blobEndpoint },
-  `entity-versions listening on ${address} (gRPC, gRPC-Web, Connect and REST on one port)`,
-);
-
+// Before the line that says the service is up: whoever reads it (a
+// supervisor, a test) may signal at once, and a signal that arrives with no
+// handler kills the process without a graceful stop.
 let stopping = false;
 const stop = (signal: string) => {
   if (stopping) return;
@@ -57,3 +55,8 @@ const stop = (signal: string) => {
 };
 process.once("SIGTERM", () => stop("SIGTERM"));
 process.once("SIGINT", () => stop("SIGINT"));
+
+app.server.log.info(
+  { address, database: config.database.kind, blob: config.blob.kind, blobEndpoint: app.blobEndpoint },
+  `entity-versions listening on ${address} (gRPC, gRPC-Web, Connect and REST on one port)`,
+);

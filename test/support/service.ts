@@ -183,7 +183,8 @@ export async function spawnService(
     db,
     close: async () => {
       closeClients();
-      if (child.exitCode !== null) return;
+      // Exited already, with a code or by a signal: waiting for "exit" again would wait forever.
+      if (child.exitCode !== null || child.signalCode !== null) return;
       const exited = new Promise((resolve) => child.once("exit", resolve));
       child.kill("SIGTERM");
       await exited;
