@@ -27,6 +27,22 @@ process.stdout.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
   return (write as (...args: unknown[]) => boolean)(chunk, ...rest);
 }) as typeof process.stdout.write;
 
+// uvu has no per-test timeout: a test that hangs would hold CI until its
+// own limit. Past TEST_RUN_TIMEOUT_MINUTES (25; a whole run takes a few)
+// the run ends as a failure, with the tests that had finished counted and
+// the one that hung named by its suite's line.
+const timeoutMinutes = Number(process.env["TEST_RUN_TIMEOUT_MINUTES"] ?? 25);
+const watchdog = setTimeout(() => {
+  process.stdout.write = write;
+  // eslint-disable-next-line no-control-regex
+  const sofar = report.replace(/\u001b\[[0-9;]*m/g, "");
+  const lastLine = sofar.trimEnd().split("\n").at(-1) ?? "";
+  console.error(`\n  FAIL  the run passed ${timeoutMinutes} minutes (TEST_RUN_TIMEOUT_MINUTES): a test hung in "${lastLine.trim()}"`);
+  console.log(`${(sofar.match(/•/g) ?? []).length} passed, ${(sofar.match(/✘/g) ?? []).length + 1} failed`);
+  process.exit(1);
+}, timeoutMinutes * 60_000);
+watchdog.unref();
+
 let loadFailed = false;
 try {
   await run(chosen, { bail: false });
@@ -35,6 +51,7 @@ try {
   console.error("\n  FAIL  a test file could not be loaded; no test ran:", error);
 }
 process.stdout.write = write;
+clearTimeout(watchdog);
 
 // eslint-disable-next-line no-control-regex
 const plain = report.replace(/\u001b\[[0-9;]*m/g, "");
