@@ -27,6 +27,10 @@ process.stdout.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
   return (write as (...args: unknown[]) => boolean)(chunk, ...rest);
 }) as typeof process.stdout.write;
 
+/** uvu's report without its terminal colours, to be read. */
+// eslint-disable-next-line no-control-regex
+const withoutColours = (text: string) => text.replace(/\u001b\[[0-9;]*m/g, "");
+
 // uvu has no per-test timeout: a test that hangs would hold CI until its
 // own limit. Past TEST_RUN_TIMEOUT_MINUTES (25; a whole run takes a few)
 // the run ends as a failure, with the tests that had finished counted and
@@ -34,8 +38,7 @@ process.stdout.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
 const timeoutMinutes = Number(process.env["TEST_RUN_TIMEOUT_MINUTES"] ?? 25);
 const watchdog = setTimeout(() => {
   process.stdout.write = write;
-  // eslint-disable-next-line no-control-regex
-  const sofar = report.replace(/\u001b\[[0-9;]*m/g, "");
+  const sofar = withoutColours(report);
   const lastLine = sofar.trimEnd().split("\n").at(-1) ?? "";
   console.error(`\n  FAIL  the run passed ${timeoutMinutes} minutes (TEST_RUN_TIMEOUT_MINUTES): a test hung in "${lastLine.trim()}"`);
   console.log(`${(sofar.match(/•/g) ?? []).length} passed, ${(sofar.match(/✘/g) ?? []).length + 1} failed`);
@@ -53,8 +56,7 @@ try {
 process.stdout.write = write;
 clearTimeout(watchdog);
 
-// eslint-disable-next-line no-control-regex
-const plain = report.replace(/\u001b\[[0-9;]*m/g, "");
+const plain = withoutColours(report);
 const count = (label: string) => Number(new RegExp(`${label}:\\s+(\\d+)`).exec(plain)?.[1] ?? 0);
 const passed = count("Passed");
 const failed = count("Total") - passed + (loadFailed ? 1 : 0);
