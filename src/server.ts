@@ -369,8 +369,10 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     }
   });
   // REST bodies are read by Fastify's JSON parser: guarded as Connect's are.
+  // Fastify reads no body of a GET or HEAD (one announced is refused from
+  // the headers), so theirs needs no guard.
   app.addHook("preParsing", async (req, reply, payload) => {
-    if (rpcRoute(req)?.gateway !== "rest") return payload;
+    if (rpcRoute(req)?.gateway !== "rest" || req.method === "GET" || req.method === "HEAD") return payload;
     const body = Readable.from(guardedBody(payload, bodyGuard(req, reply)), { objectMode: false });
     // Fastify stops listening once a body passes its limit; an error after
     // that (the client's connection failing) must not be an unhandled one.
