@@ -14,6 +14,7 @@ import { packTree } from "../src/cli/pack.js";
 import { hashFiles } from "../src/cli/source-hash.js";
 import { listSourceTree } from "../src/cli/source-tree.js";
 import { type Backend, createTestDatabase, mysqlAvailable } from "./support/env.js";
+import type { BlobStore } from "../src/blob/blob-store.js";
 import { newEntityId, push, startService, type TestService } from "./support/service.js";
 import { bearer, token } from "./support/tokens.js";
 
@@ -429,6 +430,30 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
     expectExit(access, 0, "access");
     assert.match(access.stdout, /publishers:\s+alice/);
     assert.match(access.stdout, /shared with:\s+bob/);
+  });
+
+  if (options.accessCommands) s("a package larger than the service takes is refused before it is uploaded", async ({ work }) => {
+    let blobs: BlobStore | undefined;
+    const small = await startService(backend, { env: { MAX_PACKAGE_BYTES: "1024" }, blobStore: (store) => (blobs = store) });
+    try {
+      const entity = newEntityId("cli");
+      const file = path.join(work, `${entity}-big.tgz`);
+      fs.writeFileSync(file, Buffer.alloc(4096, 7));
+      const env = { ENTITY_VERSIONS_URL: small.url, ENTITY_VERSIONS_TOKEN: await token({ sub: "alice", roles: ["publisher"] }) };
+      const refused = await cli(["push", file, "--entity", entity], { cwd: work, env });
+      expectExit(refused, 1, "push of a package over MAX_PACKAGE_BYTES");
+      assert.match(refused.stderr, "(PACKAGE_TOO_LARGE)");
+      assert.match(refused.stderr, "the package is 4.1 kB (4096 bytes), more than the 1.0 kB (1024 bytes) the service accepts; nothing was uploaded");
+      assert.match(refused.stderr, "MAX_PACKAGE_BYTES");
+      const staged: string[] = [];
+      for await (const blob of blobs!.list(`uploads/${entity}/`)) staged.push(blob.name);
+      assert.equal(staged, [], "nothing uploaded");
+      // At the limit, it is taken.
+      fs.writeFileSync(file, Buffer.alloc(1024, 7));
+      expectExit(await cli(["push", file, "--entity", entity], { cwd: work, env }), 0, "push of a package at MAX_PACKAGE_BYTES");
+    } finally {
+      await small.close();
+    }
   });
 
   s.run();

@@ -181,6 +181,7 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
       packageLockPath: lockPath,
       expiresAt: timestampFromDate(expiresAt),
       uploadHeaders: { ...uploadHeaders },
+      maxFileSizeBytes: BigInt(this.#d.settings.limits.maxPackageBytes),
     };
   }
 

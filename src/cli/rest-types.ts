@@ -39,6 +39,8 @@ export interface RestUploadUrlAnswer {
   package_lock_path?: string;
   expires_at?: string;
   upload_headers?: Record<string, string>;
+  /** The largest package confirm accepts (a number; a string only past 2^53 - 1). */
+  max_file_size_bytes?: number | string;
 }
 
 /** ConfirmUpload's answer. */

@@ -81,6 +81,22 @@ async function uploadAndConfirm(
   const scratch = await fs.mkdtemp(path.join(os.tmpdir(), "entity-versions-"));
   try {
     const pkg = await packageOf(source, scratch);
+    // The signed URL would take any size; confirm would refuse it only after the upload.
+    const maxBytes = answer.max_file_size_bytes === undefined ? undefined : Number(answer.max_file_size_bytes);
+    if (maxBytes !== undefined && pkg.sizeBytes > maxBytes) {
+      throw new CliError(
+        `the package is ${formatBytes(pkg.sizeBytes)} (${pkg.sizeBytes} bytes), more than the ${formatBytes(maxBytes)} (${maxBytes} bytes) the service accepts; nothing was uploaded.`,
+        "PACKAGE_TOO_LARGE",
+        undefined,
+        undefined,
+        [
+          source.kind === "directory"
+            ? "leave build output and other large files out of the package with an .entityversionsignore file in the folder (same syntax as .gitignore)"
+            : "push a smaller package file",
+          "the service's limit is its MAX_PACKAGE_BYTES setting",
+        ],
+      );
+    }
     output.note(`Uploading the package (${formatBytes(pkg.sizeBytes)})`);
     await uploadFile(answer.upload_url, pkg.file, pkg.sizeBytes, pkg.md5Base64, "package");
     let lockPath: string | undefined;
