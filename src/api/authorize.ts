@@ -1,7 +1,8 @@
 import type { ConnectError, HandlerContext } from "@connectrpc/connect";
 import { type Caller, callerOf } from "../auth/caller.js";
-import { type Decision, publisherRole } from "../auth/policy.js";
+import { type Decision, decideWrite, publisherRole } from "../auth/policy.js";
 import { apiError } from "../errors/api-error.js";
+import type { ChangeAuthorization } from "../store/access-store.js";
 
 /** The authenticated caller of an RPC; the auth interceptor has already refused anonymous calls. */
 export function requireCaller(ctx: HandlerContext): Caller {
@@ -34,4 +35,12 @@ export function refusal(decision: "hidden" | "forbidden", entityId: string, call
 export function enforce(decision: Decision, entityId: string, caller: Caller): Decision {
   if (decision === "hidden" || decision === "forbidden") throw refusal(decision, entityId, caller);
   return decision;
+}
+
+/**
+ * The caller's right to change an entity (decideWrite), for the store to
+ * decide again under the entity's lock, where it counts.
+ */
+export function writeAuthorization(caller: Caller): ChangeAuthorization {
+  return { caller, decide: (facts) => decideWrite(caller, facts) };
 }

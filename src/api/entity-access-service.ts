@@ -18,7 +18,7 @@ import { decideWrite } from "../auth/policy.js";
 import type { Clock } from "../clock.js";
 import { apiError } from "../errors/api-error.js";
 import type { AccessChange, AccessStore, EntityAccessRecord } from "../store/access-store.js";
-import { enforce, requireCaller } from "./authorize.js";
+import { enforce, refusal, requireCaller, writeAuthorization } from "./authorize.js";
 import * as valid from "./validate.js";
 
 type Init<S extends DescMessage> = MessageInitShape<S>;
@@ -71,8 +71,11 @@ export class EntityAccessServiceImpl implements ServiceImpl<typeof EntityAccessS
 
   async #change(ctx: HandlerContext, entityIdValue: string, change: AccessChange): AccessAnswer {
     const entityId = await this.#authorize(ctx, entityIdValue);
-    const context = { actor: requireCaller(ctx).id, at: this.#d.clock.now() };
-    const outcome = await this.#d.access.change(entityId, change, context, ctx.signal);
+    const caller = requireCaller(ctx);
+    const context = { actor: caller.id, at: this.#d.clock.now() };
+    // Decided again under the entity's lock: the caller may have lost access meanwhile.
+    const outcome = await this.#d.access.change(entityId, change, context, writeAuthorization(caller), ctx.signal);
+    if (outcome.kind === "refused") throw refusal(outcome.decision, entityId, caller);
     if (outcome.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
     if (outcome.kind === "list-full") throw apiError("ACCESS_LIST_FULL", { entityId, list: outcome.list, limit: outcome.limit });
     if (outcome.kind === "last-publisher") {

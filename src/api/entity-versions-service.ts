@@ -33,7 +33,7 @@ import { apiError, detail, reasonOf } from "../errors/api-error.js";
 import type { BlobDeleter } from "../jobs/blob-deleter.js";
 import type { AccessStore } from "../store/access-store.js";
 import type { ConfirmOutcome, PushRequest, VersionRecord, VersionStore } from "../store/version-store.js";
-import { enforce, refusal, requireCaller } from "./authorize.js";
+import { enforce, refusal, requireCaller, writeAuthorization } from "./authorize.js";
 import type { PageTokens } from "./page-token.js";
 import { SealTurns } from "./seal-turns.js";
 import * as valid from "./validate.js";
@@ -376,8 +376,10 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
       versionId,
       expectedActiveVersionId: expected,
       change: { actor: caller.id, at: this.#d.clock.now() },
+      authorization: writeAuthorization(caller),
       signal: ctx.signal,
     });
+    if (outcome.kind === "refused") throw refusal(outcome.decision, entityId, caller);
     if (outcome.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
     if (outcome.kind === "version-missing") throw apiError("VERSION_NOT_FOUND", { entityId, versionId });
     if (outcome.kind === "active-changed") {
@@ -395,7 +397,8 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     const entityId = valid.entityId(req.entityId);
     const versionId = valid.versionId(req.versionId);
     const { caller } = await this.#authorize(ctx, entityId, decideWrite);
-    const outcome = await this.#d.store.deleteVersion(entityId, versionId, { actor: caller.id, at: this.#d.clock.now() }, ctx.signal);
+    const outcome = await this.#d.store.deleteVersion(entityId, versionId, { actor: caller.id, at: this.#d.clock.now() }, writeAuthorization(caller), ctx.signal);
+    if (outcome.kind === "refused") throw refusal(outcome.decision, entityId, caller);
     if (outcome.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
     if (outcome.kind === "version-missing") throw apiError("VERSION_NOT_FOUND", { entityId, versionId });
     if (outcome.kind === "active") throw apiError("ACTIVE_VERSION_NOT_DELETABLE", { entityId, versionId });

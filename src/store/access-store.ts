@@ -1,10 +1,10 @@
 import type { Knex } from "knex";
 import type { Caller } from "../auth/caller.js";
-import type { AccessFacts } from "../auth/policy.js";
+import type { AccessFacts, Decision } from "../auth/policy.js";
 import type { Database } from "./database.js";
 import { type AccessChangeKind, type ChangeContext, recordEvents } from "./event-log.js";
 import { preparedRunner, type RunPrepared } from "./prepared.js";
-import { type Sql, sql } from "./sql.js";
+import { rawRows, type Sql, sql } from "./sql.js";
 import { nextPowerOfTwo } from "./statement-shapes.js";
 import { untilAborted } from "./abandon.js";
 import { inTransaction } from "./transaction.js";
@@ -36,8 +36,43 @@ const eventKinds: Readonly<Record<AccessChange["op"], AccessChangeKind | undefin
   "set-public": undefined,
 };
 
+/**
+ * A caller's right to make a change, decided again under the entity's lock
+ * from facts read in the change's own transaction. The service decides
+ * from a plain read first, so that a caller without access takes no lock;
+ * this second decision is the one that counts: a publisher removed while
+ * their call waited for the lock is refused, not let through on facts read
+ * before the removal committed.
+ */
+export interface ChangeAuthorization {
+  readonly caller: Caller;
+  /** The policy of the change (decideWrite): allow, or how to refuse. */
+  readonly decide: (facts: AccessFacts) => Decision;
+}
+
+/** A change refused under the entity's lock, and how (hidden: as if the entity did not exist). */
+export interface RefusedChange {
+  readonly kind: "refused";
+  readonly decision: "hidden" | "forbidden";
+}
+
+/**
+ * The refusal of `authorization` for the entity whose row `trx` has locked,
+ * or undefined when it allows. Every change to an entity serialises on that
+ * row's lock, and the facts are read after it was taken, so they include
+ * every access change committed before this one began.
+ */
+export async function refusedUnderLock(trx: Knex.Transaction, entityId: string, authorization: ChangeAuthorization): Promise<RefusedChange | undefined> {
+  const facts = accessFactsSql(authorization.caller, { hasPublishers: true });
+  const q = sql`select ${facts.columns} from entities e ${facts.joins} where e.id = ${entityId}`;
+  const [row] = rawRows<AccessFactRow>(await trx.raw(q.text, q.params as never));
+  const decision = authorization.decide(toAccessFacts(row));
+  return decision === "hidden" || decision === "forbidden" ? { kind: "refused", decision } : undefined;
+}
+
 /** How a change ended. */
 export type AccessChangeOutcome =
+  | RefusedChange
   | { readonly kind: "changed"; readonly access: EntityAccessRecord }
   | { readonly kind: "entity-missing" }
   | { readonly kind: "last-publisher" }
@@ -186,21 +221,27 @@ export class AccessStore {
     return untilAborted(this.#read(this.#knex, entityId), signal);
   }
 
-  /**
-   * Applies one change under the entity lock, and records it as an
-   * ACCESS_CHANGED event in the same transaction; adding what is there and
-   * removing what is not change nothing and record nothing. An entity that
-   * does not exist is left so: it comes into being with its first push,
-   * never with an access change (which would leave a row with no
-   * publishers, claimable by anyone).
-   */
   /** Whether the entity's list in `table` is at the limit (counted under the entity lock). */
   async #full(trx: Knex.Transaction, table: string, entityId: string): Promise<boolean> {
     const [row] = await trx(table).where("entity_id", entityId).count({ n: "*" });
     return Number(row?.["n"] ?? 0) >= this.#maxEntries;
   }
 
-  async change(entityId: string, change: AccessChange, context: ChangeContext, signal?: AbortSignal): Promise<AccessChangeOutcome> {
+  /**
+   * Applies one change under the entity lock, if `authorization` still
+   * allows it there, and records it as an ACCESS_CHANGED event in the same
+   * transaction; adding what is there and removing what is not change
+   * nothing and record nothing. An entity that does not exist is left so:
+   * it comes into being with its first push, never with an access change
+   * (which would leave a row with no publishers, claimable by anyone).
+   */
+  async change(
+    entityId: string,
+    change: AccessChange,
+    context: ChangeContext,
+    authorization: ChangeAuthorization,
+    signal?: AbortSignal,
+  ): Promise<AccessChangeOutcome> {
     let changed = false;
     const outcome = await inTransaction<AccessChangeOutcome>(this.#knex, async (trx) => {
       changed = false;
@@ -209,6 +250,8 @@ export class AccessStore {
         .forUpdate()
         .first("id", "last_event_seq", "public_store");
       if (entity === undefined) return { commit: false, result: { kind: "entity-missing" as const } };
+      const refused = await refusedUnderLock(trx, entityId, authorization);
+      if (refused !== undefined) return { commit: false, result: refused };
       const unchanged = async () => ({ commit: false, result: { kind: "changed" as const, access: (await this.#read(trx, entityId))! } });
       let subject: string | undefined;
       switch (change.op) {

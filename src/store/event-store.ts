@@ -7,6 +7,7 @@ import type { Database } from "./database.js";
 import { type EventRecord, type EventRow, toEventRecord } from "./event-log.js";
 import { eventPageSql, eventPositionSql, eventsAfterSql, eventsPollSql } from "./event-queries.js";
 import { preparedRunner, type RunPrepared } from "./prepared.js";
+import { rawRows } from "./sql.js";
 
 /** A page of an entity's events, newest first, or a missing entity, with the caller's access facts. */
 export type EventPage = { readonly facts: AccessFacts } & (
@@ -19,11 +20,6 @@ export type EventPosition = { readonly facts: AccessFacts } & (
   | { readonly kind: "found"; readonly lastEventSeq: number }
   | { readonly kind: "entity-missing" }
 );
-
-/** Rows of a raw query: mysql2 answers [rows, fields], better-sqlite3 the rows. */
-function rawRows<T>(result: unknown): T[] {
-  return (Array.isArray(result) && Array.isArray(result[0]) ? result[0] : result) as T[];
-}
 
 /**
  * Reads of the event log (the writes happen in each change's own

@@ -39,3 +39,8 @@ export function rawSql(text: string): Sql {
 export function joinSql(parts: readonly Sql[], separator: string): Sql {
   return { text: parts.map((p) => p.text).join(separator), params: parts.flatMap((p) => p.params) };
 }
+
+/** Rows of a raw query: mysql2 answers [rows, fields], better-sqlite3 the rows. */
+export function rawRows<T>(result: unknown): T[] {
+  return (Array.isArray(result) && Array.isArray(result[0]) ? result[0] : result) as T[];
+}

@@ -2,13 +2,13 @@ import type { Knex } from "knex";
 import type { Caller } from "../auth/caller.js";
 import type { AccessFacts, Decision } from "../auth/policy.js";
 import { decidePush, type PushFacts, type PushIntent, type PushOutcome } from "../domain/push-decision.js";
-import { type AccessFactRow, toAccessFacts } from "./access-store.js";
+import { type AccessFactRow, type ChangeAuthorization, type RefusedChange, refusedUnderLock, toAccessFacts } from "./access-store.js";
 import { confirmGrouper } from "./confirm-grouper.js";
 import type { Database } from "./database.js";
 import { type ChangeContext, type NewEvent, numberEvents, recordEvents } from "./event-log.js";
 import { preparedRunner } from "./prepared.js";
 import { readBatcher, type RunBatched } from "./read-batcher.js";
-import { joinSql, rawSql, type Sql, sql } from "./sql.js";
+import { joinSql, rawRows, rawSql, type Sql, sql } from "./sql.js";
 import { activeVersionSql, pushFactsSql, versionByIdSql, versionColumns, versionPageSql, versionWithFactsSql } from "./version-queries.js";
 import { untilAborted } from "./abandon.js";
 import { inTransaction } from "./transaction.js";
@@ -101,6 +101,7 @@ export interface PushPrecheck {
 
 /** How a delete ended; "deleted" names the upload whose blobs are now to be deleted. */
 export type DeleteOutcome =
+  | RefusedChange
   | { readonly kind: "deleted"; readonly uploadId: string; readonly versionId: string }
   | { readonly kind: "entity-missing" }
   | { readonly kind: "version-missing" }
@@ -117,11 +118,14 @@ export interface SetActiveRequest {
   readonly expectedActiveVersionId: string | undefined;
   /** Who asks and when: what the event records. */
   readonly change: ChangeContext;
+  /** The caller's right to activate, decided again under the entity's lock. */
+  readonly authorization: ChangeAuthorization;
   readonly signal?: AbortSignal | undefined;
 }
 
 /** How a set-active ended; "active-changed": the compare-and-set failed, with the active version now. */
 export type SetActiveOutcome =
+  | RefusedChange
   | { readonly kind: "set"; readonly version: VersionRecord }
   | { readonly kind: "entity-missing" }
   | { readonly kind: "version-missing" }
@@ -287,11 +291,6 @@ function intentOf(push: PushRequest): PushIntent {
 /** Rows changed by a raw UPDATE or DELETE on MySQL (mysql2 answers [ResultSetHeader, undefined]). */
 function rawAffected(result: unknown): number {
   return Number((Array.isArray(result) ? (result[0] as { affectedRows?: number }) : undefined)?.affectedRows ?? Number.NaN);
-}
-
-/** Rows of a raw query: mysql2 answers [rows, fields], better-sqlite3 the rows. */
-function rawRows<T>(result: unknown): T[] {
-  return (Array.isArray(result) && Array.isArray(result[0]) ? result[0] : result) as T[];
 }
 
 function isUniqueViolation(error: unknown): boolean {
@@ -722,7 +721,8 @@ export class VersionStore {
   }
 
   /**
-   * Makes a version active under the entity lock, recording the change;
+   * Makes a version active under the entity lock, if the caller may still
+   * activate there, recording the change;
    * already active is a no-op. With an expected active version
    * (compare-and-set), refuses when another one is active, deciding under
    * the same lock, so of two racing activations that expect the same
@@ -733,6 +733,8 @@ export class VersionStore {
     const outcome = await inTransaction<SetActiveOutcome & { changed?: boolean }>(this.#knex, async (trx) => {
       const entity = await this.#lockEntity(trx, entityId);
       if (entity === undefined) return { commit: false, result: { kind: "entity-missing" } };
+      const refused = await refusedUnderLock(trx, entityId, request.authorization);
+      if (refused !== undefined) return { commit: false, result: refused };
       const version = await this.#versionById(trx, entityId, versionId);
       if (version === undefined) return { commit: false, result: { kind: "version-missing" } };
       const active = entity.active_version_id ?? "";
@@ -759,15 +761,24 @@ export class VersionStore {
   }
 
   /**
-   * Deletes a version that is not active, in one transaction: removes the
+   * Deletes a version that is not active, if `authorization` still allows
+   * it under the entity's lock, in one transaction: removes the
    * record, moves the tip back to the newest remaining version when the tip
    * goes, and marks the upload "deleting" so its blobs are deleted, now or
    * by a later retry, but never forgotten.
    */
-  async deleteVersion(entityId: string, versionId: string, change: ChangeContext, signal?: AbortSignal): Promise<DeleteOutcome> {
+  async deleteVersion(
+    entityId: string,
+    versionId: string,
+    change: ChangeContext,
+    authorization: ChangeAuthorization,
+    signal?: AbortSignal,
+  ): Promise<DeleteOutcome> {
     const outcome = await inTransaction<DeleteOutcome>(this.#knex, async (trx) => {
       const entity = await this.#lockEntity(trx, entityId);
       if (entity === undefined) return { commit: false, result: { kind: "entity-missing" } };
+      const refused = await refusedUnderLock(trx, entityId, authorization);
+      if (refused !== undefined) return { commit: false, result: refused };
       const version = await trx<{ id: string; upload_id: string; version: string }>("versions")
         .where("entity_id", entityId)
         .andWhere("id", versionId)

@@ -2,7 +2,7 @@ import { generateKeyPair, exportJWK, SignJWT, type JWK } from "jose";
 import http from "node:http";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import type { Backend } from "../support/env.js";
+import { type Backend, connectTestDatabase } from "../support/env.js";
 import { memoryLogger, newEntityId, push, startService, uploadOnly } from "../support/service.js";
 import { serviceSuite } from "../support/suite.js";
 import { bearer, testAuth, token } from "../support/tokens.js";
@@ -126,6 +126,47 @@ export function authSuite(backend: Backend) {
     const access = await svc.restAs(bearer(await token({ sub: "root", roles: ["admin"] }))).get(`/api/entities/${e}/access`);
     assert.equal(access.body.publishers, [winner]);
   });
+
+  if (backend === "mysql") {
+    s("a publisher removed while their change waits for the entity's lock is refused under it", async ({ svc }) => {
+      const e = newEntityId();
+      const v1 = (await push(svc, e, { setAsActive: true })).confirm!.body.version;
+      const v2 = (await push(svc, e, { base: v1.id })).confirm!.body.version;
+      assert.equal((await svc.rest.post(`/api/entities/${e}/publishers`, { user_id: "bob" })).body.publishers, ["bob", "tester"]);
+      const bob = svc.restAs(bearer(await token({ sub: "bob", roles: ["publisher"] })));
+      const db = connectTestDatabase(backend, svc.db);
+      // Bob's removal, committed while his calls wait for the lock it holds:
+      // each of them decided from a read made before it committed.
+      const removal = await db.transaction();
+      try {
+        await removal("entities").where("id", e).forUpdate().first("id");
+        await removal("entity_publishers").where({ entity_id: e, user_id: "bob" }).delete();
+        const calls = [
+          bob.delete(`/api/entities/${e}/versions/${v2.id}`),
+          bob.put(`/api/entities/${e}/active-version`, { version_id: v2.id }),
+          bob.post(`/api/entities/${e}/shares`, { user_id: "mallory" }),
+          bob.delete(`/api/entities/${e}/publishers/tester`),
+        ];
+        // Each waits in its `select … for update` of the entity row.
+        const waiting = async () =>
+          ((await db.raw("show full processlist")) as [Array<{ Info: string | null }>])[0].filter((p) => p.Info?.includes(`'${e}'`) === true && p.Info.endsWith("for update")).length;
+        for (const started = Date.now(); (await waiting()) < calls.length; await new Promise((resolve) => setTimeout(resolve, 20))) {
+          if (Date.now() - started > 10_000) throw new Error(`only ${await waiting()} of Bob's calls reached the lock`);
+        }
+        await removal.commit();
+        for (const r of await Promise.all(calls)) assert.equal([r.status, r.body.code], [404, "ENTITY_NOT_FOUND"]);
+      } finally {
+        if (!removal.isCompleted()) await removal.rollback();
+        await db.destroy();
+      }
+      assert.is((await svc.rest.get(`/api/entities/${e}/versions/${v2.id}`)).status, 200, "v2 is not deleted");
+      assert.is((await svc.rest.get(`/api/entities/${e}/active-version`)).body.id, v1.id);
+      const access = (await svc.rest.get(`/api/entities/${e}/access`)).body;
+      assert.equal([access.publishers, access.shares], [["tester"], []]);
+      const events = (await svc.rest.get(`/api/entities/${e}/events`)).body.events as Array<{ actor: string }>;
+      assert.ok(events.every((ev) => ev.actor !== "bob"), "Bob changed nothing");
+    });
+  }
 
   s("managing access: no-ops, the last publisher, nothing created for an entity that does not exist", async ({ svc }) => {
     const e = newEntityId();
