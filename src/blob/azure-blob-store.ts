@@ -21,6 +21,8 @@ const uploadPermissions = BlobSASPermissions.parse("cw");
 /** Lifetime of the read SAS naming a copy's source: the copy is synchronous. */
 const copySourceSasMs = 5 * 60_000;
 const downloadPermissions = BlobSASPermissions.parse("r");
+/** How the store answers a download URL, set in its SAS: see signDownloadUrl. */
+const downloadAnswerHeaders = Object.freeze({ contentType: "application/octet-stream", contentDisposition: "attachment" });
 
 /**
  * Azure Blob Storage (or Azurite) through @azure/storage-blob. SAS URLs are
@@ -47,9 +49,9 @@ export class AzureBlobStore implements BlobStore {
     this.#protocol = this.#container.url.startsWith("https:") ? SASProtocol.Https : SASProtocol.HttpsAndHttp;
   }
 
-  #sign(path: string, permissions: BlobSASPermissions, expiresOn: Date): string {
+  #sign(path: string, permissions: BlobSASPermissions, expiresOn: Date, answerHeaders: { contentType?: string; contentDisposition?: string } = {}): string {
     const sas = generateBlobSASQueryParameters(
-      { containerName: this.#container.containerName, blobName: path, permissions, expiresOn, protocol: this.#protocol },
+      { containerName: this.#container.containerName, blobName: path, permissions, expiresOn, protocol: this.#protocol, ...answerHeaders },
       this.#credential,
     );
     return `${this.#container.getBlobClient(path).url}?${sas.toString()}`;
@@ -59,8 +61,16 @@ export class AzureBlobStore implements BlobStore {
     return this.#sign(path, uploadPermissions, expiresOn);
   }
 
+  /**
+   * A read SAS whose answer is a download, whatever the publisher uploaded
+   * the package with: the store answers it `Content-Type:
+   * application/octet-stream` and `Content-Disposition: attachment` (the
+   * SAS's rsct and rscd), so a package uploaded as `text/html`, `inline`,
+   * opened from its link, is saved, never rendered on the storage
+   * account's origin.
+   */
   signDownloadUrl(path: string, expiresOn: Date): string {
-    return this.#sign(path, downloadPermissions, expiresOn);
+    return this.#sign(path, downloadPermissions, expiresOn, downloadAnswerHeaders);
   }
 
   /**

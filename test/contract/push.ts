@@ -285,6 +285,26 @@ export function pushSuite(backend: Backend) {
     assert.is(Buffer.from(await (await fetch((await svc.rest.get(`/api/entities/${e}/versions/${v.id}/download`)).body.download_url)).arrayBuffer()).toString(), "twenty bytes exactly");
   });
 
+  s("a download is answered as a download, whatever headers the package was uploaded with", async ({ svc }) => {
+    const e = newEntityId();
+    const page = "<script>alert(document.domain)</script>";
+    const up = await uploadOnly(svc, e, { content: page });
+    const headers = { "x-ms-blob-type": "BlockBlob", "content-type": "text/html", "x-ms-blob-content-disposition": "inline" };
+    assert.is(await putBlob(up.res.body.upload_url, page, headers), 201);
+    const confirm = await svc.rest.post(`/api/entities/${e}/versions/confirm`, {
+      storage_path: up.res.body.storage_path,
+      version: up.version,
+      source_hash: up.sourceHash,
+      file_size_bytes: Buffer.byteLength(page),
+    });
+    assert.is(confirm.status, 201, JSON.stringify(confirm.body));
+    const dl = await svc.rest.get(`/api/entities/${e}/versions/${confirm.body.version.id}/download`);
+    const res = await fetch(dl.body.download_url);
+    assert.is(await res.text(), page);
+    assert.is(res.headers.get("content-type"), "application/octet-stream");
+    assert.is(res.headers.get("content-disposition"), "attachment");
+  });
+
   s("an upload issued in the layout before staging is still confirmed, into a sealed copy", async ({ svc }) => {
     const e = newEntityId();
     const up = await svc.rest.post(`/api/entities/${e}/versions/upload-url`, { version: nextVersionString(), source_hash: newSourceHash() });
