@@ -8,12 +8,11 @@ import type {
   WatchEventsResponseSchema,
 } from "../../gen/entityversions/v1/entity_events_pb.js";
 import type { Caller } from "../auth/caller.js";
-import { decideRead } from "../auth/policy.js";
+import { type AccessFacts, decideRead, decideWrite } from "../auth/policy.js";
 import { apiError, reasonOf } from "../errors/api-error.js";
 import type { EventHub, Watch } from "../events/event-hub.js";
 import { abortError } from "../rpc/deadline-interceptor.js";
 import type { AccessStore } from "../store/access-store.js";
-import type { EventRecord } from "../store/event-log.js";
 import type { EventStore } from "../store/event-store.js";
 import { enforce, requireCaller } from "./authorize.js";
 import { eventIdOf, toEventMessage } from "./event-message.js";
@@ -31,9 +30,9 @@ export interface EntityEventsDeps {
   readonly pageTokens: PageTokens;
 }
 
-/** An event that may take read access away from a watcher: re-checked before it is sent. */
-function mayRemoveAccess(e: EventRecord): boolean {
-  return e.type === "ACCESS_CHANGED" && e.accessKind !== undefined && e.accessKind.endsWith("_REMOVED");
+/** Whether the caller may see whom an entity's access changes were about: as for GetEntityAccess. */
+function seesAccessLists(caller: Caller, facts: AccessFacts): boolean {
+  return decideWrite(caller, facts) === "allow";
 }
 
 /** The longest delay setTimeout keeps (2^31-1 ms, about 24.8 days); a longer wait is taken in steps. */
@@ -82,8 +81,9 @@ export class EntityEventsServiceImpl implements ServiceImpl<typeof EntityEventsS
     const page = await this.#d.events.page(entityId, beforeSeq, size, caller, ctx.signal);
     enforce(decideRead(caller, page.facts), entityId, caller);
     if (page.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
+    const showSubjects = seesAccessLists(caller, page.facts);
     return {
-      events: page.events.map(toEventMessage),
+      events: page.events.map((e) => toEventMessage(e, showSubjects)),
       nextPageToken: this.#d.pageTokens.nextAfter(entityId, page.hasMore, page.events[page.events.length - 1]?.seq),
     };
   }
@@ -116,6 +116,7 @@ export class EntityEventsServiceImpl implements ServiceImpl<typeof EntityEventsS
           problem: `"${req.afterEventId}" is not an event of entity "${entityId}" (its last is "${eventIdOf(start.lastEventSeq)}"): pass the id of an event or bookmark this entity's events carried, or none to watch from now`,
         });
       }
+      let showSubjects = seesAccessLists(caller, start.facts);
       watch.start(after ?? start.lastEventSeq, start.lastEventSeq);
       const bookmark = () => ({ kind: { case: "bookmark" as const, value: { lastEventId: eventIdOf(watch.position!) } } });
       let live = watch.position! >= start.lastEventSeq;
@@ -124,11 +125,12 @@ export class EntityEventsServiceImpl implements ServiceImpl<typeof EntityEventsS
         const events = await watch.next(ctx.signal);
         if (events.length === 0) yield bookmark();
         for (const event of events) {
-          if (mayRemoveAccess(event)) await this.#stillReadable(entityId, caller, ctx.signal);
+          // An access change may end the caller's access, or change what they may see of the next ones.
+          if (event.type === "ACCESS_CHANGED") showSubjects = await this.#stillReadable(entityId, caller, ctx.signal);
           // Passed before it is sent: a stream delivers in order, so a
           // client told where the stream ended has received everything before.
           watch.passed(event.seq);
-          yield { kind: { case: "event", value: toEventMessage(event) } };
+          yield { kind: { case: "event", value: toEventMessage(event, showSubjects) } };
           if (!live && event.seq >= start.lastEventSeq) {
             live = true;
             yield bookmark();
@@ -148,8 +150,14 @@ export class EntityEventsServiceImpl implements ServiceImpl<typeof EntityEventsS
     }
   }
 
-  /** Throws ENTITY_NOT_FOUND (as for a call without access) unless the caller may still read the entity. */
-  async #stillReadable(entityId: string, caller: Caller, signal: AbortSignal): Promise<void> {
-    enforce(decideRead(caller, await this.#d.access.facts(entityId, caller, signal)), entityId, caller);
+  /**
+   * Throws ENTITY_NOT_FOUND (as for a call without access) unless the
+   * caller may still read the entity; whether they may see its access
+   * lists, when they may.
+   */
+  async #stillReadable(entityId: string, caller: Caller, signal: AbortSignal): Promise<boolean> {
+    const facts = await this.#d.access.facts(entityId, caller, signal);
+    enforce(decideRead(caller, facts), entityId, caller);
+    return seesAccessLists(caller, facts);
   }
 }

@@ -12,8 +12,14 @@ export function eventIdOf(seq: number): string {
   return String(seq);
 }
 
-/** A recorded event as the API's Event message. */
-export function toEventMessage(e: EventRecord): MessageInitShape<typeof EventSchema> {
+/**
+ * A recorded event as the API's Event message. An access change names the
+ * user or organization it was about only to callers who may see the
+ * entity's access lists (GetEntityAccess: its publishers and admins);
+ * for readers its `subject_id` is empty: who else the entity is shared
+ * with, or which organizations hold it, is not theirs to learn.
+ */
+export function toEventMessage(e: EventRecord, showSubjects: boolean): MessageInitShape<typeof EventSchema> {
   return {
     id: eventIdOf(e.seq),
     entityId: e.entityId,
@@ -23,6 +29,6 @@ export function toEventMessage(e: EventRecord): MessageInitShape<typeof EventSch
     ...(e.versionId === undefined ? {} : { versionId: e.versionId }),
     ...(e.version === undefined ? {} : { version: e.version }),
     ...(e.previousActiveVersionId === undefined ? {} : { previousActiveVersionId: e.previousActiveVersionId }),
-    ...(e.accessKind === undefined ? {} : { accessChange: { kind: AccessChangeKind[e.accessKind], subjectId: e.accessSubject ?? "" } }),
+    ...(e.accessKind === undefined ? {} : { accessChange: { kind: AccessChangeKind[e.accessKind], subjectId: showSubjects ? (e.accessSubject ?? "") : "" } }),
   };
 }

@@ -2,6 +2,7 @@ import type { Knex } from "knex";
 import * as assert from "uvu/assert";
 import { type Backend, connectTestDatabase } from "../support/env.js";
 import { grpc } from "../support/grpc-client.js";
+import { watchGrpc } from "../support/watch-client.js";
 import type { RestClient } from "../support/rest.js";
 import { newEntityId, push, type TestService, uploadOnly } from "../support/service.js";
 import { serviceSuite } from "../support/suite.js";
@@ -108,6 +109,31 @@ export function eventsSuite(backend: Backend) {
     const viaGrpc = await svc.grpcAs(bearer(await token({ sub: "owner", roles: ["publisher"] }))).call<{ events: Array<Record<string, any>> }>("ListEvents", { entity_id: e, page_size: 3 });
     assert.ok(viaGrpc.ok);
     assert.equal(viaGrpc.value.events.map((x) => `${x["id"]} ${x["type"]}`), ["14 EVENT_TYPE_VERSION_DELETED", "13 EVENT_TYPE_ACCESS_CHANGED", "12 EVENT_TYPE_ACCESS_CHANGED"]);
+  });
+
+  s("readers see that access changed, not whom it was about: subjects are for those who may read the access lists", async ({ svc }) => {
+    const owner = await as(svc, "owner", ["publisher"]);
+    const reader = await as(svc, "reader", []);
+    const e = newEntityId();
+    await push({ rest: owner }, e);
+    assert.is((await owner.post(`${v(e)}/shares`, { user_id: "reader" })).status, 200);
+    assert.is((await owner.put(`${v(e)}/stores/orgs/secret-partner`, undefined)).status, 200);
+    const watch = watchGrpc(svc.grpcAs(reader.defaultHeaders), e, { afterEventId: "2" });
+    const forOwner = watchGrpc(svc.grpcAs(owner.defaultHeaders), e, { afterEventId: "2" });
+    try {
+      assert.equal((await allEvents(owner, e)).slice(0, 2), ["4 ACCESS_CHANGED owner ORG_STORE_ADDED secret-partner", "3 ACCESS_CHANGED owner SHARE_ADDED reader"]);
+      assert.equal((await allEvents(reader, e)).slice(0, 2), ["4 ACCESS_CHANGED owner ORG_STORE_ADDED ", "3 ACCESS_CHANGED owner SHARE_ADDED "]);
+      assert.equal((await watch.events(2)).map((x) => x.access), ["SHARE_ADDED:", "ORG_STORE_ADDED:"]);
+      assert.equal((await forOwner.events(2)).map((x) => x.access), ["SHARE_ADDED:reader", "ORG_STORE_ADDED:secret-partner"]);
+      // Made a publisher mid-watch, the reader sees the subjects of the events after that.
+      assert.is((await owner.post(`${v(e)}/publishers`, { user_id: "reader" })).status, 200);
+      assert.is((await owner.post(`${v(e)}/shares`, { user_id: "carol" })).status, 200);
+      const readerAsPublisher = await as(svc, "reader", ["publisher"]);
+      assert.equal((await allEvents(readerAsPublisher, e))[0], "6 ACCESS_CHANGED owner SHARE_ADDED carol");
+    } finally {
+      watch.close();
+      forOwner.close();
+    }
   });
 
   s("a change that is refused records nothing", async ({ svc }) => {

@@ -31,7 +31,8 @@ export type AccessChange = Message<"entityversions.v1.AccessChange"> & {
 
   /**
    * The user (publishers, shares) or organization (organization stores) it
-   * was about; empty for the public store.
+   * was about; empty for the public store, and for callers who may not read
+   * the entity's access lists (anyone but its publishers and admins).
    *
    * @generated from field: string subject_id = 2;
    */
