@@ -39,6 +39,7 @@ import { registerOpenApiRoutes } from "./rest/openapi-routes.js";
 import { registerRestGateway } from "./rest/rest-gateway.js";
 import { successStatus } from "./rest/success-status.js";
 import { connectRoutes, type RpcRouteConfig } from "./rpc/connect-routes.js";
+import { sendTrailersOnly } from "./rpc/trailers-only.js";
 import { unknownMethodAnswer } from "./rpc/unknown-method.js";
 import { deadlineInterceptor } from "./rpc/deadline-interceptor.js";
 import { deadlineSignal } from "./rpc/deadline-signal.js";
@@ -507,11 +508,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     }
     const rpc = unknownMethodAnswer(req.method, req.url, req.headers["content-type"]);
     if (rpc !== undefined && rpc.body === "") {
-      // Trailers-Only: headers set before end() go out in one HEADERS frame
-      // with END_STREAM, which gRPC clients read as the status.
-      reply.raw.statusCode = rpc.status;
-      for (const [name, value] of Object.entries({ ...reply.getHeaders(), ...rpc.headers })) if (value !== undefined) reply.raw.setHeader(name, value);
-      reply.raw.end();
+      sendTrailersOnly(reply, rpc.status, Object.entries(rpc.headers));
       return reply;
     }
     if (rpc !== undefined) return reply.code(rpc.status).headers(rpc.headers).send(rpc.body);

@@ -29,10 +29,13 @@ export function apiError<R extends Reason>(
   options: { details?: OutgoingDetail[]; cause?: unknown } = {},
 ): ConnectError {
   const spec = catalog[reason];
-  const message = (spec.message as (p: ParamsOf<R>) => string)(params);
+  // Well-formed UTF-16: a message may quote the request's own text, and a
+  // lone surrogate in it (a JSON "\ud83d") cannot be written as UTF-8, so
+  // gRPC's percent-encoded grpc-message could not carry it at all.
+  const message = (spec.message as (p: ParamsOf<R>) => string)(params).toWellFormed();
   const metadata: Record<string, string> = {};
   for (const [key, value] of Object.entries(params as Record<string, unknown>)) {
-    if (value !== undefined) metadata[snakeCase(key)] = String(value);
+    if (value !== undefined) metadata[snakeCase(key)] = String(value).toWellFormed();
   }
   const details = [detail(ErrorInfoSchema, { reason, domain: errorDomain, metadata })];
   // Clients (and gRPC retry policies) read RetryInfo to know a retry may

@@ -7,11 +7,12 @@ import {
   universalResponseToNodeResponse,
 } from "@connectrpc/connect-node";
 import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from "fastify";
-import { reasonOf } from "../errors/api-error.js";
+import { apiError, reasonOf } from "../errors/api-error.js";
 import type { CallPass } from "../http/call-gate.js";
 import { type BodyGuard, guardedBody } from "../http/guarded-body.js";
 import { minimalGrpcMessage } from "./grpc-message.js";
 import { codeName, type RpcOutcome } from "./observe-interceptor.js";
+import { grpcErrorHeaders, sendTrailersOnly } from "./trailers-only.js";
 
 type UniversalHandler = ConnectRouter["handlers"][number];
 type UniversalResponse = Awaited<ReturnType<UniversalHandler>>;
@@ -182,7 +183,20 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
           }
         })();
       }
-      const answered = await handler(uReq);
+      let answered: UniversalResponse;
+      try {
+        answered = await handler(uReq);
+      } catch (error) {
+        if (!(error instanceof URIError) || outcome.protocol === "connect") throw error;
+        // Connect could not write its own status into grpc-message: the
+        // request's JSON held a lone surrogate (an unpaired "\ud83d"),
+        // quoted in Connect's decoding error, which no UTF-8 can carry.
+        const refusal = apiError("MALFORMED_REQUEST", { problem: "its JSON holds a lone UTF-16 surrogate (an unpaired \\uD800-\\uDFFF escape), which no string field can carry" });
+        outcome.code = codeName(refusal.code);
+        outcome.reason = "MALFORMED_REQUEST";
+        sendTrailersOnly(reply, 200, Object.entries(grpcErrorHeaders(refusal, req.headers["content-type"] ?? "")));
+        return;
+      }
       const { res: uRes, empty } = outcome.protocol === "grpc" ? await messageless(answered) : { res: answered, empty: false };
       if (outcome.rpc === undefined) {
         const reason = bodyError instanceof ConnectError ? reasonOf(bodyError) : undefined;
@@ -195,16 +209,11 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
       // A Connect GET is cacheable (its protocol's point), and its answer's
       // encoding follows Accept-Encoding: shared caches must key on it.
       if (req.method === "GET") reply.header("vary", "Accept-Encoding");
-      for (const [key, value] of Object.entries(reply.getHeaders())) if (value !== undefined) reply.raw.setHeader(key, value);
       if (empty) {
-        // Headers set before end() are sent by Node's compatibility layer
-        // in one HEADERS frame with END_STREAM: Trailers-Only.
-        reply.raw.statusCode = uRes.status;
-        uRes.header?.forEach((value, key) => reply.raw.setHeader(key, value));
-        uRes.trailer?.forEach((value, key) => reply.raw.setHeader(key, value));
-        reply.raw.end();
+        sendTrailersOnly(reply, uRes.status, [...(uRes.header ?? []), ...(uRes.trailer ?? [])]);
         return;
       }
+      for (const [key, value] of Object.entries(reply.getHeaders())) if (value !== undefined) reply.raw.setHeader(key, value);
       try {
         // It waits for an "end" event that Node's responses (HTTP/1.1 and
         // HTTP/2 alike) never emit: the answer is done when the response

@@ -1,9 +1,5 @@
-import { create, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
-import { anyPack } from "@bufbuild/protobuf/wkt";
-import { Code, type ConnectError, encodeBinaryHeader } from "@connectrpc/connect";
-import { StatusSchema } from "../../gen/google/rpc/status_pb.js";
 import { apiError } from "../errors/api-error.js";
-import { minimalGrpcMessage } from "./grpc-message.js";
+import { grpcErrorHeaders, packedDetails } from "./trailers-only.js";
 
 /** An answer to a call of a method the server does not have. */
 export interface UnknownMethodAnswer {
@@ -14,11 +10,6 @@ export interface UnknownMethodAnswer {
 
 /** `/package.Service/Method`: the path every RPC protocol calls a method by. */
 const rpcPath = /^\/[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)+\/[A-Za-z_]\w*$/;
-
-/** The details of an error as google.rpc.Any messages. */
-function packedDetails(error: ConnectError) {
-  return error.details.flatMap((d) => ("desc" in d ? [anyPack(d.desc, create(d.desc, d.value as MessageInitShape<typeof d.desc>))] : []));
-}
 
 /**
  * The answer to a call of a method this server does not have, in the
@@ -33,19 +24,7 @@ export function unknownMethodAnswer(method: string, url: string, contentType: st
   const [path = "", query = ""] = url.split("?", 2);
   const type = (contentType ?? "").toLowerCase();
   const error = apiError("UNKNOWN_METHOD", { path });
-  if (type.startsWith("application/grpc")) {
-    const status = create(StatusSchema, { code: Code.Unimplemented, message: error.rawMessage, details: packedDetails(error) });
-    return {
-      status: 200,
-      headers: {
-        "content-type": type.startsWith("application/grpc-web") ? "application/grpc-web+proto" : "application/grpc",
-        "grpc-status": String(Code.Unimplemented),
-        "grpc-message": minimalGrpcMessage(encodeURIComponent(error.rawMessage)),
-        "grpc-status-details-bin": encodeBinaryHeader(toBinary(StatusSchema, status)),
-      },
-      body: "",
-    };
-  }
+  if (type.startsWith("application/grpc")) return { status: 200, headers: grpcErrorHeaders(error, type), body: "" };
   const connectGet = method === "GET" && /(?:^|&)connect=v1(?:&|$)/.test(query);
   const connectPost = method === "POST" && /^application\/(?:connect\+)?(?:json|proto)\b/.test(type);
   if (!rpcPath.test(path) || !(connectGet || connectPost)) return undefined;

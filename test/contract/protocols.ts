@@ -98,6 +98,54 @@ export function protocolsSuite(backend: Backend) {
     assert.match(body.subarray(10 + len).toString(), /^grpc-status: ?0\r\n/m);
   });
 
+  s("gRPC and gRPC-Web JSON holding a lone surrogate get a status, not a 500: in the request's key, a value, and a value an error quotes", async ({ svc }) => {
+    const e = newEntityId();
+    const envelope = (json: string) => {
+      const payload = Buffer.from(json);
+      const frame = Buffer.alloc(5 + payload.length);
+      frame.writeUInt32BE(payload.length, 1);
+      payload.copy(frame, 5);
+      return frame;
+    };
+    const bodies: Array<[string, string, number]> = [
+      ["GetActiveVersion", `{"entityId":"${e}","\\ud83d":1}`, 3],
+      ["ListVersions", `{"entityId":"${e}","pageSize":"\\ud83d"}`, 3],
+      ["GetActiveVersion", `{"entityId":"x\\ud83d"}`, 3],
+    ];
+    for (const [method, json, code] of bodies) {
+      const path = `/entityversions.v1.EntityVersionsService/${method}`;
+      const web = await fetch(`${svc.url}${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/grpc-web+json", "x-grpc-web": "1", ...svc.rest.defaultHeaders },
+        body: envelope(json),
+      });
+      const webBody = Buffer.from(await web.arrayBuffer()).toString("latin1");
+      assert.is(web.status, 200, `gRPC-Web ${json}: ${webBody}`);
+      assert.is(web.headers.get("grpc-status") ?? /grpc-status: ?(\d+)/.exec(webBody)?.[1], String(code), `gRPC-Web ${json}: ${webBody}`);
+      const h2 = await new Promise<{ status: string | undefined; message: string }>((resolve, reject) => {
+        const session = http2.connect(svc.url);
+        session.on("error", reject);
+        const req = session.request({ ":path": path, ":method": "POST", "content-type": "application/grpc+json", te: "trailers", ...svc.rest.defaultHeaders });
+        let status: string | undefined;
+        let message = "";
+        const read = (h: http2.IncomingHttpHeaders) => {
+          status ??= h["grpc-status"] as string | undefined;
+          message ||= String(h["grpc-message"] ?? "");
+        };
+        req.on("response", read);
+        req.on("trailers", read);
+        req.on("data", () => undefined);
+        req.on("end", () => {
+          session.close();
+          resolve({ status, message });
+        });
+        req.end(envelope(json));
+      });
+      assert.is(h2.status, String(code), `gRPC ${json}: ${h2.message}`);
+      assert.ok(decodeURIComponent(h2.message).length > 0, "a readable message");
+    }
+  });
+
   s("malformed JSON, wrong types, wrong content types, big bodies and unknown routes get the JSON error shape", async ({ svc }) => {
     const e = newEntityId();
     const path = `/api/entities/${e}/versions/upload-url`;
