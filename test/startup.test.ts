@@ -57,6 +57,28 @@ s("without auth configured, npm start prints a working token for user dev and wr
   }
 });
 
+s("the embedded Azurite stops when the service is killed (kill -9), so a restart does not run a second one on the same files", async () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-orphan-"));
+  const emulators = () =>
+    spawnSync("ps", ["-eo", "pid=,args="], { encoding: "utf8" })
+      .stdout.split("\n")
+      .filter((line) => line.includes("azurite") && line.includes(dataDir))
+      .map((line) => Number(line.trim().split(" ")[0]));
+  const svc = await spawnService({ PORT: "0", DATA_DIR: dataDir }, { url: "", drop: async () => undefined });
+  try {
+    assert.is(emulators().length, 1, "the service runs one emulator on its data folder");
+    const exited = new Promise((resolve) => svc.child.once("exit", resolve));
+    svc.child.kill("SIGKILL");
+    await exited;
+    for (let waited = 0; emulators().length > 0 && waited < 10_000; waited += 100) await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.equal(emulators(), [], "no emulator is left running");
+  } finally {
+    for (const pid of emulators()) process.kill(pid, "SIGKILL");
+    await svc.close();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
 s("NODE_ENV=production refuses to start without auth, or on the embedded defaults", () => {
   const base = { NODE_ENV: "production", DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), "ev-prod-")) };
   const full = {

@@ -43,10 +43,14 @@ function azuriteMain(): string {
   return path.join(path.dirname(pkg), "dist", "src", "blob", "main.js");
 }
 
+/** Run in the emulator's process before Azurite: stop (SIGTERM, Azurite's graceful stop) once its parent's end of stdin is gone. */
+const stopWhenOrphaned = `process.stdin.on("end", () => process.kill(process.pid, "SIGTERM")); process.stdin.resume();`;
+
 /**
  * Starts Azurite's blob service as a child process (it has no programmatic
  * API, and in-process it would stall whenever the service's own thread is
- * busy). It is killed when this process exits.
+ * busy). It is killed when this process exits, and stops by itself when
+ * this process is killed.
  */
 export async function startEmbeddedAzurite(options: EmbeddedAzuriteOptions = {}): Promise<EmbeddedAzurite> {
   const host = options.host ?? "127.0.0.1";
@@ -67,7 +71,13 @@ export async function startEmbeddedAzurite(options: EmbeddedAzuriteOptions = {})
     fs.mkdirSync(options.location, { recursive: true });
     args.push("--location", options.location);
   }
-  const child: ChildProcess = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"] });
+  // Its stdin is a pipe from this process, which the kernel closes however
+  // this process ends, SIGKILL included: the emulator then stops itself as
+  // on SIGTERM (saving its data), rather than live on with the data folder
+  // that a restart would open a second emulator on.
+  const child: ChildProcess = spawn(process.execPath, [`--import=data:text/javascript,${encodeURIComponent(stopWhenOrphaned)}`, ...args], {
+    stdio: ["pipe", "pipe", "pipe"],
+  });
   const killOnExit = () => child.kill("SIGKILL");
   process.once("exit", killOnExit);
 
