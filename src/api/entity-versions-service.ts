@@ -100,6 +100,14 @@ function pushError(outcome: ConfirmOutcome | PushOutcome<VersionRecord>, c: Push
       return apiError("VERSION_ALREADY_EXISTS", { entityId: outcome.existing.entityId, version: outcome.existing.version, versionId: outcome.existing.id });
     case "upload-missing":
       return apiError("UPLOAD_NOT_FOUND", { path: c.storagePath ?? "" });
+    case "upload-used":
+      return apiError("UPLOAD_ALREADY_CONFIRMED", {
+        path: c.storagePath ?? "",
+        versionId: outcome.existing.id,
+        version: outcome.existing.version,
+        sourceHash: outcome.existing.sourceHash,
+        fileSizeBytes: outcome.existing.fileSizeBytes,
+      });
     default:
       return undefined;
   }
@@ -203,7 +211,7 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
         problem: "must be the package_lock_path upload-url returned together with storage_path",
       });
     }
-    const push = this.#push(ctx, entityId, { version, sourceHash, baseVersionId, force: req.force, setAsActive: req.setAsActive, uploadId: upload.uploadId });
+    const push = this.#push(ctx, entityId, { version, sourceHash, baseVersionId, force: req.force, setAsActive: req.setAsActive, uploadId: upload.uploadId, fileSizeBytes });
     const context: PushErrorContext = { ...push, storagePath: req.storagePath };
 
     // Decided first from a plain read, before touching the blob store: a

@@ -4,6 +4,10 @@ import type { Decision } from "../auth/policy.js";
 export interface DecidedVersion {
   readonly id: string;
   readonly isActive: boolean;
+  /** What makes a push this version: a retried confirm must name the same. */
+  readonly version: string;
+  readonly sourceHash: string;
+  readonly fileSizeBytes: number;
 }
 
 /** Everything a push is decided from, as read (under the entity's lock, for a confirm that writes). */
@@ -31,6 +35,11 @@ export interface PushIntent {
   readonly force: boolean;
   /** Confirm only: make the version (created or existing) active. */
   readonly setAsActive: boolean;
+  /** The push itself: a retried confirm is one that names the same as the confirm that used its upload. */
+  readonly version: string;
+  readonly sourceHash: string;
+  /** Confirm only. */
+  readonly fileSizeBytes?: number | undefined;
 }
 
 /** How a push is answered; only "create" and an "existing" that activates write anything. */
@@ -50,6 +59,8 @@ export type PushOutcome<V extends DecidedVersion> =
   | { readonly kind: "version-taken"; readonly existing: V }
   /** Confirm only: the upload is unknown here, swept, or its version was deleted. */
   | { readonly kind: "upload-missing" }
+  /** Confirm only: the upload already produced `existing`, and this confirm names another push (its source hash, version string or size differ). */
+  | { readonly kind: "upload-used"; readonly existing: V }
   /** A new version: record it; `claim` makes the caller the entity's first publisher. */
   | { readonly kind: "create"; readonly claim: boolean };
 
@@ -60,7 +71,9 @@ export type PushOutcome<V extends DecidedVersion> =
  * 1. access: a caller without it learns nothing more;
  * 2. a confirm of an upload that already produced a version answers that
  *    version, whatever force and the base say, and changes nothing:
- *    retrying a confirm is always safe;
+ *    retrying a confirm is always safe. A retry is the same push: one
+ *    naming another source hash, version string or size is refused
+ *    (upload-used), since its upload holds the other push's package;
  * 3. deduplication: the same source answers its newest version unless
  *    `force` (spec 4.2 rule 2: before push protection);
  * 4. push protection: the base must be the tip (spec 4.7; `force` never
@@ -86,7 +99,11 @@ export function decidePush<V extends DecidedVersion>(facts: PushFacts<V>, intent
     reason,
     activate: reason === "duplicate" && confirm && intent.setAsActive && !version.isActive,
   });
-  if (confirm && facts.uploadVersion !== undefined) return existing(facts.uploadVersion, "retry");
+  if (confirm && facts.uploadVersion !== undefined) {
+    const used = facts.uploadVersion;
+    const same = used.sourceHash === intent.sourceHash && used.version === intent.version && used.fileSizeBytes === intent.fileSizeBytes;
+    return same ? existing(used, "retry") : { kind: "upload-used", existing: used };
+  }
   if (facts.duplicate !== undefined && !intent.force) return existing(facts.duplicate, "duplicate");
   const fresh = facts.tipVersionId === undefined ? intent.baseVersionId === "" : intent.baseVersionId === facts.tipVersionId;
   if (!fresh) return { kind: "stale" };

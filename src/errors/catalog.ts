@@ -183,6 +183,12 @@ export const catalog = Object.freeze({
     Code.FailedPrecondition,
     (p) => `The upload at "${p.path}" is ${p.actual} bytes, but file_size_bytes says ${p.expected}: upload the whole file again or send its real size.`,
   ),
+  UPLOAD_ALREADY_CONFIRMED: spec<{ path: string; versionId: string; version: string; sourceHash: string; fileSizeBytes: number }>(
+    Code.AlreadyExists,
+    (p) =>
+      `The upload at "${p.path}" already made version "${p.versionId}" (version ${p.version}, source_hash ${p.sourceHash}, ${p.fileSizeBytes} bytes), and this confirm names another push: ` +
+      "a retry must send what the first confirm sent; for a new push, ask upload-url for new URLs.",
+  ),
   UPLOAD_CHANGED: spec<{ path: string }>(
     Code.Aborted,
     (p) => `The upload at "${p.path}" changed while it was being confirmed: finish uploading, then confirm again.`,

@@ -52,6 +52,8 @@ export interface PushRequest {
   readonly authorize: (facts: AccessFacts, hasVersions: boolean) => Decision;
   /** Confirm only: the upload it confirms. */
   readonly uploadId?: string | undefined;
+  /** Confirm only: the package's size, as the request states it. */
+  readonly fileSizeBytes?: number | undefined;
   /** The call's signal: its deadline. Reads stop waiting, and a transaction never commits, once it aborts. */
   readonly signal?: AbortSignal | undefined;
 }
@@ -84,7 +86,7 @@ export interface NewVersion extends PushRequest {
 
 /** How a confirm ended; "created", and "existing" when it was activated, wrote. */
 export type ConfirmOutcome =
-  | Extract<PushOutcome<VersionRecord>, { readonly kind: "refused" | "existing" | "version-taken" | "upload-missing" }>
+  | Extract<PushOutcome<VersionRecord>, { readonly kind: "refused" | "existing" | "version-taken" | "upload-missing" | "upload-used" }>
   | { readonly kind: "created"; readonly version: VersionRecord }
   | { readonly kind: "stale"; readonly tip: VersionRecord | undefined }
   /** Only for a confirm that may not create: the locked decision was a creation; decide again from the start. */
@@ -285,6 +287,9 @@ function intentOf(push: PushRequest): PushIntent {
     baseVersionId: push.baseVersionId,
     force: push.force,
     setAsActive: push.setAsActive,
+    version: push.version,
+    sourceHash: push.sourceHash,
+    fileSizeBytes: push.fileSizeBytes,
   };
 }
 
@@ -608,8 +613,10 @@ export class VersionStore {
           const { input, index } = candidates[Number(row.group_part)]!;
           const entity = locked.get(input.entityId)!;
           // Only "create" is acted on here; the versions a decision names
-          // matter only to answers, which are made alone.
-          const named = (id: string | null) => (id === null ? undefined : { id, isActive: id === entity.active_version_id });
+          // matter only to answers, which are made alone (and no decision
+          // that names a version is a creation, whatever its fields).
+          const named = (id: string | null) =>
+            id === null ? undefined : { id, isActive: id === entity.active_version_id, version: "", sourceHash: "", fileSizeBytes: 0 };
           const outcome = decidePush(
             {
               access: input.authorize(toAccessFacts(row), entity.tip_version_id !== null),

@@ -162,7 +162,15 @@ export function confirmGroupsSuite(backend: Backend) {
     const used = await seeded(ctx);
     const inputs = [
       await input(ctx, newEntityId("grp-a"), { entityExisted: false }),
-      await input(ctx, used.entityId, { entityExisted: true, baseVersionId: used.v1.id, uploadId: used.v1.uploadId }),
+      await input(ctx, used.entityId, {
+        entityExisted: true,
+        baseVersionId: used.v1.id,
+        uploadId: used.v1.uploadId,
+        // The same push again (a retry): another would be refused, upload-used.
+        version: used.v1.version,
+        sourceHash: used.v1.sourceHash,
+        fileSizeBytes: used.v1.fileSizeBytes,
+      }),
       await input(ctx, newEntityId("grp-b"), { entityExisted: false }),
     ];
     ctx.groups.length = 0;

@@ -234,11 +234,10 @@ export function pushSuite(backend: Backend) {
     assert.is((await svc.rest.get(`/api/entities/${e}/versions`)).body.versions.length, 1);
     const ok = await svc.rest.post(`/api/entities/${e}/versions/confirm`, body({}));
     assert.is(ok.status, 201);
-    // The same upload confirmed again, even as a forced new version: it is
-    // answered the version it produced (retrying a confirm is always safe).
+    // The same upload confirmed again as a forced new push: refused, it made
+    // a version already (the same confirm again is a retry: answered that version).
     const reuse = await svc.rest.post(`/api/entities/${e}/versions/confirm`, body({ base_version_id: ok.body.version.id, version: nextVersionString(), source_hash: newSourceHash(), force: true }));
-    assert.is(reuse.status, 200);
-    assert.equal([reuse.body.created, reuse.body.version.id], [false, ok.body.version.id]);
+    assert.equal([reuse.status, reuse.body.code], [409, "UPLOAD_ALREADY_CONFIRMED"]);
     assert.ok(blank.res.status === 200);
     assert.is((await svc.rest.get(`/api/entities/${e}/versions`)).body.versions.length, 2);
   });
@@ -344,6 +343,21 @@ export function pushSuite(backend: Backend) {
       assert.equal([retry.body.created, retry.body.version.id], [false, first.body.version.id]);
     }
     assert.is((await svc.rest.get(`/api/entities/${e}/versions`)).body.versions.length, 3);
+  });
+
+  s("a used upload makes no other push: a confirm of it naming another source hash, version string or size is refused", async ({ svc }) => {
+    const e = newEntityId();
+    const p = await push(svc, e);
+    const v = p.confirm!.body.version;
+    const same = { storage_path: p.res.body.storage_path, version: p.version, source_hash: p.sourceHash, file_size_bytes: v.file_size_bytes };
+    for (const other of [{ source_hash: newSourceHash() }, { version: nextVersionString() }, { file_size_bytes: v.file_size_bytes + 1 }]) {
+      const r = await svc.rest.post(`/api/entities/${e}/versions/confirm`, { ...same, ...other, base_version_id: v.id });
+      assert.equal([r.status, r.body.code], [409, "UPLOAD_ALREADY_CONFIRMED"], JSON.stringify(r.body));
+      assert.match(r.body.error, `already made version "${v.id}"`);
+    }
+    const retry = await svc.rest.post(`/api/entities/${e}/versions/confirm`, same);
+    assert.equal([retry.status, retry.body.version.id], [200, v.id], "the same confirm again is still a retry");
+    assert.is((await svc.rest.get(`/api/entities/${e}/versions`)).body.versions.length, 1);
   });
 
   s("a retried confirm with set_as_active changes nothing: an activation made since its first answer stays", async ({ svc }) => {

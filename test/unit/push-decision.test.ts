@@ -5,8 +5,16 @@ import * as assert from "uvu/assert";
 import type { Decision } from "../../src/auth/policy.js";
 import { decidePush, type PushFacts, type PushIntent } from "../../src/domain/push-decision.js";
 
-type V = { id: string; isActive: boolean };
-const v = (id: string, isActive = false): V => ({ id, isActive });
+type V = { id: string; isActive: boolean; version: string; sourceHash: string; fileSizeBytes: number };
+/** A version of the push `intent()` describes, unless told otherwise. */
+const v = (id: string, isActive = false, push: Partial<Pick<V, "version" | "sourceHash" | "fileSizeBytes">> = {}): V => ({
+  id,
+  isActive,
+  version: "2026.01.01-000000",
+  sourceHash: "a".repeat(64),
+  fileSizeBytes: 10,
+  ...push,
+});
 const facts = (over: Partial<PushFacts<V>> = {}): PushFacts<V> => ({
   access: "allow",
   tipVersionId: "tip",
@@ -16,7 +24,16 @@ const facts = (over: Partial<PushFacts<V>> = {}): PushFacts<V> => ({
   uploadIssued: true,
   ...over,
 });
-const intent = (over: Partial<PushIntent> = {}): PushIntent => ({ step: "confirm", baseVersionId: "tip", force: false, setAsActive: false, ...over });
+const intent = (over: Partial<PushIntent> = {}): PushIntent => ({
+  step: "confirm",
+  baseVersionId: "tip",
+  force: false,
+  setAsActive: false,
+  version: "2026.01.01-000000",
+  sourceHash: "a".repeat(64),
+  fileSizeBytes: 10,
+  ...over,
+});
 
 test("named cases", () => {
   const cases: Array<[string, PushFacts<V>, PushIntent, unknown]> = [
@@ -31,6 +48,9 @@ test("named cases", () => {
     ["an existing version already active is not activated again", facts({ duplicate: v("d", true) }), intent({ setAsActive: true }), { kind: "existing", version: v("d", true), reason: "duplicate", activate: false }],
     ["a reused upload answers its version, whatever force and the base say", facts({ uploadVersion: v("u"), tipVersionId: "newer" }), intent({ baseVersionId: "tip", force: true }), { kind: "existing", version: v("u"), reason: "retry", activate: false }],
     ["a retried confirm with set_as_active changes nothing: a later activation stays", facts({ uploadVersion: v("u") }), intent({ setAsActive: true }), { kind: "existing", version: v("u"), reason: "retry", activate: false }],
+    ["a confirm of a used upload naming another source hash is refused, not answered the other push's version", facts({ uploadVersion: v("u", false, { sourceHash: "b".repeat(64) }) }), intent(), { kind: "upload-used", existing: v("u", false, { sourceHash: "b".repeat(64) }) }],
+    ["… another version string", facts({ uploadVersion: v("u", false, { version: "2026.01.01-000001" }) }), intent({ force: true }), { kind: "upload-used", existing: v("u", false, { version: "2026.01.01-000001" }) }],
+    ["… another size", facts({ uploadVersion: v("u", false, { fileSizeBytes: 11 }) }), intent({ baseVersionId: "old" }), { kind: "upload-used", existing: v("u", false, { fileSizeBytes: 11 }) }],
     ["the retry is answered before deduplication", facts({ uploadVersion: v("u"), duplicate: v("d") }), intent(), { kind: "existing", version: v("u"), reason: "retry", activate: false }],
     ["upload-url has no upload: an upload version is not looked at", facts({ uploadVersion: v("u"), uploadIssued: false }), intent({ step: "upload-url" }), { kind: "create", claim: false }],
     ["upload-url never activates", facts({ duplicate: v("d") }), intent({ step: "upload-url", setAsActive: true }), { kind: "existing", version: v("d"), reason: "duplicate", activate: false }],
@@ -47,10 +67,11 @@ test("named cases", () => {
 test("rules that hold over every combination", () => {
   const accesses: Decision[] = ["allow", "claim", "hidden", "forbidden"];
   const versions = [undefined, v("a"), v("b", true)];
+  const uploadVersions = [...versions, v("other-push", false, { sourceHash: "c".repeat(64) })];
   let n = 0;
   for (const access of accesses)
     for (const step of ["upload-url", "confirm"] as const)
-      for (const uploadVersion of versions)
+      for (const uploadVersion of uploadVersions)
         for (const duplicate of versions)
           for (const tipVersionId of [undefined, "tip"])
             for (const baseVersionId of ["", "tip", "other"])
@@ -67,7 +88,12 @@ test("rules that hold over every combination", () => {
                       assert.is(o.kind === "refused", refused, `refused exactly without access: ${label}`);
                       if (refused) continue;
                       const fresh = tipVersionId === undefined ? baseVersionId === "" : baseVersionId === tipVersionId;
-                      const retry = step === "confirm" && uploadVersion !== undefined;
+                      const used = step === "confirm" && uploadVersion !== undefined;
+                      const retry = used && uploadVersion.sourceHash === i.sourceHash;
+                      if (used && !retry) {
+                        assert.is(o.kind, "upload-used", `a used upload makes no other push, whatever else holds: ${label}`);
+                        continue;
+                      }
                       const dedup = duplicate !== undefined && !force;
                       if (o.kind === "create") {
                         assert.ok(fresh && versionTaken === undefined && !retry && !dedup, `created only on the tip, with a free version string: ${label}`);
@@ -81,8 +107,9 @@ test("rules that hold over every combination", () => {
                         assert.is(o.activate, step === "confirm" && !retry && setAsActive && !o.version.isActive, `activates exactly when asked and needed, never on a retry: ${label}`);
                       }
                       if (o.kind === "upload-missing") assert.is(step, "confirm");
+                      assert.is.not(o.kind, "upload-used", `only a confirm naming another push is refused so: ${label}`);
                     }
-  assert.is(n, 4 * 2 * 3 * 3 * 2 * 3 * 2 * 2 * 2 * 2);
+  assert.is(n, 4 * 2 * 4 * 3 * 2 * 3 * 2 * 2 * 2 * 2);
 });
 
 test.run();
