@@ -45,9 +45,16 @@ export class HealthService implements ServiceImpl<typeof Health> {
         yield { status };
         last = status;
       }
+      // One listener per wait, removed when the wait ends either way: a
+      // watch lives for hours, and would otherwise add one per interval.
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, this.#watchIntervalMs);
-        ctx.signal.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
+        const done = () => {
+          clearTimeout(timer);
+          ctx.signal.removeEventListener("abort", done);
+          resolve();
+        };
+        const timer = setTimeout(done, this.#watchIntervalMs);
+        ctx.signal.addEventListener("abort", done, { once: true });
       });
     }
   }

@@ -1,0 +1,35 @@
+import { getEventListeners } from "node:events";
+import { createHandlerContext } from "@connectrpc/connect";
+import { test } from "uvu";
+import * as assert from "uvu/assert";
+import { EntityVersionsService } from "../../gen/entityversions/v1/entity_versions_pb.js";
+import { Health } from "../../gen/grpc/health/v1/health_pb.js";
+import { HealthService } from "../../src/ops/health-service.js";
+import { Readiness } from "../../src/ops/readiness.js";
+
+test("a long health Watch holds one abort listener, however many intervals it waits", async () => {
+  const health = new HealthService(new Readiness([{ name: "database", check: async () => undefined }], { cacheMs: 0 }), [EntityVersionsService], { watchIntervalMs: 1 });
+  const requestSignal = new AbortController();
+  const ctx = createHandlerContext({
+    service: Health,
+    method: Health.method.watch,
+    protocolName: "grpc",
+    requestMethod: "POST",
+    url: "http://localhost/grpc.health.v1.Health/Watch",
+    requestSignal: requestSignal.signal,
+  });
+  // Connect's own (the context's linked signals).
+  const connects = getEventListeners(ctx.signal, "abort").length;
+  const watch = health.watch({ service: "" } as Parameters<HealthService["watch"]>[0], ctx);
+  assert.is((await watch.next()).value?.status, 1, "SERVING");
+  const pending = watch.next();
+  // About 50 intervals of 1 ms.
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  const listeners = getEventListeners(ctx.signal, "abort").length - connects;
+  assert.ok(listeners <= 1, `${listeners} abort listeners of the watch's`);
+  requestSignal.abort();
+  assert.is((await pending).done, true, "the watch ends with its call");
+  assert.ok(getEventListeners(ctx.signal, "abort").length <= connects, "none left by the watch");
+});
+
+test.run();
