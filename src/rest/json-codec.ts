@@ -4,6 +4,7 @@ import {
   type JsonObject,
   type JsonValue,
   type Message,
+  ScalarType,
   toJson,
 } from "@bufbuild/protobuf";
 import { apiError } from "../errors/api-error.js";
@@ -52,6 +53,41 @@ export function writeRestJson(schema: DescMessage, message: Message): JsonObject
   return json;
 }
 
+/** The integer scalar types: as JSON strings (and in query strings), decimal digits only. */
+export const integerScalars: ReadonlySet<ScalarType> = new Set([
+  ScalarType.INT32,
+  ScalarType.UINT32,
+  ScalarType.SINT32,
+  ScalarType.FIXED32,
+  ScalarType.SFIXED32,
+  ScalarType.INT64,
+  ScalarType.UINT64,
+  ScalarType.SINT64,
+  ScalarType.FIXED64,
+  ScalarType.SFIXED64,
+]);
+
+/** Whether text is an integer as proto3 JSON writes one in a string: decimal digits, maybe a minus. */
+export function isDecimalInteger(text: string): boolean {
+  return /^-?[0-9]+$/.test(text);
+}
+
+/**
+ * Refuses an integer field given as a string that is not decimal digits
+ * ("0x10", "6 ", "1e1"): protobuf-es parses those as JavaScript would,
+ * where proto3 JSON takes decimal only, so a typo would be read as some
+ * other number.
+ */
+function refuseLooseIntegers(schema: DescMessage, json: JsonObject): void {
+  for (const field of schema.fields) {
+    if (field.fieldKind !== "scalar" || !integerScalars.has(field.scalar)) continue;
+    const value = json[field.name] ?? json[field.jsonName];
+    if (typeof value === "string" && !isDecimalInteger(value)) {
+      throw apiError("INVALID_ARGUMENT", { field: field.name, problem: `must be a whole number (a JSON number, or a string of decimal digits), got ${JSON.stringify(value)}` });
+    }
+  }
+}
+
 function describe(text: string): string {
   const field = /cannot decode field [\w.]*\.\w+ from JSON: (.*)$/s.exec(text);
   if (field !== null) return field[1]!.replace(/^expected bigint \(\w+\): (.*) out of range$/, "expected a whole number, got $1");
@@ -72,6 +108,7 @@ export function readRestJson<Desc extends DescMessage>(
   json: JsonValue,
   fieldNames: readonly string[] = schema.fields.map((f) => f.name),
 ): Message {
+  if (typeof json === "object" && json !== null && !Array.isArray(json)) refuseLooseIntegers(schema, json);
   try {
     return fromJson(schema, json);
   } catch (error) {

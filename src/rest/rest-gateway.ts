@@ -11,7 +11,7 @@ import type { InProcessCallInit, InProcessCaller, InProcessStreamCaller } from "
 import { http } from "../../gen/google/api/annotations_pb.js";
 import { queryFieldPath, type RestBinding, restBindings } from "./http-rules.js";
 import { unknownNameProblem } from "./field-hint.js";
-import { readRestJson, writeRestJson } from "./json-codec.js";
+import { integerScalars, isDecimalInteger, readRestJson, writeRestJson } from "./json-codec.js";
 import { renderRestError } from "./rest-error.js";
 
 /** Options of the REST gateway. */
@@ -63,26 +63,12 @@ function setPath(json: JsonObject, path: readonly DescField[], value: JsonValue)
   });
 }
 
-/** The integer scalar types: a query string gives them as decimal digits only. */
-const integerScalars = new Set<ScalarType>([
-  ScalarType.INT32,
-  ScalarType.UINT32,
-  ScalarType.SINT32,
-  ScalarType.FIXED32,
-  ScalarType.SFIXED32,
-  ScalarType.INT64,
-  ScalarType.UINT64,
-  ScalarType.SINT64,
-  ScalarType.FIXED64,
-  ScalarType.SFIXED64,
-]);
-
 function queryValue(key: string, field: DescField, values: string[]): JsonValue {
   const one = (v: string): JsonValue => {
     // proto3 JSON takes booleans only as JSON booleans; a query string has text.
     if (field.scalar === ScalarType.BOOL && (v === "true" || v === "false")) return v === "true";
     // What JSON's number parsing would also take (0x10, 1e1, +3) is not a proto3 JSON integer.
-    if (field.scalar !== undefined && integerScalars.has(field.scalar) && !/^-?[0-9]+$/.test(v)) {
+    if (field.scalar !== undefined && integerScalars.has(field.scalar) && !isDecimalInteger(v)) {
       throw apiError("INVALID_ARGUMENT", { field: key, problem: `must be a whole number in decimal digits, got "${v}"` });
     }
     return v;

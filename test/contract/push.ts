@@ -521,6 +521,9 @@ export function pushSuite(backend: Backend) {
       [`/api/entities/${e}/versions/confirm`, { ...good, storage_path: `${e}/00000000-0000-4000-8000-000000000000/package`, file_size_bytes: -5 }, "file_size_bytes"],
       [`/api/entities/${e}/versions/confirm`, { ...good, storage_path: `${e}/00000000-0000-4000-8000-000000000000/package`, file_size_bytes: 1e12 }, "file_size_bytes"],
       [`/api/entities/${e}/versions/confirm`, { ...good, storage_path: `${e}/00000000-0000-4000-8000-000000000000/package`, file_size_bytes: 1.5 }, "file_size_bytes"],
+      // proto3 JSON: an integer in a string is decimal digits, not whatever JavaScript would make of it.
+      [`/api/entities/${e}/versions/confirm`, { ...good, storage_path: `${e}/00000000-0000-4000-8000-000000000000/package`, file_size_bytes: "0x6" }, "file_size_bytes"],
+      [`/api/entities/${e}/versions/confirm`, { ...good, storage_path: `${e}/00000000-0000-4000-8000-000000000000/package`, fileSizeBytes: "6 " }, "file_size_bytes"],
       [`/api/entities/${e}/versions/confirm`, { ...good, storage_path: `${e}/00000000-0000-4000-8000-000000000000/package`, file_size_bytes: 3, service_dependencies: ["Not A Slug"] }, "service_dependencies"],
       [`/api/entities/${e}/versions/confirm`, { ...good, storage_path: `${e}/00000000-0000-4000-8000-000000000000/package`, file_size_bytes: 3, service_dependencies: ["a", "a"] }, "service_dependencies"],
       [`/api/entities/${e}/versions/confirm`, { ...good, storage_path: `${e}/00000000-0000-4000-8000-000000000000/package`, file_size_bytes: 3, package_json: [1, 2] }, "package_json"],
