@@ -154,7 +154,12 @@ function dropAnswer(res: http.ServerResponse | http2.Http2ServerResponse): void 
  * own words name its content type, not what to send instead.
  */
 function frameworkProblem(error: FastifyError): string {
-  if (error.code === "FST_ERR_CTP_INVALID_JSON_BODY") return "the body is not valid JSON: send one JSON object of the request's fields (listed at /docs)";
+  // Fastify's parser says the same of a "__proto__" key (or "constructor"
+  // holding "prototype"), which it refuses anywhere in a body, package_json
+  // included, as JavaScript would take it for the object's prototype.
+  if (error.code === "FST_ERR_CTP_INVALID_JSON_BODY") {
+    return 'the body is not valid JSON, or it has a "__proto__" key (or "constructor" with "prototype"), which no part of a request may have: send one JSON object of the request\'s fields (listed at /docs)';
+  }
   if (error.code === "FST_ERR_CTP_EMPTY_JSON_BODY") return "the body is empty: send a JSON object ({} when the request has no fields)";
   return error.message;
 }

@@ -192,7 +192,10 @@ export function protocolsSuite(backend: Backend) {
       headers: { "content-type": "application/json", authorization: svc.rest.defaultHeaders["authorization"]! },
       body: "{version: 1}",
     });
-    assert.match(((await notJson.json()) as { error: string }).error, /^The request could not be read: the body is not valid JSON: send one JSON object/);
+    assert.match(((await notJson.json()) as { error: string }).error, /^The request could not be read: the body is not valid JSON, or it has a "__proto__" key .*: send one JSON object/);
+    const proto = await svc.rest.post(`/api/entities/${e}/versions/confirm`, { storage_path: "x", package_json: JSON.parse('{"__proto__": {"x": 1}}') });
+    assert.equal([proto.status, proto.body.code], [400, "MALFORMED_REQUEST"]);
+    assert.match(proto.body.error, '"__proto__" key');
     const inBody = await svc.rest.post(`/api/entities/${e}/versions/upload-url?version=1`, {});
     assert.match(inBody.body.error, /takes no query parameters: send its fields in the JSON body/);
     // A request whose rule has no body takes none (at most {}), rather than ignoring it.
