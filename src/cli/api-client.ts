@@ -115,7 +115,7 @@ export class ApiClient {
       const text = await res.text();
       const parsed = parseJson(text);
       if (res.ok) {
-        if (parsed === undefined) throw this.#unexpected(res.status, text);
+        if (parsed === undefined || !fromTheService(res)) throw this.#unexpected(res.status, text);
         return { status: res.status, body: parsed as T, attempts: attempt };
       }
       if (res.status === 503 && !last) {
@@ -149,10 +149,10 @@ export class ApiClient {
       // No answer at all: as for any call, the service is not reached.
       throw this.#unreachable(idle.signal.aborted ? `no answer for ${idleMs / 1000} s` : networkCause(error), error);
     }
-    if (!res.ok || res.body === null) {
+    if (!res.ok || res.body === null || !fromTheService(res)) {
       clearTimeout(timer);
       const text = await res.text();
-      throw this.#refusal(res.status, text, parseJson(text));
+      throw res.ok ? this.#unexpected(res.status, text) : this.#refusal(res.status, text, parseJson(text));
     }
     const decoder = new TextDecoder();
     let buffered = "";
@@ -201,6 +201,16 @@ export class ApiClient {
       "UNEXPECTED_RESPONSE",
     );
   }
+}
+
+/**
+ * Whether a success answer came from the entity-versions service, which
+ * names every answer's request (x-request-id): another server's JSON (a
+ * wrong --url, a redirect to elsewhere) would otherwise be read as the
+ * API's answer, and fail far from its cause.
+ */
+function fromTheService(res: Response): boolean {
+  return res.headers.has("x-request-id");
 }
 
 function parseJson(text: string): unknown {

@@ -35,8 +35,9 @@ async function scripted(steps: Step[]): Promise<{ url: string; seen: { method: s
   };
 }
 
+/** An answer as the service gives it: every one names its request (x-request-id). */
 const answer = (status: number, body: unknown, headers: Record<string, string> = {}): Step => (_req, res) => {
-  res.writeHead(status, { "content-type": "application/json", ...headers });
+  res.writeHead(status, { "content-type": "application/json", "x-request-id": "req-1", ...headers });
   res.end(typeof body === "string" ? body : JSON.stringify(body));
 };
 const drop: Step = (req) => req.socket.destroy();
@@ -116,6 +117,24 @@ test("an answer that is not the API's JSON says so and names the URL", async () 
     assert.instance(error, CliError);
     assert.is((error as CliError).code, "UNEXPECTED_RESPONSE");
     assert.match((error as CliError).message, `${srv.url} answered HTTP 502`);
+  } finally {
+    await srv.close();
+  }
+});
+
+test("a success answer from another server (no x-request-id: a wrong URL, a redirect elsewhere) is not taken for the API's", async () => {
+  const other: Step = (_req, res) => {
+    res.writeHead(200, { "content-type": "application/json" });
+    res.end('{"id":"x","version":"2026.01.01-000000"}');
+  };
+  const srv = await scripted([other]);
+  try {
+    await client(srv.url).api.call("GET", "/api/entities/e/versions/x");
+    assert.unreachable();
+  } catch (error) {
+    assert.instance(error, CliError);
+    assert.is((error as CliError).code, "UNEXPECTED_RESPONSE");
+    assert.match((error as CliError).message, "is it the entity-versions service?");
   } finally {
     await srv.close();
   }
