@@ -6,6 +6,7 @@ import {
   SASProtocol,
   StorageSharedKeyCredential,
 } from "@azure/storage-blob";
+import { deadlineSignal } from "../rpc/deadline-signal.js";
 import { connectionStringPart } from "./connection-string.js";
 import { type BlobListing, type BlobStat, type BlobStore, BlobStoreUnavailableError, type CopyOutcome } from "./blob-store.js";
 
@@ -79,12 +80,15 @@ export class AzureBlobStore implements BlobStore {
    * (its deadline), anything else that fails as BlobStoreUnavailableError.
    */
   async #call<T>(what: string, run: (signal: AbortSignal) => Promise<T>, caller?: AbortSignal): Promise<T> {
-    const timeout = AbortSignal.timeout(this.#timeoutMs);
+    // Released when the call ends (deadlineSignal says why not AbortSignal.timeout).
+    const bound = deadlineSignal(caller, this.#timeoutMs, () => new Error(`the blob store took more than ${this.#timeoutMs} ms`));
     try {
-      return await run(caller === undefined ? timeout : AbortSignal.any([caller, timeout]));
+      return await run(bound.signal);
     } catch (error) {
       if (caller?.aborted === true) throw caller.reason;
       throw new BlobStoreUnavailableError(`blob store: ${what} failed`, { cause: error });
+    } finally {
+      bound.dispose();
     }
   }
 
