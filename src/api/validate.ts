@@ -13,7 +13,7 @@ import { apiError } from "../errors/api-error.js";
 /** Bounds on request values, from the configuration. */
 export type Limits = Pick<ConfigLimits, "maxPackageBytes" | "maxPackageJsonBytes" | "maxServiceDependencies">;
 
-/** Page sizes of ListVersions (AIP-158). */
+/** Page sizes of ListVersions and ListEvents (AIP-158). */
 export const defaultPageSize = 50;
 export const maxPageSize = 1000;
 

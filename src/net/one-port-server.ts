@@ -34,6 +34,9 @@ export interface OnePortServer extends net.Server {
 
 const preface = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 
+/** The most header bytes an HTTP/2 request may carry (SETTINGS_MAX_HEADER_LIST_SIZE; HTTP/1.1's is Node's 16 KiB). */
+export const maxHeaderListBytes = 64 * 1024;
+
 /**
  * One TCP port for plaintext HTTP/2 (h2c: what gRPC clients without TLS
  * speak) and HTTP/1.1 (curl, browsers, most REST clients). The outer server
@@ -50,9 +53,6 @@ const preface = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
  * `Connection: close`, and sends GOAWAY to HTTP/2 sessions once their
  * streams end.
  */
-/** The most header bytes an HTTP/2 request may carry (SETTINGS_MAX_HEADER_LIST_SIZE; HTTP/1.1's is Node's 16 KiB). */
-export const maxHeaderListBytes = 64 * 1024;
-
 export function createOnePortServer(handler: RequestHandler, options: OnePortOptions = {}): OnePortServer {
   const idleTimeoutMs = options.idleTimeoutMs ?? 65_000;
   const h1 = http.createServer(

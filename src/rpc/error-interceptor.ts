@@ -47,8 +47,9 @@ function challenged(error: ConnectError): ConnectError {
 }
 
 /**
- * The outermost interceptor: every error leaves through toCatalogError,
- * including one that ends a stream after it began.
+ * Every error leaves through toCatalogError, including one that ends a
+ * stream after it began. It runs inside the observe interceptor, so that
+ * the metrics and the log see the catalog error the client gets.
  */
 export function errorInterceptor(log: ErrorLogger): Interceptor {
   return (next) => async (req) => {

@@ -31,9 +31,10 @@ const timeoutErrnos = new Set([1969, 3024]);
  * Sorts a database error into what the client can do about it: the
  * database is unreachable (retry later), a statement ran out of time (the
  * server is struggling: retry later), busy with conflicting locks (retry
- * now), or anything else (a bug: internal error). The one place database
- * errors are told apart: the answers, the read batcher and the confirm
- * grouper all ask it.
+ * now), or anything else (a bug: internal error): what the answers, the
+ * read batcher and the confirm grouper ask. (A unique-key violation the
+ * store expects, a version string taken, is told apart where it is
+ * expected, in the version store.)
  */
 export function classifyDbError(error: unknown): DbErrorKind {
   for (let e: unknown = error, depth = 0; e !== undefined && e !== null && depth < 5; depth++) {

@@ -303,17 +303,17 @@ function isUniqueViolation(error: unknown): boolean {
   return e.code === "ER_DUP_ENTRY" || e.errno === 1062 || e.code === "SQLITE_CONSTRAINT_UNIQUE";
 }
 
-/**
- * Longest a confirm waits for the group transaction in flight before it
- * goes anyway: that transaction is stuck (on a first push's lock, say).
- * The choice of 20 ms is recorded in docs/performance.md.
- */
 /** A signal that aborts once any of these does; undefined when there are none. */
 function anyAborted(signals: ReadonlyArray<AbortSignal | undefined>): AbortSignal | undefined {
   const given = signals.filter((signal): signal is AbortSignal => signal !== undefined);
   return given.length === 0 ? undefined : AbortSignal.any(given);
 }
 
+/**
+ * Longest a confirm waits for the group transaction in flight before it
+ * goes anyway: that transaction is stuck (on a first push's lock, say).
+ * The choice of 20 ms is recorded in docs/performance.md.
+ */
 const confirmGroupWaitMs = 20;
 
 /**
