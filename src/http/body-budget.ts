@@ -33,11 +33,6 @@ export class BodyBudget {
     this.#limits = limits;
   }
 
-  /** Bytes in flight in the whole process. */
-  get inFlight(): number {
-    return this.#total;
-  }
-
   /** A ticket for one request on `connection` (the socket, or the HTTP/2 session). */
   open(connection: object): BodyTicket {
     let held = 0;

@@ -35,10 +35,6 @@ export class Readiness {
     this.#cached = undefined;
   }
 
-  get shuttingDown(): boolean {
-    return this.#shuttingDown;
-  }
-
   async #run(): Promise<ReadinessReport> {
     const checks: Record<string, string> = {};
     await Promise.all(
