@@ -3,10 +3,10 @@ import { create, type DescField, type DescMethod, type DescService, type JsonObj
 import { Code, ConnectError, type ContextValues } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import FindMyWay from "find-my-way";
-import { apiError, reasonOf } from "../errors/api-error.js";
+import { apiError } from "../errors/api-error.js";
 import type { CallPass } from "../http/call-gate.js";
 import type { RpcRouteConfig } from "../rpc/connect-routes.js";
-import { codeName, type RpcOutcome } from "../rpc/observe-interceptor.js";
+import { noteRefusal, type RpcOutcome } from "../rpc/observe-interceptor.js";
 import type { InProcessCallInit, InProcessCaller, InProcessStreamCaller } from "../rpc/in-process-caller.js";
 import { http } from "../../gen/google/api/annotations_pb.js";
 import { queryFieldPath, type RestBinding, restBindings } from "./http-rules.js";
@@ -266,13 +266,8 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
     /** The REST error answer of a failed call: its status, headers and body. */
     const failed = (req: FastifyRequest, error: unknown) => {
       const connectError = options.toError(error, config.rpc);
-      const outcome = options.outcome(req);
-      // Refused before the interceptors ran (a body that does not map to the message).
-      if (outcome.rpc === undefined) {
-        outcome.code = codeName(connectError.code);
-        const reason = reasonOf(connectError);
-        if (reason !== undefined) outcome.reason = reason;
-      }
+      // Refused before the interceptors ran, maybe (a body that does not map to the message).
+      noteRefusal(options.outcome(req), connectError);
       return renderRestError(connectError);
     };
     const answerStream = async (req: FastifyRequest, reply: FastifyReply, input: () => Message) => {

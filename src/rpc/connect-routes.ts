@@ -7,11 +7,11 @@ import {
   universalResponseToNodeResponse,
 } from "@connectrpc/connect-node";
 import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from "fastify";
-import { apiError, reasonOf } from "../errors/api-error.js";
+import { apiError } from "../errors/api-error.js";
 import type { CallPass } from "../http/call-gate.js";
 import { type BodyGuard, guardedBody } from "../http/guarded-body.js";
 import { minimalGrpcMessage } from "./grpc-message.js";
-import { codeName, type RpcOutcome } from "./observe-interceptor.js";
+import { codeName, noteRefusal, type RpcOutcome } from "./observe-interceptor.js";
 import { grpcErrorHeaders, sendTrailersOnly } from "./trailers-only.js";
 
 type UniversalHandler = ConnectRouter["handlers"][number];
@@ -192,17 +192,13 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
         // request's JSON held a lone surrogate (an unpaired "\ud83d"),
         // quoted in Connect's decoding error, which no UTF-8 can carry.
         const refusal = apiError("MALFORMED_REQUEST", { problem: "its JSON holds a lone UTF-16 surrogate (an unpaired \\uD800-\\uDFFF escape), which no string field can carry" });
-        outcome.code = codeName(refusal.code);
-        outcome.reason = "MALFORMED_REQUEST";
+        noteRefusal(outcome, refusal);
         sendTrailersOnly(reply, 200, Object.entries(grpcErrorHeaders(refusal, req.headers["content-type"] ?? "")));
         return;
       }
       const { res: uRes, empty } = outcome.protocol === "grpc" ? await messageless(answered) : { res: answered, empty: false };
-      if (outcome.rpc === undefined) {
-        const reason = bodyError instanceof ConnectError ? reasonOf(bodyError) : undefined;
-        outcome.code = bodyError instanceof ConnectError ? codeName(bodyError.code) : refusalCode(uRes);
-        if (reason !== undefined) outcome.reason = reason;
-      }
+      if (bodyError instanceof ConnectError) noteRefusal(outcome, bodyError);
+      else if (outcome.rpc === undefined) outcome.code = refusalCode(uRes);
       // HTTP/1.1 cannot read the next request on this connection before
       // the rest of an unread body: close it after the answer instead.
       if (!(req.raw instanceof http2.Http2ServerRequest) && !req.raw.complete) reply.raw.shouldKeepAlive = false;

@@ -25,6 +25,19 @@ export function codeName(code: Code | 0): string {
   return code === 0 ? "ok" : Code[code].replace(/([a-z])([A-Z])/g, "$1_$2").toLowerCase();
 }
 
+/**
+ * Notes how a call ended that no interceptor saw (refused before they ran:
+ * a body that does not decode, a request Connect could not answer), in the
+ * request's log outcome; a call the interceptors saw has its outcome noted
+ * already, and keeps it.
+ */
+export function noteRefusal(outcome: RpcOutcome, error: ConnectError): void {
+  if (outcome.rpc !== undefined) return;
+  outcome.code = codeName(error.code);
+  const reason = reasonOf(error);
+  if (reason !== undefined) outcome.reason = reason;
+}
+
 /** One finished RPC, as metrics and the request log record it. */
 export interface RpcRecord {
   readonly rpc: string;
