@@ -34,7 +34,7 @@ import { HealthService } from "./ops/health-service.js";
 import type { Metrics } from "./ops/metrics.js";
 import type { Readiness } from "./ops/readiness.js";
 import { ReflectionService } from "./ops/reflection-service.js";
-import { renderRestError } from "./rest/rest-error.js";
+import { sendRestError } from "./rest/rest-error.js";
 import { registerOpenApiRoutes } from "./rest/openapi-routes.js";
 import { registerRestGateway } from "./rest/rest-gateway.js";
 import { successStatus } from "./rest/success-status.js";
@@ -45,7 +45,7 @@ import { deadlineInterceptor } from "./rpc/deadline-interceptor.js";
 import { deadlineSignal } from "./rpc/deadline-signal.js";
 import { errorInterceptor, toCatalogError } from "./rpc/error-interceptor.js";
 import { createInProcessCaller, createInProcessStreamCaller } from "./rpc/in-process-caller.js";
-import { codeName, observeInterceptor, type RpcOutcome, recordRpc, rpcOutcomeKey } from "./rpc/observe-interceptor.js";
+import { noteRefusal, observeInterceptor, type RpcOutcome, recordRpc, rpcOutcomeKey } from "./rpc/observe-interceptor.js";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -219,12 +219,12 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     // characters); past this, Fastify refuses the URL via frameworkErrors.
     routerOptions: { maxParamLength: 512 },
     frameworkErrors: (error, req, reply) => {
-      const rendered = renderRestError(
+      void sendRestError(
+        reply as unknown as FastifyReply,
         error.code === "FST_ERR_MAX_PARAM_LENGTH"
           ? apiError("INVALID_ARGUMENT", { field: "path", problem: "a path segment is longer than 512 characters" })
           : apiError("MALFORMED_REQUEST", { problem: `the URL ${req.url.slice(0, 200)} is not valid` }),
       );
-      void (reply as unknown as FastifyReply).code(rendered.status).send(rendered.body);
     },
     requestIdHeader: false,
     genReqId: (req) => requestIdFor(req.headers["x-request-id"]),
@@ -435,11 +435,8 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
             : status >= 400 && status < 500
               ? apiError("MALFORMED_REQUEST", { problem: frameworkProblem(error) })
               : toError(error, `${req.method} ${req.url.split("?")[0]}`);
-    req.rpcOutcome.code = codeName(apiErr.code);
-    const reason = reasonOf(apiErr);
-    if (reason !== undefined) req.rpcOutcome.reason = reason;
-    const rendered = renderRestError(apiErr);
-    return reply.code(rendered.status).headers(rendered.headers).send(rendered.body);
+    noteRefusal(req.rpcOutcome, apiErr);
+    return sendRestError(reply, apiErr);
   });
 
   const rpcMethods = new Map<string, readonly string[]>();
@@ -508,8 +505,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     const path = req.url.split("?")[0]!;
     const allowed = rpcMethods.get(path) ?? restRoutes.allowedMethods(path);
     if (allowed.length > 0) {
-      const rendered = renderRestError(apiError("METHOD_NOT_ALLOWED", { method: req.method, path, allowed: allowed.join(", ") }));
-      return reply.code(rendered.status).header("allow", allowed.join(", ")).send(rendered.body);
+      return sendRestError(reply, apiError("METHOD_NOT_ALLOWED", { method: req.method, path, allowed: allowed.join(", ") }), { allow: allowed.join(", ") });
     }
     const rpc = unknownMethodAnswer(req.method, req.url, req.headers["content-type"]);
     if (rpc !== undefined && rpc.body === "") {
@@ -517,8 +513,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       return reply;
     }
     if (rpc !== undefined) return reply.code(rpc.status).headers(rpc.headers).send(rpc.body);
-    const rendered = renderRestError(apiError("ROUTE_NOT_FOUND", { method: req.method, path }));
-    return reply.code(rendered.status).send(rendered.body);
+    return sendRestError(reply, apiError("ROUTE_NOT_FOUND", { method: req.method, path }));
   });
   registerOpenApiRoutes(app);
   app.get("/healthz", async () => ({ status: "ok" }));

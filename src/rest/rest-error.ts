@@ -1,5 +1,6 @@
 import { create, type JsonObject, type MessageInitShape, toJson } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
+import type { FastifyReply } from "fastify";
 import { ErrorInfoSchema, RetryInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { reasonOf } from "../errors/api-error.js";
 import { bearerChallenge } from "../errors/bearer-challenge.js";
@@ -41,4 +42,10 @@ export function renderRestError(error: ConnectError): RestErrorResponse {
     for (const field of d.desc.fields) body[field.name] = json[field.name] ?? null;
   }
   return { status, headers, body };
+}
+
+/** Answers a REST request with the error, rendered as every REST error is, with its headers and any given (Allow). */
+export function sendRestError(reply: FastifyReply, error: ConnectError, headers: Readonly<Record<string, string>> = {}): FastifyReply {
+  const rendered = renderRestError(error);
+  return reply.code(rendered.status).headers({ ...rendered.headers, ...headers }).send(rendered.body);
 }
