@@ -8,6 +8,7 @@
 // the service's CPU and peak RSS, as medians of several time-bounded runs,
 // and writes them to BENCHMARKS.md (--smoke: a quick check that it all
 // works, written nowhere unless --out is given).
+import { defaultPageMaxBytes } from "../src/config.js";
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import fs from "node:fs";
@@ -712,8 +713,8 @@ async function main() {
     const statements: Array<[string, Sql]> = [
       ["GetActiveVersion", activeVersionSql(e, caller)],
       ["GetVersion, GetDownloadUrl", versionWithFactsSql(e, `${e}-v3`, caller)],
-      ["ListVersions, first page", versionPageSql(e, undefined, 50, caller)],
-      ["ListVersions, a later page", versionPageSql(e, 4, 50, caller)],
+      ["ListVersions, first page", versionPageSql(e, undefined, 50, caller, defaultPageMaxBytes)],
+      ["ListVersions, a later page", versionPageSql(e, 4, 50, caller, defaultPageMaxBytes)],
       [
         "a push's facts (GetUploadUrl, ConfirmUpload)",
         pushFactsSql({ entityId: e, sourceHash: "a".repeat(64), version: "2030.01.01-000000", baseVersionId: `${e}-v${perEntity}`, force: false, setAsActive: false, caller, authorize: () => "allow", uploadId: "none" }),

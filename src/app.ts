@@ -169,6 +169,7 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
             metrics.dbConfirmsGrouped.inc(recorded);
           },
           onEventsRecorded,
+          pageMaxBytes: config.limits.maxPageBytes,
         }),
         access,
         blobs,

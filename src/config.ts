@@ -132,7 +132,12 @@ export interface Limits {
   readonly maxServiceDependencies: number;
   /** Most publishers, shares and org stores each entity may list (each list on its own). */
   readonly maxAccessEntries: number;
+  /** Bytes of package_json and service_dependencies a page of ListVersions holds at most (one version at least). */
+  readonly maxPageBytes: number;
 }
+
+/** PAGE_MAX_BYTES's default. */
+export const defaultPageMaxBytes = 1024 * 1024;
 
 /** A configuration value is wrong; the message names the variable and what it accepts. */
 export class ConfigError extends Error {
@@ -476,6 +481,10 @@ export function loadConfig(env: Env = process.env): Config {
         maxPackageJsonBytes: integer(env, "MAX_PACKAGE_JSON_BYTES", 256 * 1024, 2, 16 * 1024 * 1024),
         maxServiceDependencies: integer(env, "MAX_SERVICE_DEPENDENCIES", 100, 0, 10_000),
         maxAccessEntries: integer(env, "MAX_ACCESS_ENTRIES", 1000, 1, 1_000_000),
+        // A page of ListVersions holds at most this much package_json and
+        // service_dependencies (one version at least), so that no request
+        // can make the service read and send hundreds of megabytes at once.
+        maxPageBytes: integer(env, "PAGE_MAX_BYTES", defaultPageMaxBytes, 64 * 1024, 256 * 1024 * 1024),
       }),
     ),
     watch: http === undefined ? undefined : read(() => watch(env, http)),

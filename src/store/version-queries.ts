@@ -56,19 +56,27 @@ export function versionWithFactsSql(entityId: string, versionId: string, caller:
 
 /**
  * A page of versions, newest first, before `beforeSeq`, with the caller's
- * access facts (ListVersions). The page is ordered and limited inside a
- * query on `versions` alone, which walks the (entity_id, seq) index from
- * the cursor: a page costs the same at the start and at the end of a long
- * history (joined to entities first, MySQL would sort every version of the
- * entity). The limit is written into the text, rounded up to a power of
- * two, so that a handful of prepared statements serve every page size.
+ * access facts (ListVersions). The page is chosen inside a query on
+ * `versions` alone, which walks the (entity_id, seq, data_bytes) index
+ * from the cursor: a page costs the same at the start and at the end of a
+ * long history (joined to entities first, MySQL would sort every version
+ * of the entity). It holds up to `limit` versions, and ends early once the
+ * versions before it hold `maxBytes` of data (package_json and
+ * service_dependencies), one version at least: that is decided from the
+ * index alone, so a version past the budget is never read. Each row also
+ * says how many the read found (`page_rows`): more than the page holds
+ * means a next page. The limit is written into the text, rounded up to a
+ * power of two, so that a handful of prepared statements serve every page
+ * size.
  */
-export function versionPageSql(entityId: string, beforeSeq: number | undefined, limit: number, caller: Caller): Sql {
+export function versionPageSql(entityId: string, beforeSeq: number | undefined, limit: number, caller: Caller, maxBytes: number): Sql {
   const facts = accessFactsSql(caller);
-  const page = sql`select ${rawSql(pageColumnsSql)} from versions p where p.entity_id = ${entityId}${
-    beforeSeq === undefined ? rawSql("") : sql` and p.seq < ${beforeSeq}`
-  } order by p.seq desc limit ${rawSql(String(nextPowerOfTwo(Math.trunc(limit) + 1)))}`;
-  return sql`select ${rawSql(versionColumnsSql)}, ${facts.columns} from entities e ${facts.joins} left join (${page}) v on 1 = 1 where e.id = ${entityId}`;
+  const rows = sql`select q.seq, q.data_bytes from versions q where q.entity_id = ${entityId}${
+    beforeSeq === undefined ? rawSql("") : sql` and q.seq < ${beforeSeq}`
+  } order by q.seq desc limit ${rawSql(String(nextPowerOfTwo(Math.trunc(limit) + 1)))}`;
+  const sized = sql`select x.seq, count(*) over () as page_rows, sum(x.data_bytes) over (order by x.seq desc) - x.data_bytes as bytes_before from (${rows}) x`;
+  const page = sql`select ${rawSql(pageColumnsSql)}, w.page_rows from (${sized}) w join versions p on p.entity_id = ${entityId} and p.seq = w.seq where w.bytes_before < ${rawSql(String(Math.trunc(maxBytes)))}`;
+  return sql`select ${rawSql(versionColumnsSql)}, v.page_rows, ${facts.columns} from entities e ${facts.joins} left join (${page}) v on 1 = 1 where e.id = ${entityId}`;
 }
 
 /**

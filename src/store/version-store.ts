@@ -1,4 +1,5 @@
 import type { Knex } from "knex";
+import { defaultPageMaxBytes } from "../config.js";
 import type { Caller } from "../auth/caller.js";
 import type { AccessFacts, Decision } from "../auth/policy.js";
 import { decidePush, type PushFacts, type PushIntent, type PushOutcome } from "../domain/push-decision.js";
@@ -207,6 +208,8 @@ function toRecord(row: VersionRow): VersionRecord {
 
 /** The versions row a confirm inserts. */
 function versionRow(input: NewVersion, seq: number): Record<string, unknown> {
+  const dependencies = JSON.stringify(input.serviceDependencies);
+  const packageJson = input.packageJson === undefined ? null : JSON.stringify(input.packageJson);
   return {
     id: input.id,
     entity_id: input.entityId,
@@ -218,8 +221,10 @@ function versionRow(input: NewVersion, seq: number): Record<string, unknown> {
     file_size_bytes: input.fileSizeBytes,
     package_md5: input.packageMd5 ?? null,
     package_lock_path: input.packageLockPath ?? null,
-    service_dependencies: JSON.stringify(input.serviceDependencies),
-    package_json: input.packageJson === undefined ? null : JSON.stringify(input.packageJson),
+    service_dependencies: dependencies,
+    package_json: packageJson,
+    // What a page of ListVersions counts against its byte budget.
+    data_bytes: Buffer.byteLength(dependencies) + (packageJson === null ? 0 : Buffer.byteLength(packageJson)),
     base_version_id: input.baseVersionId === "" ? null : input.baseVersionId,
     published_by: input.caller.id,
     created_at: input.now,
@@ -328,6 +333,7 @@ const confirmGroupWaitMs = 20;
  */
 export class VersionStore {
   readonly #knex: Knex;
+  readonly #pageMaxBytes: number;
   /** The single-entity reads (the three gets, lists and the push pre-check), batched where round trips cost (MySQL). */
   readonly #batched: RunBatched;
   /** Confirms, grouped where round trips cost (MySQL). */
@@ -342,9 +348,12 @@ export class VersionStore {
       readonly onConfirmGroup?: (size: number, recorded: number) => void;
       /** Called once a transaction that recorded events of these entities has committed (the event hub's prompt). */
       readonly onEventsRecorded?: (entityIds: readonly string[]) => void;
+      /** Bytes of package_json and service_dependencies a page of versions holds at most (always one version at least). */
+      readonly pageMaxBytes?: number;
     } = {},
   ) {
     this.#knex = db.knex;
+    this.#pageMaxBytes = options.pageMaxBytes ?? defaultPageMaxBytes;
     this.#recorded = options.onEventsRecorded ?? (() => undefined);
     const prepared = preparedRunner(db);
     this.#batched = db.readBatchMax > 1 ? readBatcher(prepared, { maxBatch: db.readBatchMax, onBatch: options.onReadBatch }) : prepared;
@@ -718,13 +727,16 @@ export class VersionStore {
     caller: Caller,
     signal?: AbortSignal,
   ): Promise<VersionPageWithFacts> {
-    const q = versionPageSql(entityId, beforeSeq, limit, caller);
-    const rows = await this.#batched<VersionRow & AccessFactRow>(q.text, q.params, signal);
+    const q = versionPageSql(entityId, beforeSeq, limit, caller, this.#pageMaxBytes);
+    const rows = await this.#batched<VersionRow & AccessFactRow & { page_rows: number | string | null }>(q.text, q.params, signal);
     const access = toAccessFacts(rows[0]);
     if (rows.length === 0) return { kind: "entity-missing", facts: access };
     // Sorted here: a batched read's rows come back in no set order.
     const versions = rows.filter((r) => r.id !== null).sort((a, b) => Number(b.seq) - Number(a.seq));
-    return { kind: "page", versions: versions.slice(0, limit).map(toRecord), hasMore: versions.length > limit, facts: access };
+    const page = versions.slice(0, limit);
+    // More follow when the read found more rows than the page holds: past
+    // the page size, or past the byte budget.
+    return { kind: "page", versions: page.map(toRecord), hasMore: Number(rows[0]!.page_rows ?? 0) > page.length, facts: access };
   }
 
   /**

@@ -1,3 +1,4 @@
+import { defaultPageMaxBytes } from "../../src/config.js";
 import * as assert from "uvu/assert";
 import { suite } from "uvu";
 import { openDatabase, type Database } from "../../src/store/database.js";
@@ -84,10 +85,10 @@ export function queryPlansSuite() {
     return rows;
   }
 
-  s("no statement sorts, makes a temporary table, or scans", async ({ db }) => {
+  s("no statement sorts, makes a temporary table, or scans, but for a page's window over its own rows", async ({ db }) => {
     const statements: Record<string, Sql> = {
-      "ListVersions, first page": versionPageSql("long", undefined, 50, caller),
-      "ListVersions, last page": versionPageSql("long", 60, 50, caller),
+      "ListVersions, first page": versionPageSql("long", undefined, 50, caller, defaultPageMaxBytes),
+      "ListVersions, last page": versionPageSql("long", 60, 50, caller, defaultPageMaxBytes),
       GetActiveVersion: activeVersionSql("long", caller),
       GetVersion: versionWithFactsSql("long", "v123", caller),
       "a version by id": versionByIdSql("long", "v123"),
@@ -111,15 +112,19 @@ export function queryPlansSuite() {
     for (const [name, q] of Object.entries(statements)) {
       const plan = await analyze(db, q);
       for (const row of plan) {
-        assert.not.match(row.Extra ?? "", /filesort|temporary/i, `${name}: ${JSON.stringify(row)}`);
-        if (row.table === "e" || row.table === "v" || row.table === "p" || row.table === "d") assert.is.not(row.type, "ALL", `${name}: ${JSON.stringify(row)}`);
+        // A page's byte budget is summed over the page's own rows (a window
+        // over at most 64 here): the only temporary table, never over the history.
+        if (/filesort|temporary/i.test(row.Extra ?? "")) {
+          assert.ok(name.startsWith("ListVersions") && row.table?.startsWith("<derived") === true && Number(row.r_rows) <= 64, `${name}: ${JSON.stringify(row)}`);
+        }
+        if (row.table === "e" || row.table === "v" || row.table === "p" || row.table === "q" || row.table === "d") assert.is.not(row.type, "ALL", `${name}: ${JSON.stringify(row)}`);
         assert.ok(Number(row.r_rows ?? 0) <= 128, `${name} read ${row.r_rows} rows of ${row.table}: ${JSON.stringify(row)}`);
       }
     }
   });
 
   s("a page reads as many rows at the end of the history as at its start, and the store pages through it in order", async ({ db }) => {
-    const read = async (before: number | undefined) => (await analyze(db, versionPageSql("long", before, 50, caller))).find((r) => r.table === "p")!;
+    const read = async (before: number | undefined) => (await analyze(db, versionPageSql("long", before, 50, caller, defaultPageMaxBytes))).find((r) => r.table === "q")!;
     const first = Number((await read(undefined)).r_rows);
     const last = Number((await read(100)).r_rows);
     assert.ok(first <= 64 && last <= 64, `first page read ${first} rows, last ${last}`);

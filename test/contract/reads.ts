@@ -1,6 +1,6 @@
 import * as assert from "uvu/assert";
 import type { Backend } from "../support/env.js";
-import { newEntityId, push } from "../support/service.js";
+import { newEntityId, push, startService } from "../support/service.js";
 import { serviceSuite } from "../support/suite.js";
 
 /** Spec 4.3 to 4.5 and the added GetVersion and ListVersions, over REST. */
@@ -88,6 +88,37 @@ export function readsSuite(backend: Backend) {
     const camel = await svc.rest.get(`/api/entities/${e}/versions?pageSize=1`);
     assert.is(camel.body.versions.length, 1);
     assert.is((await svc.rest.get(`/api/entities/${e}/versions?page_size=5000`)).status, 200);
+  });
+
+  s("a page of ListVersions ends at PAGE_MAX_BYTES of package_json, one version at least, and the pages still walk the whole history once", async () => {
+    const small = await startService(backend, { env: { PAGE_MAX_BYTES: String(64 * 1024) } });
+    try {
+      const e = newEntityId();
+      const manifest = (bytes: number) => ({ name: "x", notes: "n".repeat(bytes) });
+      const ids: string[] = [];
+      let base: string | undefined;
+      // 30 kB, 30 kB, 30 kB, 100 kB (past the budget alone), 30 kB, 30 kB: newest first.
+      for (const bytes of [30_000, 30_000, 100_000, 30_000, 30_000, 30_000]) {
+        const v = (await push(small, e, { ...(base === undefined ? {} : { base }), extra: { package_json: manifest(bytes) } })).confirm!.body.version;
+        ids.unshift(v.id);
+        base = v.id;
+      }
+      const sizes: number[] = [];
+      const seen: string[] = [];
+      let token = "";
+      do {
+        const page = await small.rest.get(`/api/entities/${e}/versions?page_size=50${token === "" ? "" : `&page_token=${encodeURIComponent(token)}`}`);
+        assert.is(page.status, 200, JSON.stringify(page.body).slice(0, 300));
+        sizes.push(page.body.versions.length);
+        seen.push(...page.body.versions.map((v: { id: string }) => v.id));
+        token = page.body.next_page_token;
+      } while (token !== "");
+      // Three of 30 kB fit in 64 KiB (the third starts at 60 kB); the 100 kB one alone; then the last two.
+      assert.equal(sizes, [3, 1, 2]);
+      assert.equal(seen, ids);
+    } finally {
+      await small.close();
+    }
   });
 
   s("ListVersions refuses tampered tokens, tokens of another entity, negative sizes and unknown parameters", async ({ svc }) => {

@@ -110,6 +110,7 @@ test("a bad value stops the start with a message naming the variable", () => {
     [{ AZURE_STORAGE_CONNECTION_STRING: "UseDevelopmentStorage=true" }, "AZURE_STORAGE_CONNECTION_STRING"],
     [{ UPLOAD_URL_TTL_SECONDS: "1" }, "UPLOAD_URL_TTL_SECONDS"],
     [{ LOG_LEVEL: "loud" }, "LOG_LEVEL"],
+    [{ PAGE_MAX_BYTES: "1000" }, "PAGE_MAX_BYTES"],
     [{ PAGE_TOKEN_SECRET: "short" }, "PAGE_TOKEN_SECRET"],
     [{ AUTH_JWT_SECRET: "short" }, "AUTH_JWT_SECRET"],
     [{ AUTH_JWKS_URL: "ftp://keys" }, "AUTH_JWKS_URL"],

@@ -702,7 +702,9 @@ export type ListVersionsRequest = Message<"entityversions.v1.ListVersionsRequest
 
   /**
    * Maximum number of versions to return; 0 means the default (50), more
-   * than 1000 is treated as 1000.
+   * than 1000 is treated as 1000. A page may hold fewer, with a
+   * next_page_token: it also ends once its versions hold the service's
+   * PAGE_MAX_BYTES of package_json and service_dependencies.
    *
    * @generated from field: int32 page_size = 2;
    */
