@@ -161,11 +161,16 @@ function text(env: Env, name: string, fallback: string): string {
   return raw === undefined || raw.trim() === "" ? fallback : raw.trim();
 }
 
+/**
+ * A secret key, trimmed (a value read from a file ends with a newline):
+ * at least 32 bytes, since a key's strength is its length in bytes.
+ */
 function secret(env: Env, name: string): string | undefined {
-  const raw = env[name];
-  if (raw === undefined || raw === "") return undefined;
-  if (raw.length < 32) throw new ConfigError(`${name} must be at least 32 characters (random; e.g. \`openssl rand -base64 32\`).`);
-  return raw;
+  const value = optional(env, name);
+  if (value !== undefined && Buffer.byteLength(value) < 32) {
+    throw new ConfigError(`${name} must be at least 32 bytes (random; e.g. \`openssl rand -base64 32\`).`);
+  }
+  return value;
 }
 
 /**
@@ -192,11 +197,7 @@ function optional(env: Env, name: string): string | undefined {
 }
 
 function auth(env: Env, production: boolean): AuthConfig {
-  const secret = optional(env, "AUTH_JWT_SECRET");
-  // Bytes, not characters: HS256's strength is the key's length in bytes.
-  if (secret !== undefined && Buffer.byteLength(secret) < 32) {
-    throw new ConfigError("AUTH_JWT_SECRET must be at least 32 bytes (random; e.g. `openssl rand -base64 32`).");
-  }
+  const jwtSecret = secret(env, "AUTH_JWT_SECRET");
   const jwksUrl = optional(env, "AUTH_JWKS_URL");
   if (jwksUrl !== undefined) {
     let url: URL | undefined;
@@ -214,7 +215,7 @@ function auth(env: Env, production: boolean): AuthConfig {
       throw new ConfigError(`NODE_ENV=production needs an https:// AUTH_JWKS_URL (keys fetched over http can be swapped), got "${jwksUrl}".`);
     }
   }
-  if (production && secret === undefined && jwksUrl === undefined) {
+  if (production && jwtSecret === undefined && jwksUrl === undefined) {
     throw new ConfigError("NODE_ENV=production needs AUTH_JWT_SECRET or AUTH_JWKS_URL: the development token is never used in production.");
   }
   const issuer = optional(env, "AUTH_ISSUER");
@@ -229,7 +230,7 @@ function auth(env: Env, production: boolean): AuthConfig {
   const lifetime = integer(env, "AUTH_MAX_TOKEN_LIFETIME", production ? 24 * 3600 : 0, 0, 365 * 24 * 3600);
   const clockSkewSeconds = integer(env, "AUTH_CLOCK_SKEW_SECONDS", 30, 0, 600);
   if (production) {
-    refuseTyped("AUTH_JWT_SECRET", secret);
+    refuseTyped("AUTH_JWT_SECRET", jwtSecret);
     if (lifetime === 0) {
       throw new ConfigError("NODE_ENV=production needs a bound on token lifetimes: set AUTH_MAX_TOKEN_LIFETIME to the most seconds a token may live (86400 by default), not 0.");
     }
@@ -238,8 +239,8 @@ function auth(env: Env, production: boolean): AuthConfig {
     }
   }
   return Object.freeze({
-    mode: secret === undefined && jwksUrl === undefined ? "dev" : "jwt",
-    secret,
+    mode: jwtSecret === undefined && jwksUrl === undefined ? "dev" : "jwt",
+    secret: jwtSecret,
     jwksUrl,
     issuer,
     audience,
