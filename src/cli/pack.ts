@@ -110,6 +110,26 @@ export async function packTree(files: readonly HashedFile[], out: string): Promi
   return { sizeBytes: meter.bytes, md5Base64: md5.digest("base64") };
 }
 
+/**
+ * Copies one hashed file of the tree to `out` as it was hashed: its bytes
+ * are hashed again on the way, and a file changed (or replaced, by a link
+ * to somewhere else) since the tree was listed stops the push, as in
+ * packTree. The lockfile goes up from this copy, never from its path in
+ * the tree, so what is uploaded is what the source hash describes.
+ */
+export async function copyHashedFile(file: HashedFile, out: string): Promise<PackResult> {
+  const sha256 = createHash("sha256");
+  const md5 = createHash("md5");
+  const meter = new Meter([sha256, md5]);
+  try {
+    await pipeline(createReadStream(file.absolute), meter, createWriteStream(out));
+  } catch (error) {
+    throw readFailure(file.path, error);
+  }
+  if (sha256.digest("hex") !== file.sha256) throw changed(file.path);
+  return { sizeBytes: meter.bytes, md5Base64: md5.digest("base64") };
+}
+
 /** A file that vanished or changed size is a changed tree; anything else (permissions) is said as it is. */
 function readFailure(file: string, cause: unknown): CliError {
   const code = (cause as NodeJS.ErrnoException).code;

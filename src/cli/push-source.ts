@@ -17,7 +17,7 @@ export type PushSource =
       /** The root's package.json, sent as `package_json`. */
       readonly packageJson: Record<string, unknown> | undefined;
       /** The root's package-lock.json, uploaded as the version's lockfile. */
-      readonly lockfile: string | undefined;
+      readonly lockfile: HashedFile | undefined;
       /** Where the state file lives: the pushed directory. */
       readonly stateDir: string;
       readonly summary: string;
@@ -90,7 +90,7 @@ export async function readPushSource(target: string, cwd = process.cwd()): Promi
     files,
     sourceHash: sourceHashOfListing(files),
     packageJson: packed.has("package.json") ? await readPackageJson(path.join(absolute, "package.json")) : undefined,
-    lockfile: packed.has("package-lock.json") ? path.join(absolute, "package-lock.json") : undefined,
+    lockfile: files.find((f) => f.path === "package-lock.json"),
     stateDir: absolute,
     summary: `${target} (${files.length} file${files.length === 1 ? "" : "s"}, ${formatBytes(bytes)})`,
   };

@@ -12,7 +12,7 @@ import { extract } from "tar-stream";
 import { test } from "uvu";
 import * as assert from "uvu/assert";
 import { CliError } from "../../src/cli/cli-error.js";
-import { packMtime, packTree } from "../../src/cli/pack.js";
+import { copyHashedFile, packMtime, packTree } from "../../src/cli/pack.js";
 import { hashFiles, sourceHashOfListing } from "../../src/cli/source-hash.js";
 import { listSourceTree } from "../../src/cli/source-tree.js";
 
@@ -218,5 +218,32 @@ test("a file changed between hashing and packing stops the pack", async () => {
 });
 
 test.after(() => fs.rmSync(scratch, { recursive: true, force: true }));
+
+test("the lockfile is uploaded from a copy checked against its hash: changed, or replaced by a link, it stops the push", async () => {
+  const root = makeTree({ "package-lock.json": '{"lockfileVersion":3}', "src/a.js": "a" });
+  const secret = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "ev-secret-")), "id_rsa");
+  fs.writeFileSync(secret, "private key");
+  const lockfile = async () => (await hashFiles(await listSourceTree(root))).find((f) => f.path === "package-lock.json")!;
+  const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "ev-copy-")), "package-lock.json");
+  const copied = await copyHashedFile(await lockfile(), out);
+  assert.is(fs.readFileSync(out, "utf8"), '{"lockfileVersion":3}');
+  assert.equal(copied, { sizeBytes: 21, md5Base64: createHash("md5").update('{"lockfileVersion":3}').digest("base64") });
+  for (const swap of [() => fs.writeFileSync(path.join(root, "package-lock.json"), '{"lockfileVersion":2}'), () => {
+    fs.rmSync(path.join(root, "package-lock.json"));
+    fs.symlinkSync(secret, path.join(root, "package-lock.json"));
+  }]) {
+    fs.writeFileSync(path.join(root, "package-lock.json"), '{"lockfileVersion":3}');
+    const hashed = await lockfile();
+    swap();
+    try {
+      await copyHashedFile(hashed, out);
+      assert.unreachable("a changed lockfile was copied");
+    } catch (error) {
+      assert.instance(error, CliError);
+      assert.is((error as CliError).code, "SOURCE_CHANGED");
+    }
+    fs.rmSync(path.join(root, "package-lock.json"));
+  }
+});
 
 test.run();

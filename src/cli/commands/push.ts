@@ -10,7 +10,7 @@ import { staleBaseError } from "../stale-base.js";
 import { summariseToken } from "../token-claims.js";
 import { describeVersion, displayPath, formatBytes, type Output } from "../output.js";
 import { md5OfFile } from "../file-digest.js";
-import { packTree } from "../pack.js";
+import { copyHashedFile, packTree } from "../pack.js";
 import { type PushSource, readPushSource } from "../push-source.js";
 import type { RestConfirmAnswer, RestUploadUrlAnswer, RestVersion } from "../rest-types.js";
 import { readBase, recordBase, stateFileName } from "../state-file.js";
@@ -102,9 +102,10 @@ async function uploadAndConfirm(
     let lockPath: string | undefined;
     const lockfile = source.kind === "directory" ? source.lockfile : undefined;
     if (lockfile !== undefined && answer.lockfile_upload_url !== undefined && answer.package_lock_path !== undefined) {
-      const { size } = await fs.stat(lockfile);
-      output.note(`Uploading package-lock.json (${formatBytes(size)})`);
-      await uploadFile(answer.lockfile_upload_url, lockfile, size, await md5OfFile(lockfile), "lockfile");
+      const copy = path.join(scratch, "package-lock.json");
+      const { sizeBytes, md5Base64 } = await copyHashedFile(lockfile, copy);
+      output.note(`Uploading package-lock.json (${formatBytes(sizeBytes)})`);
+      await uploadFile(answer.lockfile_upload_url, copy, sizeBytes, md5Base64, "lockfile");
       lockPath = answer.package_lock_path;
     }
     const body = {
