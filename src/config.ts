@@ -129,10 +129,12 @@ export interface Limits {
   readonly maxRequestBytes: number;
   readonly maxPackageBytes: number;
   readonly maxPackageJsonBytes: number;
+  /** Most JSON values (objects, arrays and scalars, counted through) package_json may hold. */
+  readonly maxPackageJsonValues: number;
   readonly maxServiceDependencies: number;
   /** Most publishers, shares and org stores each entity may list (each list on its own). */
   readonly maxAccessEntries: number;
-  /** Bytes of package_json and service_dependencies a page of ListVersions holds at most (one version at least). */
+  /** What a page of ListVersions' package_json and service_dependencies may cost to serve, in bytes (versionDataCost; one version at least). */
   readonly maxPageBytes: number;
 }
 
@@ -480,6 +482,9 @@ export function loadConfig(env: Env = process.env): Config {
         // which takes sources of at most 256 MiB.
         maxPackageBytes: integer(env, "MAX_PACKAGE_BYTES", 256 * 1024 * 1024, 1, 256 * 1024 * 1024),
         maxPackageJsonBytes: integer(env, "MAX_PACKAGE_JSON_BYTES", 256 * 1024, 2, 16 * 1024 * 1024),
+        // What a manifest costs to decode and encode grows with its values as
+        // much as with its bytes; a large package.json has a few thousand.
+        maxPackageJsonValues: integer(env, "MAX_PACKAGE_JSON_VALUES", 10_000, 1, 10_000_000),
         maxServiceDependencies: integer(env, "MAX_SERVICE_DEPENDENCIES", 100, 0, 10_000),
         maxAccessEntries: integer(env, "MAX_ACCESS_ENTRIES", 1000, 1, 1_000_000),
         // A page of ListVersions holds at most this much package_json and

@@ -7,11 +7,12 @@ import {
   versionIdPattern,
 } from "../domain/identifiers.js";
 import type { Limits as ConfigLimits } from "../config.js";
+import { jsonShape } from "../domain/version-data-cost.js";
 import { isVersionString } from "../domain/version-string.js";
 import { apiError } from "../errors/api-error.js";
 
 /** Bounds on request values, from the configuration. */
-export type Limits = Pick<ConfigLimits, "maxPackageBytes" | "maxPackageJsonBytes" | "maxServiceDependencies">;
+export type Limits = Pick<ConfigLimits, "maxPackageBytes" | "maxPackageJsonBytes" | "maxPackageJsonValues" | "maxServiceDependencies">;
 
 /** Page sizes of ListVersions and ListEvents (AIP-158). */
 export const defaultPageSize = 50;
@@ -113,8 +114,23 @@ export function packageJson(value: JsonObject | undefined, limits: Limits): Json
   if (size > limits.maxPackageJsonBytes) {
     throw invalid("package_json", `is ${size} bytes of JSON; at most ${limits.maxPackageJsonBytes} are allowed`);
   }
+  const shape = jsonShape(value);
+  if (shape.depth > maxPackageJsonDepth) {
+    throw invalid("package_json", `nests ${shape.depth} levels deep; at most ${maxPackageJsonDepth} are allowed`);
+  }
+  if (shape.values > limits.maxPackageJsonValues) {
+    throw invalid("package_json", `holds ${shape.values} JSON values (objects, arrays, strings, numbers, booleans and nulls); at most ${limits.maxPackageJsonValues} are allowed`);
+  }
   return value;
 }
+
+/**
+ * How deep package_json may nest. In protobuf each JSON level is two
+ * messages (a Value and its Struct or ListValue), and decoders stop at 100
+ * (protobuf-es, grpc-js's protobufjs): a deeper manifest would be stored,
+ * and then unreadable by every binary client of the versions around it.
+ */
+export const maxPackageJsonDepth = 32;
 
 /** The path of the first number in a JSON value that is not finite, if any. */
 function nonFinitePath(value: JsonValue, path: string): string | undefined {

@@ -6,7 +6,7 @@ import * as flatReads from "./migrations/0004-flat-reads.js";
 import * as events from "./migrations/0005-events.js";
 import * as eventRetention from "./migrations/0006-event-retention.js";
 import * as versionBlobFolder from "./migrations/0007-version-blob-folder.js";
-import * as versionDataBytes from "./migrations/0008-version-data-bytes.js";
+import * as versionDataCost from "./migrations/0008-version-data-cost.js";
 
 // Imported statically so the same names land in knex_migrations whether the
 // code runs from TypeScript or from a build; never rename an entry.
@@ -18,7 +18,7 @@ const migrations: Record<string, Knex.Migration> = {
   "0005-events": events,
   "0006-event-retention": eventRetention,
   "0007-version-blob-folder": versionBlobFolder,
-  "0008-version-data-bytes": versionDataBytes,
+  "0008-version-data-cost": versionDataCost,
 };
 
 const source: Knex.MigrationSource<string> = {

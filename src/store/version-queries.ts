@@ -57,7 +57,7 @@ export function versionWithFactsSql(entityId: string, versionId: string, caller:
 /**
  * A page of versions, newest first, before `beforeSeq`, with the caller's
  * access facts (ListVersions). The page is chosen inside a query on
- * `versions` alone, which walks the (entity_id, seq, data_bytes) index
+ * `versions` alone, which walks the (entity_id, seq, data_cost) index
  * from the cursor: a page costs the same at the start and at the end of a
  * long history (joined to entities first, MySQL would sort every version
  * of the entity). It holds up to `limit` versions, and ends early once the
@@ -71,10 +71,10 @@ export function versionWithFactsSql(entityId: string, versionId: string, caller:
  */
 export function versionPageSql(entityId: string, beforeSeq: number | undefined, limit: number, caller: Caller, maxBytes: number): Sql {
   const facts = accessFactsSql(caller);
-  const rows = sql`select q.seq, q.data_bytes from versions q where q.entity_id = ${entityId}${
+  const rows = sql`select q.seq, q.data_cost from versions q where q.entity_id = ${entityId}${
     beforeSeq === undefined ? rawSql("") : sql` and q.seq < ${beforeSeq}`
   } order by q.seq desc limit ${rawSql(String(nextPowerOfTwo(Math.trunc(limit) + 1)))}`;
-  const sized = sql`select x.seq, count(*) over () as page_rows, sum(x.data_bytes) over (order by x.seq desc) - x.data_bytes as bytes_before from (${rows}) x`;
+  const sized = sql`select x.seq, count(*) over () as page_rows, sum(x.data_cost) over (order by x.seq desc) - x.data_cost as bytes_before from (${rows}) x`;
   const page = sql`select ${rawSql(pageColumnsSql)}, w.page_rows from (${sized}) w join versions p on p.entity_id = ${entityId} and p.seq = w.seq where w.bytes_before < ${rawSql(String(Math.trunc(maxBytes)))}`;
   return sql`select ${rawSql(versionColumnsSql)}, v.page_rows, ${facts.columns} from entities e ${facts.joins} left join (${page}) v on 1 = 1 where e.id = ${entityId}`;
 }

@@ -3,6 +3,7 @@ import { defaultPageMaxBytes } from "../config.js";
 import type { Caller } from "../auth/caller.js";
 import type { AccessFacts, Decision } from "../auth/policy.js";
 import { decidePush, type PushFacts, type PushIntent, type PushOutcome } from "../domain/push-decision.js";
+import { versionDataCost } from "../domain/version-data-cost.js";
 import { type AccessFactRow, type ChangeAuthorization, type RefusedChange, refusedUnderLock, toAccessFacts } from "./access-store.js";
 import { confirmGrouper } from "./confirm-grouper.js";
 import type { Database } from "./database.js";
@@ -223,8 +224,8 @@ function versionRow(input: NewVersion, seq: number): Record<string, unknown> {
     package_lock_path: input.packageLockPath ?? null,
     service_dependencies: dependencies,
     package_json: packageJson,
-    // What a page of ListVersions counts against its byte budget.
-    data_bytes: Buffer.byteLength(dependencies) + (packageJson === null ? 0 : Buffer.byteLength(packageJson)),
+    // What a page of ListVersions counts against its budget.
+    data_cost: versionDataCost(input.serviceDependencies, input.packageJson),
     base_version_id: input.baseVersionId === "" ? null : input.baseVersionId,
     published_by: input.caller.id,
     created_at: input.now,
@@ -348,7 +349,7 @@ export class VersionStore {
       readonly onConfirmGroup?: (size: number, recorded: number) => void;
       /** Called once a transaction that recorded events of these entities has committed (the event hub's prompt). */
       readonly onEventsRecorded?: (entityIds: readonly string[]) => void;
-      /** Bytes of package_json and service_dependencies a page of versions holds at most (always one version at least). */
+      /** What a page of versions may cost to serve (versionDataCost), at most (always one version at least). */
       readonly pageMaxBytes?: number;
     } = {},
   ) {

@@ -527,6 +527,9 @@ export function pushSuite(backend: Backend) {
       [`/api/entities/${e}/versions/confirm`, { ...good, storage_path: `${e}/00000000-0000-4000-8000-000000000000/package`, file_size_bytes: 3, service_dependencies: ["Not A Slug"] }, "service_dependencies"],
       [`/api/entities/${e}/versions/confirm`, { ...good, storage_path: `${e}/00000000-0000-4000-8000-000000000000/package`, file_size_bytes: 3, service_dependencies: ["a", "a"] }, "service_dependencies"],
       [`/api/entities/${e}/versions/confirm`, { ...good, storage_path: `${e}/00000000-0000-4000-8000-000000000000/package`, file_size_bytes: 3, package_json: [1, 2] }, "package_json"],
+      // Too deep for binary clients to decode once stored, and too many values to serve cheaply.
+      [`/api/entities/${e}/versions/confirm`, { ...good, storage_path: `${e}/00000000-0000-4000-8000-000000000000/package`, file_size_bytes: 3, package_json: nested(33) }, "package_json"],
+      [`/api/entities/${e}/versions/confirm`, { ...good, storage_path: `${e}/00000000-0000-4000-8000-000000000000/package`, file_size_bytes: 3, package_json: { a: Array(10_000).fill(0) } }, "package_json"],
       [`/api/entities/${e}/versions/confirm`, { ...good, file_size_bytes: 3 }, "storage_path"],
     ];
     for (const [path, body, field] of cases) {
@@ -551,6 +554,17 @@ export function pushSuite(backend: Backend) {
     const fine = await svc.rest.post(`/api/entities/${e}/versions/confirm`, { ...good, package_json: { n: 1e300 } });
     assert.is(fine.status, 201, JSON.stringify(fine.body));
     assert.equal(fine.body.version.package_json, { n: 1e300 });
+  });
+
+  s("a package_json as deep as allowed (32 levels) is read back by binary clients: grpc-js lists and gets it", async ({ svc }) => {
+    const e = newEntityId();
+    const deep = nested(32);
+    const v = (await push(svc, e, { extra: { package_json: deep } })).confirm!.body.version;
+    const got = await svc.grpc.call<{ version: { package_json: unknown } }>("GetVersion", { entity_id: e, version_id: v.id });
+    assert.ok(got.ok, JSON.stringify(got));
+    const listed = await svc.grpc.call<{ versions: unknown[] }>("ListVersions", { entity_id: e });
+    assert.ok(listed.ok && listed.value.versions.length === 1, JSON.stringify(listed).slice(0, 300));
+    assert.equal((await svc.rest.get(`/api/entities/${e}/versions/${v.id}`)).body.package_json, deep);
   });
 
   s("lowerCamelCase names are accepted as well as snake_case", async ({ svc }) => {
@@ -590,4 +604,11 @@ export function pushSuite(backend: Backend) {
     assert.is(await putBlob(tampered.toString(), "x", res.body.upload_headers), 403);
   });
   return s;
+}
+
+/** A JSON object nested `depth` levels deep ({"a": {"a": … {}}}: `depth` values, `depth` deep). */
+function nested(depth: number): Record<string, unknown> {
+  let value: Record<string, unknown> = {};
+  for (let i = 1; i < depth; i++) value = { a: value };
+  return value;
 }

@@ -111,6 +111,7 @@ test("a bad value stops the start with a message naming the variable", () => {
     [{ UPLOAD_URL_TTL_SECONDS: "1" }, "UPLOAD_URL_TTL_SECONDS"],
     [{ LOG_LEVEL: "loud" }, "LOG_LEVEL"],
     [{ PAGE_MAX_BYTES: "1000" }, "PAGE_MAX_BYTES"],
+    [{ MAX_PACKAGE_JSON_VALUES: "0" }, "MAX_PACKAGE_JSON_VALUES"],
     [{ PAGE_TOKEN_SECRET: "short" }, "PAGE_TOKEN_SECRET"],
     [{ AUTH_JWT_SECRET: "short" }, "AUTH_JWT_SECRET"],
     [{ AUTH_JWKS_URL: "ftp://keys" }, "AUTH_JWKS_URL"],
