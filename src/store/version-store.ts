@@ -186,7 +186,14 @@ interface EntityRow {
   last_event_seq: number | string;
 }
 
+/**
+ * A version from its row. Its package_json is parsed when first read, not
+ * here: a read's rows come back with the caller's access facts, and a
+ * caller refused on them must not cost the parse of every manifest on the
+ * page (nor be able to time it).
+ */
 function toRecord(row: VersionRow): VersionRecord {
+  let packageJson: { value: JsonObject | undefined } | undefined;
   return {
     id: row.id,
     entityId: row.entity_id,
@@ -199,7 +206,10 @@ function toRecord(row: VersionRow): VersionRecord {
     packageMd5: row.package_md5 ?? undefined,
     packageLockPath: row.package_lock_path ?? undefined,
     serviceDependencies: JSON.parse(row.service_dependencies) as string[],
-    packageJson: row.package_json === null ? undefined : (JSON.parse(row.package_json) as JsonObject),
+    get packageJson() {
+      packageJson ??= { value: row.package_json === null ? undefined : (JSON.parse(row.package_json) as JsonObject) };
+      return packageJson.value;
+    },
     baseVersionId: row.base_version_id ?? undefined,
     publishedBy: row.published_by,
     createdAt: new Date(row.created_at),

@@ -1,7 +1,8 @@
 import * as assert from "uvu/assert";
-import type { Backend } from "../support/env.js";
+import { type Backend, connectTestDatabase } from "../support/env.js";
 import { newEntityId, push, startService } from "../support/service.js";
 import { serviceSuite } from "../support/suite.js";
+import { bearer, token } from "../support/tokens.js";
 
 /** Spec 4.3 to 4.5 and the added GetVersion and ListVersions, over REST. */
 export function readsSuite(backend: Backend) {
@@ -118,6 +119,23 @@ export function readsSuite(backend: Backend) {
       assert.equal(seen, ids);
     } finally {
       await small.close();
+    }
+  });
+
+  s("a caller without access is refused before any manifest of the entity is parsed", async ({ svc }) => {
+    const e = newEntityId();
+    const v = (await push(svc, e, { setAsActive: true, extra: { package_json: { name: "x" } } })).confirm!.body.version;
+    // A manifest that would fail to parse: reading it is then visible as a 500.
+    const db = connectTestDatabase(backend, svc.db);
+    try {
+      await db("versions").where("id", v.id).update({ package_json: "{not json" });
+    } finally {
+      await db.destroy();
+    }
+    const stranger = svc.restAs(bearer(await token({ sub: "stranger", roles: [] })));
+    for (const path of [`/api/entities/${e}/versions`, `/api/entities/${e}/active-version`, `/api/entities/${e}/versions/${v.id}`]) {
+      const r = await stranger.get(path);
+      assert.equal([r.status, r.body.code], [404, "ENTITY_NOT_FOUND"], path);
     }
   });
 
