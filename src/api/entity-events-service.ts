@@ -94,9 +94,9 @@ export class EntityEventsServiceImpl implements ServiceImpl<typeof EntityEventsS
    * each quiet keep-alive interval. The watch is registered before the
    * entity's position is read, so nothing committed after that read can be
    * missed; events are numbered without gaps, so each is sent once, in
-   * order. Read access is checked at the start and again before each event
-   * that removes access; without it the stream ends as a call without
-   * access would (ENTITY_NOT_FOUND). When the caller's token expires, the
+   * order. Read access is checked at the start and again before each batch
+   * of events that changes access; without it the stream ends as a call
+   * without access would (ENTITY_NOT_FOUND). When the caller's token expires, the
    * stream ends with TOKEN_EXPIRED naming the last event sent, to resume
    * from with a new token.
    */
@@ -124,9 +124,12 @@ export class EntityEventsServiceImpl implements ServiceImpl<typeof EntityEventsS
       for (;;) {
         const events = await watch.next(ctx.signal);
         if (events.length === 0) yield bookmark();
+        // An access change may end the caller's access, or change what they
+        // may see of the events: checked once for the batch, before any of
+        // it is sent (a replay of thousands of access changes is one read a
+        // batch, not one an event), from the access as it is now.
+        if (events.some((event) => event.type === "ACCESS_CHANGED")) showSubjects = await this.#stillReadable(entityId, caller, ctx.signal);
         for (const event of events) {
-          // An access change may end the caller's access, or change what they may see of the next ones.
-          if (event.type === "ACCESS_CHANGED") showSubjects = await this.#stillReadable(entityId, caller, ctx.signal);
           // Passed before it is sent: a stream delivers in order, so a
           // client told where the stream ended has received everything before.
           watch.passed(event.seq);
