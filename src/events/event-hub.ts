@@ -223,7 +223,10 @@ export class EventHub {
   #watches = 0;
   #timer: NodeJS.Timeout | undefined;
   #polling = false;
-  #pollAgain = false;
+  /** Watched entities this process recorded events of since they were last read: a prompt reads only these. */
+  readonly #prompted = new Set<string>();
+  /** When the next poll of every watched entity (other replicas' events) is due. */
+  #nextFullPollAt = 0;
   #closing = false;
   #failing = false;
   #drained: (() => void) | undefined;
@@ -274,11 +277,20 @@ export class EventHub {
 
   /**
    * Told that a transaction of this process committed events of these
-   * entities: when any is watched, poll now rather than at the next
-   * interval.
+   * entities: when any is watched, read them now rather than at the next
+   * interval; only them, so that a stream of changes to one entity does
+   * not read every watched entity once per change. Other replicas' events
+   * are read by the full poll, which keeps its interval whatever the
+   * prompts.
    */
   recorded(entityIds: readonly string[]): void {
-    if (entityIds.some((id) => this.#channels.has(id))) this.#schedule(0);
+    let watched = false;
+    for (const id of entityIds) {
+      if (!this.#channels.has(id)) continue;
+      this.#prompted.add(id);
+      watched = true;
+    }
+    if (watched) this.#schedule(0);
   }
 
   /** Called when a watch starts: the poller runs while anything is watched. */
@@ -287,10 +299,8 @@ export class EventHub {
   }
 
   #schedule(delayMs: number): void {
-    if (this.#polling) {
-      if (delayMs === 0) this.#pollAgain = true;
-      return;
-    }
+    // Polling now: the end of this poll schedules the next (a prompt meanwhile is in #prompted).
+    if (this.#polling) return;
     if (this.#timer !== undefined) {
       if (delayMs !== 0) return;
       clearTimeout(this.#timer);
@@ -302,15 +312,32 @@ export class EventHub {
 
   async #poll(): Promise<void> {
     this.#timer = undefined;
+    if (this.#closing) return;
+    // Every watched entity when the full poll is due (or nothing was
+    // prompted), else only the prompted ones.
+    const everything = Date.now() >= this.#nextFullPollAt || this.#prompted.size === 0;
+    const entities = everything ? [...this.#channels.keys()] : [...this.#prompted];
+    this.#prompted.clear();
+    if (everything) this.#nextFullPollAt = Date.now() + this.options.pollIntervalMs;
     const cursors = new Map<string, number>();
-    for (const [entityId, channel] of this.#channels) if (channel.cursor !== undefined) cursors.set(entityId, channel.cursor);
-    if (cursors.size === 0 || this.#closing) return;
+    for (const entityId of entities) {
+      const cursor = this.#channels.get(entityId)?.cursor;
+      if (cursor !== undefined) cursors.set(entityId, cursor);
+    }
+    if (cursors.size === 0) {
+      if (this.#channels.size > 0) this.#schedule(Math.max(0, this.#nextFullPollAt - Date.now()));
+      return;
+    }
     this.#polling = true;
-    this.#pollAgain = false;
-    let full = false;
+    let more = false;
     try {
       const events = await this.source.poll(cursors, pollLimit);
-      full = events.length >= pollLimit;
+      // More than one read holds: read the same again at once.
+      more = events.length >= pollLimit;
+      if (more) {
+        if (everything) this.#nextFullPollAt = 0;
+        else for (const entityId of cursors.keys()) this.#prompted.add(entityId);
+      }
       const byEntity = new Map<string, EventRecord[]>();
       for (const event of events) {
         const list = byEntity.get(event.entityId);
@@ -331,7 +358,7 @@ export class EventHub {
     } finally {
       this.#polling = false;
     }
-    if (this.#channels.size > 0) this.#schedule(full || this.#pollAgain ? 0 : this.options.pollIntervalMs);
+    if (this.#channels.size > 0) this.#schedule(more || this.#prompted.size > 0 ? 0 : Math.max(0, this.#nextFullPollAt - Date.now()));
   }
 
   /**

@@ -150,4 +150,36 @@ test("events deleted before the poller read them: the hub reads on past the gap,
   await hub.close(0);
 });
 
+test("a change recorded here reads only its entity, and the full poll of every watched entity keeps its interval through a stream of changes", async () => {
+  const log = new MemoryLog();
+  const polls: string[][] = [];
+  const counting: EventSource = {
+    after: (entityId, afterSeq, limit) => log.after(entityId, afterSeq, limit),
+    poll: (cursors, limit) => {
+      polls.push([...cursors.keys()].sort());
+      return log.poll(cursors, limit);
+    },
+  };
+  const hub = new EventHub(counting, { pollIntervalMs: 200, keepaliveMs: 10_000, maxWatches: 100, maxWatchesPerCaller: 100 });
+  const watches = ["a", "b", "c", "d"].map((id) => {
+    const watch = hub.open(id, "alice");
+    watch.start(0, 0);
+    return watch;
+  });
+  // The first poll reads everything; then changes to "a" alone, every 20 ms for 0.6 s.
+  const started = Date.now();
+  while (Date.now() - started < 600) {
+    log.append("a", 1);
+    hub.recorded(["a"]);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  const full = polls.filter((p) => p.length === 4).length;
+  const prompted = polls.filter((p) => p.length === 1);
+  assert.ok(prompted.length >= 10 && prompted.every((p) => p[0] === "a"), JSON.stringify(polls));
+  // One full poll at the start and one per 200 ms, whatever the prompts (timers may run late, not early).
+  assert.ok(full >= 2 && full <= 4, `${full} full polls in 0.6 s at an interval of 0.2 s: ${JSON.stringify(polls)}`);
+  for (const w of watches) w.close();
+  await hub.close(0);
+});
+
 test.run();
