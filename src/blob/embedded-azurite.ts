@@ -43,8 +43,14 @@ function azuriteMain(): string {
   return path.join(path.dirname(pkg), "dist", "src", "blob", "main.js");
 }
 
-/** Run in the emulator's process before Azurite: stop (SIGTERM, Azurite's graceful stop) once its parent's end of stdin is gone. */
-const stopWhenOrphaned = `process.stdin.on("end", () => process.kill(process.pid, "SIGTERM")); process.stdin.resume();`;
+/**
+ * Run in the emulator's process before Azurite: stop (SIGTERM, Azurite's
+ * graceful stop) once its parent's end of stdin is gone. The pipe does not
+ * keep the emulator alive (unref): Azurite's stop waits for its event loop
+ * to empty, and a stdin kept open held each graceful stop until the
+ * service killed it.
+ */
+const stopWhenOrphaned = `process.stdin.on("end", () => process.kill(process.pid, "SIGTERM")); process.stdin.resume(); process.stdin.unref();`;
 
 /**
  * Starts Azurite's blob service as a child process (it has no programmatic
