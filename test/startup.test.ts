@@ -7,6 +7,8 @@ import os from "node:os";
 import path from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
+import { AzureBlobStore } from "../src/blob/azure-blob-store.js";
+import { startEmbeddedAzurite } from "../src/blob/embedded-azurite.js";
 import { sharedAzurite } from "./support/env.js";
 import { newEntityId, push, spawnService } from "./support/service.js";
 import { RestClient } from "./support/rest.js";
@@ -76,6 +78,19 @@ s("the embedded Azurite stops when the service is killed (kill -9), so a restart
     for (const pid of emulators()) process.kill(pid, "SIGKILL");
     await svc.close();
     fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+s("the embedded Azurite stops by itself when asked (it saves its data), and is not left to be killed", async () => {
+  const location = fs.mkdtempSync(path.join(os.tmpdir(), "ev-azurite-stop-"));
+  try {
+    const azurite = await startEmbeddedAzurite({ location });
+    // A client's keep-alive connection open, as the service's are.
+    const container = new AzureBlobStore({ connectionString: azurite.connectionString, container: "stop-test" });
+    await container.ensureContainer();
+    assert.equal(await azurite.stop(), { killed: false });
+  } finally {
+    fs.rmSync(location, { recursive: true, force: true });
   }
 });
 

@@ -16,8 +16,11 @@ export interface EmbeddedAzurite {
   /** The emulator's process, for the benchmark's CPU accounting. */
   readonly pid: number | undefined;
   readonly connectionString: string;
-  /** Stops the emulator; resolves once its process has exited. */
-  stop(): Promise<void>;
+  /**
+   * Stops the emulator (SIGTERM: Azurite saves and exits); resolves once its
+   * process has exited, with whether it had to be killed after 5 s.
+   */
+  stop(): Promise<{ readonly killed: boolean }>;
 }
 
 /** Where to run Azurite. */
@@ -118,10 +121,10 @@ export async function startEmbeddedAzurite(options: EmbeddedAzuriteOptions = {})
     pid: child.pid,
     connectionString: `DefaultEndpointsProtocol=http;AccountName=${azuriteAccount};AccountKey=${azuriteKey};BlobEndpoint=${blobEndpoint};`,
     stop: () =>
-      new Promise<void>((resolve) => {
+      new Promise<{ killed: boolean }>((resolve) => {
         process.off("exit", killOnExit);
-        if (child.exitCode !== null || child.signalCode !== null) return resolve();
-        child.once("exit", () => resolve());
+        if (child.exitCode !== null || child.signalCode !== null) return resolve({ killed: child.signalCode === "SIGKILL" });
+        child.once("exit", (_code, signal) => resolve({ killed: signal === "SIGKILL" }));
         child.kill("SIGTERM");
         setTimeout(() => child.kill("SIGKILL"), 5_000).unref();
       }),
