@@ -41,7 +41,7 @@ function defineMigrationsSuite(backend: Backend): void {
         measured.map((m: { data_cost: number | string }) => Number(m.data_cost)),
         [Buffer.byteLength('["a","b"]') + Buffer.byteLength('{"name":"zoë ✓"}') + 64 * 4, 2],
       );
-      assert.is(versionDataCost(["a", "b"], { name: "zoë ✓" }), Number(measured[0]!.data_cost), "as a confirm records it");
+      assert.is(versionDataCost({ serviceDependencies: '["a","b"]', packageJson: '{"name":"zoë ✓"}' }, ["a", "b"], { name: "zoë ✓" }), Number(measured[0]!.data_cost), "as a confirm records it");
     } finally {
       await knex.destroy();
       await tdb.drop();

@@ -1,6 +1,7 @@
 /**
  * What a version's variable data costs to serve, in bytes: the bytes of
- * its package_json and service_dependencies as stored, plus
+ * its package_json and service_dependencies as stored (`stored`, their
+ * text; the values themselves are given parsed), plus
  * {@link bytesPerJsonValue} for each JSON value in them. Decoding and
  * encoding (JSON to Struct to JSON or binary) costs per value as much as
  * per byte: a manifest of 87,000 empty objects and one of a single
@@ -8,8 +9,8 @@
  * CPU to answer, and its binary form is several times its JSON. A page of
  * ListVersions is cut at PAGE_MAX_BYTES of this cost.
  */
-export function versionDataCost(serviceDependencies: readonly string[], packageJson: unknown): number {
-  const bytes = Buffer.byteLength(JSON.stringify(serviceDependencies)) + (packageJson === undefined || packageJson === null ? 0 : Buffer.byteLength(JSON.stringify(packageJson)));
+export function versionDataCost(stored: { readonly serviceDependencies: string; readonly packageJson: string | null }, serviceDependencies: readonly string[], packageJson: unknown): number {
+  const bytes = Buffer.byteLength(stored.serviceDependencies) + (stored.packageJson === null ? 0 : Buffer.byteLength(stored.packageJson));
   const values = serviceDependencies.length + (packageJson === undefined || packageJson === null ? 0 : jsonShape(packageJson).values);
   return bytes + values * bytesPerJsonValue;
 }

@@ -235,7 +235,7 @@ function versionRow(input: NewVersion, seq: number): Record<string, unknown> {
     service_dependencies: dependencies,
     package_json: packageJson,
     // What a page of ListVersions counts against its budget.
-    data_cost: versionDataCost(input.serviceDependencies, input.packageJson),
+    data_cost: versionDataCost({ serviceDependencies: dependencies, packageJson }, input.serviceDependencies, input.packageJson),
     base_version_id: input.baseVersionId === "" ? null : input.baseVersionId,
     published_by: input.caller.id,
     created_at: input.now,

@@ -13,13 +13,15 @@ test("a JSON value's shape: every value counted through, depth from 1 for a scal
 });
 
 test("a version's data cost: its stored bytes, and as much again per value as the values cost to serve", () => {
-  assert.is(versionDataCost([], undefined), 2, "[] and no manifest");
-  assert.is(versionDataCost(["svc-a"], { name: "x" }), Buffer.byteLength('["svc-a"]') + Buffer.byteLength('{"name":"x"}') + 3 * bytesPerJsonValue);
+  const cost = (deps: string[], manifest: unknown) =>
+    versionDataCost({ serviceDependencies: JSON.stringify(deps), packageJson: manifest === undefined ? null : JSON.stringify(manifest) }, deps, manifest);
+  assert.is(cost([], undefined), 2, "[] and no manifest");
+  assert.is(cost(["svc-a"], { name: "x" }), Buffer.byteLength('["svc-a"]') + Buffer.byteLength('{"name":"x"}') + 3 * bytesPerJsonValue);
   // The same bytes, many more values: many times the cost.
   const manyValues = { a: Array(1000).fill({}) };
   const oneString = { a: "x".repeat(JSON.stringify(manyValues).length - 8) };
   assert.is(JSON.stringify(oneString).length, JSON.stringify(manyValues).length);
-  assert.ok(versionDataCost([], manyValues) > 10 * versionDataCost([], oneString));
+  assert.ok(cost([], manyValues) > 10 * cost([], oneString));
 });
 
 test.run();

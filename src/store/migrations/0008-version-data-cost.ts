@@ -25,7 +25,11 @@ export async function up(knex: Knex): Promise<void> {
       .select("id", "service_dependencies", "package_json");
     if (rows.length === 0) break;
     for (const row of rows) {
-      const cost = versionDataCost(JSON.parse(row.service_dependencies) as string[], row.package_json === null ? undefined : JSON.parse(row.package_json));
+      const cost = versionDataCost(
+        { serviceDependencies: row.service_dependencies, packageJson: row.package_json },
+        JSON.parse(row.service_dependencies) as string[],
+        row.package_json === null ? undefined : JSON.parse(row.package_json),
+      );
       await knex("versions").where("id", row.id).update({ data_cost: cost });
     }
     after = rows[rows.length - 1]!.id;
