@@ -713,8 +713,8 @@ async function main() {
     const statements: Array<[string, Sql]> = [
       ["GetActiveVersion", activeVersionSql(e, caller)],
       ["GetVersion, GetDownloadUrl", versionWithFactsSql(e, `${e}-v3`, caller)],
-      ["ListVersions, first page", versionPageSql(e, undefined, 50, caller, defaultPageMaxBytes)],
-      ["ListVersions, a later page", versionPageSql(e, 4, 50, caller, defaultPageMaxBytes)],
+      ["ListVersions, first page", versionPageSql(e, undefined, 50, caller, defaultPageMaxBytes, "mysql")],
+      ["ListVersions, a later page", versionPageSql(e, 4, 50, caller, defaultPageMaxBytes, "mysql")],
       [
         "a push's facts (GetUploadUrl, ConfirmUpload)",
         pushFactsSql({ entityId: e, sourceHash: "a".repeat(64), version: "2030.01.01-000000", baseVersionId: `${e}-v${perEntity}`, force: false, setAsActive: false, caller, authorize: () => "allow", uploadId: "none" }),

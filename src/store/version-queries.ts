@@ -1,6 +1,7 @@
 import type { Caller } from "../auth/caller.js";
 import { accessFactsSql } from "./access-store.js";
 import { rawSql, type Sql, sql } from "./sql.js";
+import type { Dialect } from "./database.js";
 import { nextPowerOfTwo } from "./statement-shapes.js";
 import type { PushRequest } from "./version-store.js";
 
@@ -69,13 +70,17 @@ export function versionWithFactsSql(entityId: string, versionId: string, caller:
  * power of two, so that a handful of prepared statements serve every page
  * size.
  */
-export function versionPageSql(entityId: string, beforeSeq: number | undefined, limit: number, caller: Caller, maxBytes: number): Sql {
+export function versionPageSql(entityId: string, beforeSeq: number | undefined, limit: number, caller: Caller, maxBytes: number, dialect: Dialect): Sql {
   const facts = accessFactsSql(caller);
   const rows = sql`select q.seq, q.data_cost from versions q where q.entity_id = ${entityId}${
     beforeSeq === undefined ? rawSql("") : sql` and q.seq < ${beforeSeq}`
   } order by q.seq desc limit ${rawSql(String(nextPowerOfTwo(Math.trunc(limit) + 1)))}`;
   const sized = sql`select x.seq, count(*) over () as page_rows, sum(x.data_cost) over (order by x.seq desc) - x.data_cost as bytes_before from (${rows}) x`;
-  const page = sql`select ${rawSql(pageColumnsSql)}, w.page_rows from (${sized}) w join versions p on p.entity_id = ${entityId} and p.seq = w.seq where w.bytes_before < ${rawSql(String(Math.trunc(maxBytes)))}`;
+  // The chosen rows first, then each version by its key: in that order
+  // whatever the planner guesses (it read every version of a small entity
+  // first, manifests and all), with each dialect's join that keeps order.
+  const inOrder = rawSql(dialect === "mysql" ? "straight_join" : "cross join");
+  const page = sql`select ${rawSql(pageColumnsSql)}, w.page_rows from (${sized}) w ${inOrder} versions p on p.entity_id = ${entityId} and p.seq = w.seq where w.bytes_before < ${rawSql(String(Math.trunc(maxBytes)))}`;
   return sql`select ${rawSql(versionColumnsSql)}, v.page_rows, ${facts.columns} from entities e ${facts.joins} left join (${page}) v on 1 = 1 where e.id = ${entityId}`;
 }
 

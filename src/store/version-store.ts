@@ -6,7 +6,7 @@ import { decidePush, type PushFacts, type PushIntent, type PushOutcome } from ".
 import { versionDataCost } from "../domain/version-data-cost.js";
 import { type AccessFactRow, type ChangeAuthorization, type RefusedChange, refusedUnderLock, toAccessFacts } from "./access-store.js";
 import { confirmGrouper } from "./confirm-grouper.js";
-import type { Database } from "./database.js";
+import type { Database, Dialect } from "./database.js";
 import { type ChangeContext, type NewEvent, numberEvents, recordEvents } from "./event-log.js";
 import { preparedRunner } from "./prepared.js";
 import { readBatcher, type RunBatched } from "./read-batcher.js";
@@ -345,6 +345,7 @@ const confirmGroupWaitMs = 20;
 export class VersionStore {
   readonly #knex: Knex;
   readonly #pageMaxBytes: number;
+  readonly #dialect: Dialect;
   /** The single-entity reads (the three gets, lists and the push pre-check), batched where round trips cost (MySQL). */
   readonly #batched: RunBatched;
   /** Confirms, grouped where round trips cost (MySQL). */
@@ -365,6 +366,7 @@ export class VersionStore {
   ) {
     this.#knex = db.knex;
     this.#pageMaxBytes = options.pageMaxBytes ?? defaultPageMaxBytes;
+    this.#dialect = db.dialect;
     this.#recorded = options.onEventsRecorded ?? (() => undefined);
     const prepared = preparedRunner(db);
     this.#batched = db.readBatchMax > 1 ? readBatcher(prepared, { maxBatch: db.readBatchMax, onBatch: options.onReadBatch }) : prepared;
@@ -738,7 +740,7 @@ export class VersionStore {
     caller: Caller,
     signal?: AbortSignal,
   ): Promise<VersionPageWithFacts> {
-    const q = versionPageSql(entityId, beforeSeq, limit, caller, this.#pageMaxBytes);
+    const q = versionPageSql(entityId, beforeSeq, limit, caller, this.#pageMaxBytes, this.#dialect);
     const rows = await this.#batched<VersionRow & AccessFactRow & { page_rows: number | string | null }>(q.text, q.params, signal);
     const access = toAccessFacts(rows[0]);
     if (rows.length === 0) return { kind: "entity-missing", facts: access };

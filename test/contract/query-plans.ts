@@ -87,8 +87,8 @@ export function queryPlansSuite() {
 
   s("no statement sorts, makes a temporary table, or scans, but for a page's window over its own rows", async ({ db }) => {
     const statements: Record<string, Sql> = {
-      "ListVersions, first page": versionPageSql("long", undefined, 50, caller, defaultPageMaxBytes),
-      "ListVersions, last page": versionPageSql("long", 60, 50, caller, defaultPageMaxBytes),
+      "ListVersions, first page": versionPageSql("long", undefined, 50, caller, defaultPageMaxBytes, "mysql"),
+      "ListVersions, last page": versionPageSql("long", 60, 50, caller, defaultPageMaxBytes, "mysql"),
       GetActiveVersion: activeVersionSql("long", caller),
       GetVersion: versionWithFactsSql("long", "v123", caller),
       "a version by id": versionByIdSql("long", "v123"),
@@ -124,7 +124,7 @@ export function queryPlansSuite() {
   });
 
   s("a page reads as many rows at the end of the history as at its start, and the store pages through it in order", async ({ db }) => {
-    const read = async (before: number | undefined) => (await analyze(db, versionPageSql("long", before, 50, caller, defaultPageMaxBytes))).find((r) => r.table === "q")!;
+    const read = async (before: number | undefined) => (await analyze(db, versionPageSql("long", before, 50, caller, defaultPageMaxBytes, "mysql"))).find((r) => r.table === "q")!;
     const first = Number((await read(undefined)).r_rows);
     const last = Number((await read(100)).r_rows);
     assert.ok(first <= 64 && last <= 64, `first page read ${first} rows, last ${last}`);
