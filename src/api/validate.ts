@@ -125,10 +125,11 @@ export function packageJson(value: JsonObject | undefined, limits: Limits): Json
 }
 
 /**
- * How deep package_json may nest. In protobuf each JSON level is two
- * messages (a Value and its Struct or ListValue), and decoders stop at 100
- * (protobuf-es, grpc-js's protobufjs): a deeper manifest would be stored,
- * and then unreadable by every binary client of the versions around it.
+ * How deep package_json may nest. In protobuf an object's level is three
+ * messages (a Value, its Struct and the map entry) and an array's two (a
+ * Value and its ListValue), and decoders stop at 100 (protobuf-es,
+ * grpc-js's protobufjs): a deeper manifest would be stored, and then
+ * unreadable by every binary client of the versions around it.
  */
 export const maxPackageJsonDepth = 32;
 
