@@ -64,9 +64,9 @@ export function versionWithFactsSql(entityId: string, versionId: string, caller:
  * of the entity). It holds up to `limit` versions, and ends early once the
  * versions before it hold `maxBytes` of data (package_json and
  * service_dependencies), one version at least: that is decided from the
- * index alone, so a version past the budget is never read. Each row also
- * says how many the read found (`page_rows`): more than the page holds
- * means a next page. The limit is written into the text, rounded up to a
+ * index alone, so a version past the budget is never read, nor one past
+ * the page. Each row also says how many the read found (`page_rows`):
+ * more than the page holds means a next page. The limit is written into the text, rounded up to a
  * power of two, so that a handful of prepared statements serve every page
  * size.
  */
@@ -75,12 +75,12 @@ export function versionPageSql(entityId: string, beforeSeq: number | undefined, 
   const rows = sql`select q.seq, q.data_cost from versions q where q.entity_id = ${entityId}${
     beforeSeq === undefined ? rawSql("") : sql` and q.seq < ${beforeSeq}`
   } order by q.seq desc limit ${rawSql(String(nextPowerOfTwo(Math.trunc(limit) + 1)))}`;
-  const sized = sql`select x.seq, count(*) over () as page_rows, sum(x.data_cost) over (order by x.seq desc) - x.data_cost as bytes_before from (${rows}) x`;
+  const sized = sql`select x.seq, row_number() over (order by x.seq desc) as page_place, count(*) over () as page_rows, sum(x.data_cost) over (order by x.seq desc) - x.data_cost as bytes_before from (${rows}) x`;
   // The chosen rows first, then each version by its key: in that order
   // whatever the planner guesses (it read every version of a small entity
   // first, manifests and all), with each dialect's join that keeps order.
   const inOrder = rawSql(dialect === "mysql" ? "straight_join" : "cross join");
-  const page = sql`select ${rawSql(pageColumnsSql)}, w.page_rows from (${sized}) w ${inOrder} versions p on p.entity_id = ${entityId} and p.seq = w.seq where w.bytes_before < ${rawSql(String(Math.trunc(maxBytes)))}`;
+  const page = sql`select ${rawSql(pageColumnsSql)}, w.page_rows from (${sized}) w ${inOrder} versions p on p.entity_id = ${entityId} and p.seq = w.seq where w.page_place <= ${Math.trunc(limit)} and w.bytes_before < ${rawSql(String(Math.trunc(maxBytes)))}`;
   return sql`select ${rawSql(versionColumnsSql)}, v.page_rows, ${facts.columns} from entities e ${facts.joins} left join (${page}) v on 1 = 1 where e.id = ${entityId}`;
 }
 

@@ -745,8 +745,7 @@ export class VersionStore {
     const access = toAccessFacts(rows[0]);
     if (rows.length === 0) return { kind: "entity-missing", facts: access };
     // Sorted here: a batched read's rows come back in no set order.
-    const versions = rows.filter((r) => r.id !== null).sort((a, b) => Number(b.seq) - Number(a.seq));
-    const page = versions.slice(0, limit);
+    const page = rows.filter((r) => r.id !== null).sort((a, b) => Number(b.seq) - Number(a.seq));
     // More follow when the read found more rows than the page holds: past
     // the page size, or past the byte budget.
     return { kind: "page", versions: page.map(toRecord), hasMore: Number(rows[0]!.page_rows ?? 0) > page.length, facts: access };
