@@ -22,7 +22,7 @@ function defineMigrationsSuite(backend: Backend): void {
         id: `v${seq}`,
         entity_id: "e",
         seq,
-        version: `2020.01.01-00000${seq}`,
+        version: `2020.01.01-${String(seq).padStart(6, "0")}`,
         source_hash: "c".repeat(64),
         upload_id: `u${seq}`,
         storage_path: `versions/e/v${seq}/package`,
@@ -42,6 +42,28 @@ function defineMigrationsSuite(backend: Backend): void {
         [Buffer.byteLength('["a","b"]') + Buffer.byteLength('{"name":"zoë ✓"}') + 64 * 4, 2],
       );
       assert.is(versionDataCost({ serviceDependencies: '["a","b"]', packageJson: '{"name":"zoë ✓"}' }, ["a", "b"], { name: "zoë ✓" }), Number(measured[0]!.data_cost), "as a confirm records it");
+
+      // Stopped half-way (MySQL commits a schema change at once, and the
+      // measuring as it goes): the column there, one version measured, no
+      // index, nothing recorded. The next start finishes it.
+      await migration0008.down(knex);
+      await knex.schema.alterTable("versions", (t) => {
+        t.integer("data_cost").notNullable().defaultTo(0);
+      });
+      await knex("versions").where("id", "v2").update({ data_cost: 2 });
+      for (let from = 3; from < 1_004; from += 200) {
+        await knex("versions").insert(Array.from({ length: Math.min(200, 1_004 - from) }, (_, i) => row(from + i, '["x"]', null)));
+      }
+      await migration0008.up(knex);
+      await migration0008.up(knex);
+      const costs = await knex("versions").select("id", "data_cost");
+      const plain = versionDataCost({ serviceDependencies: '["x"]', packageJson: null }, ["x"], undefined);
+      assert.is(costs.length, 1_003);
+      assert.ok(
+        costs.every((c: { id: string; data_cost: number | string }) => Number(c.data_cost) === (c.id === "v1" ? Number(measured[0]!.data_cost) : c.id === "v2" ? 2 : plain)),
+        "every version measured once, each with its own cost",
+      );
+      await migration0008.down(knex);
     } finally {
       await knex.destroy();
       await tdb.drop();

@@ -4,6 +4,8 @@ import { versionDataCost } from "../../domain/version-data-cost.js";
 /** Versions measured per round trip while the existing ones are measured. */
 const batchSize = 500;
 
+const indexName = "versions_entity_id_seq_data_cost_index";
+
 /**
  * Each version records what its variable data (package_json and
  * service_dependencies) costs to serve (versionDataCost), indexed with its
@@ -11,37 +13,65 @@ const batchSize = 500;
  * at a budget reading only the index: without it, a few hundred versions
  * each with a large package_json made one page hundreds of megabytes, or
  * seconds of CPU, which a single request could ask for. Versions recorded
- * before are measured here, once, in batches.
+ * before are measured here, once, a batch to a statement.
  */
 export async function up(knex: Knex): Promise<void> {
-  await knex.schema.alterTable("versions", (t) => {
-    t.integer("data_cost").notNullable().defaultTo(0);
-  });
+  // MySQL commits each schema change at once, and the measuring below
+  // commits as it goes, so a start stopped half-way (a probe's kill, a
+  // deploy's deadline) leaves part of this done, unrecorded: every step
+  // is skipped when already made, and the measuring carries on where it
+  // stopped.
+  if (!(await knex.schema.hasColumn("versions", "data_cost"))) {
+    await knex.schema.alterTable("versions", (t) => {
+      t.integer("data_cost").notNullable().defaultTo(0);
+    });
+  }
   for (let after = ""; ; ) {
+    // Every version costs something (its service_dependencies' "[]" at
+    // least), so 0 is one not yet measured.
     const rows: Array<{ id: string; service_dependencies: string; package_json: string | null }> = await knex("versions")
       .where("id", ">", after)
+      .andWhere("data_cost", 0)
       .orderBy("id")
       .limit(batchSize)
       .select("id", "service_dependencies", "package_json");
     if (rows.length === 0) break;
+    const bindings: Array<string | number> = [];
     for (const row of rows) {
       const cost = versionDataCost(
         { serviceDependencies: row.service_dependencies, packageJson: row.package_json },
         JSON.parse(row.service_dependencies) as string[],
         row.package_json === null ? undefined : JSON.parse(row.package_json),
       );
-      await knex("versions").where("id", row.id).update({ data_cost: cost });
+      bindings.push(row.id, cost);
     }
+    await knex("versions")
+      .whereIn(
+        "id",
+        rows.map((r) => r.id),
+      )
+      .update({ data_cost: knex.raw(`case id ${"when ? then ? ".repeat(rows.length)}end`, bindings) });
     after = rows[rows.length - 1]!.id;
   }
-  await knex.schema.alterTable("versions", (t) => {
-    t.index(["entity_id", "seq", "data_cost"], "versions_entity_id_seq_data_cost_index");
-  });
+  if (!(await hasIndex(knex, "versions", indexName))) {
+    await knex.schema.alterTable("versions", (t) => {
+      t.index(["entity_id", "seq", "data_cost"], indexName);
+    });
+  }
+}
+
+/** Whether the table has an index of this name (Knex's schema builder cannot tell). */
+async function hasIndex(knex: Knex, table: string, name: string): Promise<boolean> {
+  const found: unknown =
+    knex.client.config.client === "mysql2"
+      ? ((await knex.raw("select 1 from information_schema.statistics where table_schema = database() and table_name = ? and index_name = ? limit 1", [table, name])) as unknown as [unknown[]])[0]
+      : await knex.raw("select 1 from sqlite_master where type = 'index' and tbl_name = ? and name = ?", [table, name]);
+  return Array.isArray(found) && found.length > 0;
 }
 
 export async function down(knex: Knex): Promise<void> {
   await knex.schema.alterTable("versions", (t) => {
-    t.dropIndex(["entity_id", "seq", "data_cost"], "versions_entity_id_seq_data_cost_index");
+    t.dropIndex(["entity_id", "seq", "data_cost"], indexName);
   });
   await knex.schema.alterTable("versions", (t) => {
     t.dropColumn("data_cost");
