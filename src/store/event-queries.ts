@@ -20,14 +20,15 @@ const limitOf = (n: number) => rawSql(String(nextPowerOfTwo(Math.trunc(n))));
  * none; no row when the entity does not exist. Ordered and limited inside
  * a query on entity_events alone, as a page of versions is, so a page
  * costs the same anywhere in a long history. Reads limit + 1 rows (rounded
- * up), so the caller learns whether there are more.
+ * up), so the caller learns whether there are more. A caller who may not
+ * read the entity gets the facts alone.
  */
 export function eventPageSql(entityId: string, beforeSeq: number | undefined, limit: number, caller: Caller): Sql {
   const facts = accessFactsSql(caller);
   const page = sql`select ${columnsOf("p")} from entity_events p where p.entity_id = ${entityId}${
     beforeSeq === undefined ? rawSql("") : sql` and p.seq < ${beforeSeq}`
   } order by p.seq desc limit ${limitOf(limit + 1)}`;
-  return sql`select ${columnsOf("v")}, ${facts.columns} from entities e ${facts.joins} left join (${page}) v on 1 = 1 where e.id = ${entityId}`;
+  return sql`select ${columnsOf("v")}, ${facts.columns} from entities e ${facts.joins} left join (${page}) v on ${facts.readable} where e.id = ${entityId}`;
 }
 
 /** Where the entity's events stand (its last event's number) and the caller's access facts: how a watch starts. */

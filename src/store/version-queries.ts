@@ -43,16 +43,16 @@ export function versionByIdSql(entityId: string, versionId: string): Sql {
   return sql`select ${rawSql(versionColumnsSql)} from entities e join versions v on v.entity_id = e.id and v.id = ${versionId} where e.id = ${entityId}`;
 }
 
-/** The entity's active version and the caller's access facts (GetActiveVersion). */
+/** The entity's active version, where the caller may read it, and the caller's access facts (GetActiveVersion). */
 export function activeVersionSql(entityId: string, caller: Caller): Sql {
   const facts = accessFactsSql(caller);
-  return sql`select ${rawSql(versionColumnsSql)}, ${facts.columns} from entities e ${facts.joins} left join versions v on v.id = e.active_version_id and v.entity_id = e.id where e.id = ${entityId}`;
+  return sql`select ${rawSql(versionColumnsSql)}, ${facts.columns} from entities e ${facts.joins} left join versions v on v.id = e.active_version_id and v.entity_id = e.id and ${facts.readable} where e.id = ${entityId}`;
 }
 
-/** One version and the caller's access facts (GetVersion, GetDownloadUrl). */
+/** One version, where the caller may read it, and the caller's access facts (GetVersion, GetDownloadUrl). */
 export function versionWithFactsSql(entityId: string, versionId: string, caller: Caller): Sql {
   const facts = accessFactsSql(caller);
-  return sql`select ${rawSql(versionColumnsSql)}, ${facts.columns} from entities e ${facts.joins} left join versions v on v.entity_id = e.id and v.id = ${versionId} where e.id = ${entityId}`;
+  return sql`select ${rawSql(versionColumnsSql)}, ${facts.columns} from entities e ${facts.joins} left join versions v on v.entity_id = e.id and v.id = ${versionId} and ${facts.readable} where e.id = ${entityId}`;
 }
 
 /**
@@ -68,7 +68,8 @@ export function versionWithFactsSql(entityId: string, versionId: string, caller:
  * the page. Each row also says how many the read found (`page_rows`):
  * more than the page holds means a next page. The limit is written into the text, rounded up to a
  * power of two, so that a handful of prepared statements serve every page
- * size.
+ * size. A caller who may not read the entity gets the facts alone, and
+ * no version is read for it.
  */
 export function versionPageSql(entityId: string, beforeSeq: number | undefined, limit: number, caller: Caller, maxBytes: number, dialect: Dialect): Sql {
   const facts = accessFactsSql(caller);
@@ -81,7 +82,7 @@ export function versionPageSql(entityId: string, beforeSeq: number | undefined, 
   // first, manifests and all), with each dialect's join that keeps order.
   const inOrder = rawSql(dialect === "mysql" ? "straight_join" : "cross join");
   const page = sql`select ${rawSql(pageColumnsSql)}, w.page_rows from (${sized}) w ${inOrder} versions p on p.entity_id = ${entityId} and p.seq = w.seq where w.page_place <= ${Math.trunc(limit)} and w.bytes_before < ${rawSql(String(Math.trunc(maxBytes)))}`;
-  return sql`select ${rawSql(versionColumnsSql)}, v.page_rows, ${facts.columns} from entities e ${facts.joins} left join (${page}) v on 1 = 1 where e.id = ${entityId}`;
+  return sql`select ${rawSql(versionColumnsSql)}, v.page_rows, ${facts.columns} from entities e ${facts.joins} left join (${page}) v on ${facts.readable} where e.id = ${entityId}`;
 }
 
 /**

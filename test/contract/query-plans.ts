@@ -147,6 +147,10 @@ export function queryPlansSuite() {
     // never looked up in the table.
     assert.is(await lookups(db, versionPageSql("long", undefined, 50, caller, defaultPageMaxBytes, "mysql"), "p"), 50);
     assert.is(await lookups(db, versionPageSql("long", undefined, 3, caller, defaultPageMaxBytes, "mysql"), "p"), 3);
+    // A caller who may not read the entity is answered from the facts and
+    // the index alone: no version's row (manifest and all) is read for it.
+    const stranger = { id: "stranger", roles: [], orgs: [] };
+    assert.is(await lookups(db, versionPageSql("long", undefined, 50, stranger, defaultPageMaxBytes, "mysql"), "p"), 0, "a stranger's page reads no version");
     const store = new VersionStore(db);
     const top = await store.listVersionsWithFacts("long", undefined, 50, caller);
     assert.ok(top.kind === "page" && top.versions[0]!.seq === history && top.versions[49]!.seq === history - 49 && top.hasMore);

@@ -12,6 +12,10 @@ test("each part's parameters match its placeholders, for every org count", () =>
       const f = accessFactsSql(caller(n), { hasPublishers });
       assert.is(placeholders(f.columns.text), f.columns.params.length, `columns, ${n} orgs`);
       assert.is(placeholders(f.joins.text), f.joins.params.length, `joins, ${n} orgs`);
+      assert.is(placeholders(f.readable.text), f.readable.params.length, `readable, ${n} orgs`);
+      const admin = accessFactsSql({ ...caller(n), roles: ["admin"] }, { hasPublishers });
+      assert.is(admin.readable.text, "1 = 1", `an admin reads everywhere, ${n} orgs`);
+      assert.is(placeholders(admin.columns.text) + placeholders(admin.joins.text), admin.columns.params.length + admin.joins.params.length);
       for (let i = 0; i < n; i++) assert.ok([...f.columns.params, ...f.joins.params].includes(`org-${i}`), `org-${i} of ${n}`);
     }
   }
