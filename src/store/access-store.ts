@@ -115,10 +115,9 @@ export interface AccessFactsSql {
   /**
    * decideRead as a condition on the same joins, for a statement to read
    * an entity's versions only where the caller may read them: a caller
-   * without access is answered from the facts alone, as quickly for an
-   * entity holding megabytes of manifests as for one that does not exist,
-   * so the time of its refusal tells it nothing. decideRead still decides
-   * (test/unit/read-condition.test.ts checks that the two agree).
+   * without access is answered from the facts alone, so a long history or
+   * large manifests do not slow its refusal down. decideRead still
+   * decides (test/read-condition.test.ts checks that the two agree).
    */
   readonly readable: Sql;
 }

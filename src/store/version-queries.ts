@@ -66,10 +66,10 @@ export function versionWithFactsSql(entityId: string, versionId: string, caller:
  * service_dependencies), one version at least: that is decided from the
  * index alone, so a version past the budget is never read, nor one past
  * the page. Each row also says how many the read found (`page_rows`):
- * more than the page holds means a next page. The limit is written into the text, rounded up to a
- * power of two, so that a handful of prepared statements serve every page
- * size. A caller who may not read the entity gets the facts alone, and
- * no version is read for it.
+ * more than the page holds means a next page. The limit is written into
+ * the text, rounded up to a power of two, so that a handful of prepared
+ * statements serve every page size. A caller who may not read the entity
+ * gets the facts alone, and no version is read for it.
  */
 export function versionPageSql(entityId: string, beforeSeq: number | undefined, limit: number, caller: Caller, maxBytes: number, dialect: Dialect): Sql {
   const facts = accessFactsSql(caller);
