@@ -1,6 +1,6 @@
 import type { ConnectError, HandlerContext } from "@connectrpc/connect";
 import { type Caller, callerOf } from "../auth/caller.js";
-import { type Decision, decideWrite, publisherRole } from "../auth/policy.js";
+import { type AccessFacts, type Decision, decideRead, decideWrite, publisherRole } from "../auth/policy.js";
 import { apiError } from "../errors/api-error.js";
 import type { ChangeAuthorization } from "../store/access-store.js";
 
@@ -35,6 +35,22 @@ export function refusal(decision: "hidden" | "forbidden", entityId: string, call
 export function enforce(decision: Decision, entityId: string, caller: Caller): Decision {
   if (decision === "hidden" || decision === "forbidden") throw refusal(decision, entityId, caller);
   return decision;
+}
+
+/**
+ * Refuses a read from what its one query found: a caller who may not read
+ * the entity, and an entity that does not exist, get the same
+ * ENTITY_NOT_FOUND, decided in that order so that neither answer tells
+ * the two apart. Returns what was found, which is then an entity.
+ */
+export function enforceRead<T extends { readonly kind: string; readonly facts: AccessFacts }>(
+  found: T,
+  entityId: string,
+  caller: Caller,
+): Exclude<T, { readonly kind: "entity-missing" }> {
+  enforce(decideRead(caller, found.facts), entityId, caller);
+  if (found.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
+  return found as Exclude<T, { readonly kind: "entity-missing" }>;
 }
 
 /**

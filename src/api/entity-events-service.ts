@@ -14,7 +14,7 @@ import type { EventHub, Watch } from "../events/event-hub.js";
 import { abortError } from "../rpc/deadline-interceptor.js";
 import type { AccessStore } from "../store/access-store.js";
 import type { EventStore } from "../store/event-store.js";
-import { enforce, requireCaller } from "./authorize.js";
+import { enforce, enforceRead, requireCaller } from "./authorize.js";
 import { eventIdOf, toEventMessage } from "./event-message.js";
 import type { PageTokens } from "./page-token.js";
 import * as valid from "./validate.js";
@@ -78,9 +78,7 @@ export class EntityEventsServiceImpl implements ServiceImpl<typeof EntityEventsS
     const caller = requireCaller(ctx);
     const beforeSeq = this.#d.pageTokens.startOf(req.pageToken, entityId);
     // One query: the page and the caller's access together.
-    const page = await this.#d.events.page(entityId, beforeSeq, size, caller, ctx.signal);
-    enforce(decideRead(caller, page.facts), entityId, caller);
-    if (page.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
+    const page = enforceRead(await this.#d.events.page(entityId, beforeSeq, size, caller, ctx.signal), entityId, caller);
     const showSubjects = seesAccessLists(caller, page.facts);
     return {
       events: page.events.map((e) => toEventMessage(e, showSubjects)),
@@ -107,9 +105,7 @@ export class EntityEventsServiceImpl implements ServiceImpl<typeof EntityEventsS
     const watch = this.#d.hub.open(entityId, caller.id);
     const stopExpiry = endAtExpiry(watch, caller.expiresAt);
     try {
-      const start = await this.#d.events.position(entityId, caller, ctx.signal);
-      enforce(decideRead(caller, start.facts), entityId, caller);
-      if (start.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
+      const start = enforceRead(await this.#d.events.position(entityId, caller, ctx.signal), entityId, caller);
       if (after !== undefined && after > start.lastEventSeq) {
         throw apiError("INVALID_ARGUMENT", {
           field: "after_event_id",

@@ -24,7 +24,7 @@ import {
   StaleBaseSchema,
 } from "../../gen/entityversions/v1/entity_versions_pb.js";
 import type { Caller } from "../auth/caller.js";
-import { type AccessFacts, type Decision, decidePushAccess, decideRead, decideWrite } from "../auth/policy.js";
+import { type AccessFacts, type Decision, decidePushAccess, decideWrite } from "../auth/policy.js";
 import type { PushOutcome } from "../domain/push-decision.js";
 import { type ParsedUploadPath, uploadPaths } from "../blob/blob-paths.js";
 import type { BlobStore } from "../blob/blob-store.js";
@@ -33,7 +33,7 @@ import { apiError, detail, reasonOf } from "../errors/api-error.js";
 import type { BlobDeleter } from "../jobs/blob-deleter.js";
 import type { AccessStore } from "../store/access-store.js";
 import type { ConfirmOutcome, PushRequest, VersionRecord, VersionStore } from "../store/version-store.js";
-import { enforce, refusal, requireCaller, writeAuthorization } from "./authorize.js";
+import { enforce, enforceRead, refusal, requireCaller, writeAuthorization } from "./authorize.js";
 import type { PageTokens } from "./page-token.js";
 import { SealTurns } from "./seal-turns.js";
 import * as valid from "./validate.js";
@@ -341,9 +341,7 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     const versionId = valid.versionId(versionIdValue);
     const caller = requireCaller(ctx);
     // One query: the version and the caller's access together.
-    const found = await this.#d.store.getVersionWithFacts(entityId, versionId, caller, ctx.signal);
-    enforce(decideRead(caller, found.facts), entityId, caller);
-    if (found.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
+    const found = enforceRead(await this.#d.store.getVersionWithFacts(entityId, versionId, caller, ctx.signal), entityId, caller);
     if (found.kind === "version-missing") throw apiError("VERSION_NOT_FOUND", { entityId, versionId });
     return found.version;
   }
@@ -365,9 +363,7 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     const entityId = valid.entityId(req.entityId);
     const caller = requireCaller(ctx);
     // One query: the active version and the caller's access together.
-    const found = await this.#d.store.getActive(entityId, caller, ctx.signal);
-    enforce(decideRead(caller, found.facts), entityId, caller);
-    if (found.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
+    const found = enforceRead(await this.#d.store.getActive(entityId, caller, ctx.signal), entityId, caller);
     if (found.kind === "none-active") throw apiError("NO_ACTIVE_VERSION", { entityId });
     return { version: toVersionMessage(found.version) };
   }
@@ -422,9 +418,7 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     const caller = requireCaller(ctx);
     const beforeSeq = this.#d.pageTokens.startOf(req.pageToken, entityId);
     // One query: the page and the caller's access together.
-    const page = await this.#d.store.listVersionsWithFacts(entityId, beforeSeq, size, caller, ctx.signal);
-    enforce(decideRead(caller, page.facts), entityId, caller);
-    if (page.kind === "entity-missing") throw apiError("ENTITY_NOT_FOUND", { entityId });
+    const page = enforceRead(await this.#d.store.listVersionsWithFacts(entityId, beforeSeq, size, caller, ctx.signal), entityId, caller);
     return {
       versions: page.versions.map(toVersionMessage),
       nextPageToken: this.#d.pageTokens.nextAfter(entityId, page.hasMore, page.versions[page.versions.length - 1]?.seq),
