@@ -246,7 +246,6 @@ export function openapiCoverageSuite(backend: Backend) {
       else if (typeof node === "object" && node !== null) {
         const o = node as Json;
         if (o["properties"]?.code?.enum !== undefined) (o["properties"].code.enum as string[]).forEach((c) => codes.add(c));
-        if (typeof o["properties"]?.code?.const === "string") codes.add(o["properties"].code.const);
         Object.values(o).forEach(collect);
       }
     };

@@ -55,7 +55,8 @@ export class ErrorResponses {
     const name = `Error.${reason}`;
     const properties: Record<string, Schema> = {
       error: { type: "string" },
-      code: { const: reason },
+      // A one-value enum, not `const`: OpenAPI 3.0 generators read it too.
+      code: { type: "string", enum: [reason] },
     };
     for (const field of detail.fields) {
       const value = this.#schemas.field(field, "detail");

@@ -126,8 +126,10 @@ function successResponses(binding: RestBinding, ctx: OperationContext): Record<s
   }
   const created = ctx.options.createdWhen(method);
   if (created === undefined) return { "200": { description: "OK.", content: { "application/json": { schema: answer } } } };
-  // With response_body the flag is not in the body, so only the status tells.
-  const flagged = (value: boolean): Schema => (binding.responseBody === undefined ? { allOf: [answer, { type: "object", properties: { [created]: { const: value } } }] } : answer);
+  // With response_body the flag is not in the body, so only the status
+  // tells. A one-value enum, not `const`: OpenAPI 3.0 generators read it too.
+  const flagged = (value: boolean): Schema =>
+    binding.responseBody === undefined ? { allOf: [answer, { type: "object", properties: { [created]: { type: "boolean", enum: [value] } } }] } : answer;
   return {
     "200": { description: `OK: \`${created}\` is false.`, content: { "application/json": { schema: flagged(false) } } },
     "201": { description: `Created: \`${created}\` is true.`, content: { "application/json": { schema: flagged(true) } } },
