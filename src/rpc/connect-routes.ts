@@ -10,6 +10,7 @@ import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from "fastif
 import { apiError } from "../errors/api-error.js";
 import type { CallPass } from "../http/call-gate.js";
 import { type BodyGuard, guardedBody } from "../http/guarded-body.js";
+import { lowercaseEncodingNames } from "./encoding-names.js";
 import { minimalGrpcMessage } from "./grpc-message.js";
 import { codeName, noteRefusal, type RpcOutcome } from "./observe-interceptor.js";
 import { grpcErrorHeaders, sendTrailersOnly } from "./trailers-only.js";
@@ -165,6 +166,7 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
     const serve = async (req: FastifyRequest, reply: FastifyReply, outcome: RpcOutcome): Promise<void> => {
       const closed = new Promise<void>((resolve) => reply.raw.once("close", () => resolve()));
       const uReq = universalRequestFromNodeRequest(req.raw, reply.raw, undefined, opts.contextValues(req));
+      lowercaseEncodingNames(uReq.header);
       let bodyError: unknown;
       if (opts.refused(req)) {
         // The interceptors answer the refusal; the message they are

@@ -192,6 +192,9 @@ export function grpcSuite(backend: Backend) {
     const gzipped = await rawGrpc(svc.url, path, frame(1, gzipSync(message)), { ...auth, "grpc-encoding": "gzip" });
     assert.is(status(gzipped), String(grpc.status.NOT_FOUND));
     assert.is(decodeURIComponent(String(gzipped.headers["grpc-message"])).includes("abc"), true);
+    // Content-coding names are case-insensitive (RFC 9110, 8.4.1).
+    const shouted = await rawGrpc(svc.url, path, frame(1, gzipSync(message)), { ...auth, "grpc-encoding": "GZIP" });
+    assert.is(status(shouted), String(grpc.status.NOT_FOUND), "GZIP is gzip");
     // A malformed grpc-timeout is refused as Connect refuses it; a well-formed one is a deadline.
     const badTimeout = await rawGrpc(svc.url, path, frame(0, message), { ...auth, "grpc-timeout": "garbage" });
     assert.is(status(badTimeout), String(grpc.status.INVALID_ARGUMENT));

@@ -1,5 +1,6 @@
 import http from "node:http";
 import http2 from "node:http2";
+import { gzipSync } from "node:zlib";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import * as assert from "uvu/assert";
 import { GetVersionRequestSchema, GetVersionResponseSchema } from "../../gen/entityversions/v1/entity_versions_pb.js";
@@ -61,6 +62,15 @@ export function protocolsSuite(backend: Backend) {
     const misspelt = await svc.rest.post("/entityversions.v1.EntityVersionsService/GetVersion", { entityId: e, versionId: v.id, version_idd: "x" });
     assert.equal([misspelt.status, misspelt.body.code], [400, "invalid_argument"]);
     assert.match(misspelt.body.message, 'key "version_idd" is unknown');
+    // A gzipped body is read, whatever case its coding's name is in (RFC 9110, 8.4.1).
+    for (const coding of ["gzip", "GZip"]) {
+      const zipped = await fetch(`${svc.url}/entityversions.v1.EntityVersionsService/GetVersion`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "content-encoding": coding, authorization: svc.rest.defaultHeaders["authorization"]! },
+        body: gzipSync(JSON.stringify({ entityId: e, versionId: v.id })),
+      });
+      assert.equal([zipped.status, ((await zipped.json()) as { version: { id: string } }).version.id], [200, v.id], coding);
+    }
   });
 
   s("Connect binary (application/proto) reaches the same service", async ({ svc }) => {
