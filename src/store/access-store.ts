@@ -254,9 +254,7 @@ export class AccessStore {
     authorization: ChangeAuthorization,
     signal?: AbortSignal,
   ): Promise<AccessChangeOutcome> {
-    let changed = false;
-    const outcome = await inTransaction<AccessChangeOutcome>(this.#knex, async (trx) => {
-      changed = false;
+    return inTransaction<AccessChangeOutcome>(this.#knex, async (trx) => {
       const entity = await trx<{ id: string; last_event_seq: number | string; public_store: number | boolean }>("entities")
         .where("id", entityId)
         .forUpdate()
@@ -313,10 +311,7 @@ export class AccessStore {
         [{ type: "ACCESS_CHANGED", accessKind, subject }],
         change.op === "set-public" ? { public_store: change.value } : {},
       );
-      changed = true;
       return { commit: true, result: { kind: "changed" as const, access: (await this.#read(trx, entityId))! } };
-    }, { signal });
-    if (changed) this.#recorded([entityId]);
-    return outcome;
+    }, { signal, onEventsCommitted: this.#recorded });
   }
 }

@@ -118,6 +118,28 @@ export function numberEvents(
   return { rows, lastEventSeq: lastEventSeq + events.length };
 }
 
+/** The entities each open transaction wrote events of: what its commit announces (inTransaction's `onEventsCommitted`). */
+const writtenIn = new WeakMap<Knex.Transaction, Set<string>>();
+
+/**
+ * Inserts numbered event rows (numberEvents) in a change's transaction,
+ * and notes their entities, so that the commit, and only the commit, tells
+ * the event hub: no write path has to remember to.
+ */
+export async function insertEvents(trx: Knex.Transaction, rows: ReadonlyArray<Record<string, unknown>>): Promise<void> {
+  if (rows.length === 0) return;
+  await trx("entity_events").insert(rows);
+  let entities = writtenIn.get(trx);
+  if (entities === undefined) writtenIn.set(trx, (entities = new Set()));
+  for (const row of rows) entities.add(String(row["entity_id"]));
+}
+
+/** The entities whose events the transaction wrote (insertEvents). */
+export function entitiesWithEventsIn(trx: Knex.Transaction): readonly string[] {
+  const entities = writtenIn.get(trx);
+  return entities === undefined ? [] : [...entities];
+}
+
 /**
  * Records a change's events in the change's own transaction, which holds
  * the entity row's lock: inserts them, numbered on from the entity's
@@ -134,6 +156,6 @@ export async function recordEvents(
   entityUpdate: Record<string, unknown> = {},
 ): Promise<void> {
   const { rows, lastEventSeq } = numberEvents(entity.id, Number(entity.last_event_seq), change, events);
-  if (rows.length > 0) await trx("entity_events").insert(rows);
+  await insertEvents(trx, rows);
   await trx("entities").where("id", entity.id).update({ ...entityUpdate, last_event_seq: lastEventSeq });
 }

@@ -1,6 +1,7 @@
 import type { Knex } from "knex";
 import { untilAborted } from "./abandon.js";
 import { classifyDbError } from "./db-errors.js";
+import { entitiesWithEventsIn } from "./event-log.js";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -10,6 +11,8 @@ export interface TransactionOptions {
   readonly attempts?: number;
   /** The call's signal: once it aborts, nobody waits for the transaction, and it never commits. */
   readonly signal?: AbortSignal | undefined;
+  /** Told, once the commit succeeded, of the entities whose events the transaction wrote (insertEvents); not called when there are none. */
+  readonly onEventsCommitted?: ((entityIds: readonly string[]) => void) | undefined;
 }
 
 /** Rolls a transaction back, whatever state it is in. */
@@ -36,7 +39,7 @@ export async function inTransaction<T>(
   work: (trx: Knex.Transaction) => Promise<{ commit: boolean; result: T }>,
   options: TransactionOptions = {},
 ): Promise<T> {
-  const { attempts = 3, signal } = options;
+  const { attempts = 3, signal, onEventsCommitted } = options;
   for (let attempt = 1; ; attempt++) {
     const begun = knex.transaction();
     const trx = await untilAborted(begun, signal).catch((error: unknown) => {
@@ -44,12 +47,15 @@ export async function inTransaction<T>(
       void begun.then(rollback, () => undefined);
       throw error;
     });
+    let result: T;
     try {
       const running = work(trx);
-      const { commit, result } = await untilAborted(running, signal).catch((error: unknown) => {
+      const done = await untilAborted(running, signal).catch((error: unknown) => {
         if (signal?.aborted === true) void running.then(() => rollback(trx), () => rollback(trx));
         throw error;
       });
+      const commit = done.commit;
+      result = done.result;
       if (commit && signal?.aborted !== true) {
         await trx.commit();
         // Knex's commit() resolves even when COMMIT fails (a connection lost
@@ -59,8 +65,8 @@ export async function inTransaction<T>(
       } else {
         await trx.rollback();
         if (signal?.aborted === true) throw signal.reason;
+        return result;
       }
-      return result;
     } catch (thrown) {
       if (signal?.aborted === true) throw thrown;
       let error = thrown;
@@ -72,6 +78,12 @@ export async function inTransaction<T>(
       }
       if (attempt >= attempts || classifyDbError(error) !== "busy") throw error;
       await sleep(5 + Math.random() * 20 * attempt);
+      continue;
     }
+    // Committed: announced outside the try, so that nothing here can turn
+    // a change that landed into an error and a retry.
+    const announced = entitiesWithEventsIn(trx);
+    if (announced.length > 0) onEventsCommitted?.(announced);
+    return result;
   }
 }

@@ -7,7 +7,7 @@ import { versionDataCost } from "../domain/version-data-cost.js";
 import { type AccessFactRow, type ChangeAuthorization, type RefusedChange, refusedUnderLock, toAccessFacts } from "./access-store.js";
 import { confirmGrouper } from "./confirm-grouper.js";
 import type { Database, Dialect } from "./database.js";
-import { type ChangeContext, type NewEvent, numberEvents, recordEvents } from "./event-log.js";
+import { type ChangeContext, insertEvents, type NewEvent, numberEvents, recordEvents } from "./event-log.js";
 import { preparedRunner } from "./prepared.js";
 import { readBatcher, type RunBatched } from "./read-batcher.js";
 import { joinSql, rawRows, rawSql, type Sql, sql } from "./sql.js";
@@ -488,9 +488,8 @@ export class VersionStore {
       const outcome = await this.#decide(row, input, entity.tip_version_id, (id) => this.#versionById(trx, input.entityId, id));
       return this.#apply(trx, input, entity, outcome);
       },
-      { signal: input.signal },
+      { signal: input.signal, onEventsCommitted: this.#recorded },
     );
-    if (outcome.kind === "created" || (outcome.kind === "existing" && outcome.activate)) this.#recorded([input.entityId]);
     return outcome;
   }
 
@@ -681,7 +680,10 @@ export class VersionStore {
         const events = creating.map((c) =>
           numberEvents(c.input.entityId, Number(c.entity.last_event_seq), changeOf(c.input), creationEvents(c.input, c.claim, c.entity.active_version_id)),
         );
-        await trx("entity_events").insert(events.flatMap((e) => e.rows));
+        await insertEvents(
+          trx,
+          events.flatMap((e) => e.rows),
+        );
         const caseOf = (pairs: readonly Sql[]) => joinSql(pairs, " ");
         const activated = creating.filter((c) => c.input.setAsActive);
         const move = sql`update entities force index (primary) set tip_version_id = case id ${caseOf(
@@ -705,10 +707,8 @@ export class VersionStore {
       // outlive the deadline of any of its confirms: one answered
       // DEADLINE_EXCEEDED is never committed after that answer, so the
       // group rolls back and the others are decided alone.
-      { attempts: 1, signal: anyAborted(inputs.map((input) => input.signal)) },
+      { attempts: 1, signal: anyAborted(inputs.map((input) => input.signal)), onEventsCommitted: this.#recorded },
     );
-    const recorded = inputs.filter((_, i) => outcomes[i]?.kind === "created").map((input) => input.entityId);
-    if (recorded.length > 0) this.#recorded(recorded);
     return outcomes;
   }
 
@@ -761,7 +761,7 @@ export class VersionStore {
    */
   async setActive(request: SetActiveRequest): Promise<SetActiveOutcome> {
     const { entityId, versionId, expectedActiveVersionId } = request;
-    const outcome = await inTransaction<SetActiveOutcome & { changed?: boolean }>(this.#knex, async (trx) => {
+    return inTransaction<SetActiveOutcome>(this.#knex, async (trx) => {
       const entity = await this.#lockEntity(trx, entityId);
       if (entity === undefined) return { commit: false, result: { kind: "entity-missing" } };
       const refused = await refusedUnderLock(trx, entityId, request.authorization);
@@ -785,10 +785,8 @@ export class VersionStore {
         [{ type: "ACTIVE_VERSION_CHANGED", versionId, version: version.version, previousActiveVersionId: entity.active_version_id ?? undefined }],
         { active_version_id: versionId },
       );
-      return { commit: true, result: { kind: "set", version: { ...version, isActive: true }, changed: true } };
-    }, { signal: request.signal });
-    if (outcome.changed === true) this.#recorded([entityId]);
-    return outcome;
+      return { commit: true, result: { kind: "set", version: { ...version, isActive: true } } };
+    }, { signal: request.signal, onEventsCommitted: this.#recorded });
   }
 
   /**
@@ -805,7 +803,7 @@ export class VersionStore {
     authorization: ChangeAuthorization,
     signal?: AbortSignal,
   ): Promise<DeleteOutcome> {
-    const outcome = await inTransaction<DeleteOutcome>(this.#knex, async (trx) => {
+    return inTransaction<DeleteOutcome>(this.#knex, async (trx) => {
       const entity = await this.#lockEntity(trx, entityId);
       if (entity === undefined) return { commit: false, result: { kind: "entity-missing" } };
       const refused = await refusedUnderLock(trx, entityId, authorization);
@@ -827,8 +825,6 @@ export class VersionStore {
       }
       await recordEvents(trx, entity, change, [{ type: "VERSION_DELETED", versionId, version: version.version }], tipUpdate);
       return { commit: true, result: { kind: "deleted", uploadId: version.upload_id, versionId } };
-    }, { signal });
-    if (outcome.kind === "deleted") this.#recorded([entityId]);
-    return outcome;
+    }, { signal, onEventsCommitted: this.#recorded });
   }
 }

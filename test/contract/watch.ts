@@ -203,6 +203,28 @@ export function watchSuite(backend: Backend) {
     }
   });
 
+  s("every kind of change wakes this process's watches at once, not at the next poll", async () => {
+    // A poll a minute apart: only the commit's own prompt can deliver within seconds.
+    const svc = await startService(backend, { env: { WATCH_POLL_INTERVAL_MS: "60000" } });
+    const owner = await user(svc, "owner", ["publisher"]);
+    const { e, v1 } = await entityWithVersion(owner.rest);
+    const w = watchGrpc(owner.grpc, e);
+    try {
+      assert.is(await w.bookmark(), "3");
+      const v2 = (await push({ rest: owner.rest }, e, { base: v1 })).confirm!.body.version.id as string;
+      assert.equal((await w.events(1, 3_000)).map(brief), [`4 VERSION_CREATED ${v2}`], "a confirm");
+      assert.is((await owner.rest.put(`${v(e)}/active-version`, { versionId: v2 })).status, 200);
+      assert.equal((await w.events(1, 3_000)).map(brief), [`5 ACTIVE_VERSION_CHANGED ${v2}`], "an activation");
+      assert.is((await owner.rest.delete(`${v(e)}/versions/${v1}`)).status, 200);
+      assert.equal((await w.events(1, 3_000)).map(brief), [`6 VERSION_DELETED ${v1}`], "a deletion");
+      assert.is((await owner.rest.post(`${v(e)}/shares`, { user_id: "bob" })).status, 200);
+      assert.equal((await w.events(1, 3_000)).map(brief), ["7 ACCESS_CHANGED  SHARE_ADDED:bob"], "an access change");
+    } finally {
+      w.close();
+      await svc.close();
+    }
+  });
+
   s("bounded: TOO_MANY_WATCHES past the caller's and the process's caps (REST 429 with Retry-After); a quiet watch gets bookmarks; shutdown ends watches where they can resume", async () => {
     const svc = await startService(backend, { env: { WATCH_MAX_PER_CALLER: "2", WATCH_MAX_PER_PROCESS: "3", WATCH_KEEPALIVE_MS: "300" } });
     const opened: WatchStream[] = [];
