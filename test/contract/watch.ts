@@ -3,7 +3,7 @@ import * as assert from "uvu/assert";
 import { type Backend, connectTestDatabase, createTestDatabase } from "../support/env.js";
 import { grpc } from "../support/grpc-client.js";
 import type { RestClient } from "../support/rest.js";
-import { newEntityId, push, serviceEnv, spawnService, startService, type TestService } from "../support/service.js";
+import { newEntityId, push, serviceEnv, spawnService, startService, type TestService, uploadOnly } from "../support/service.js";
 import { serviceSuite } from "../support/suite.js";
 import { bearer, token } from "../support/tokens.js";
 import { type WatchItem, type WatchStream, watchConnect, watchGrpc, watchRest } from "../support/watch-client.js";
@@ -126,6 +126,38 @@ export function watchSuite(backend: Backend) {
       assert.is((await w.ended()).code, grpc.status.DEADLINE_EXCEEDED);
       await new Promise((resolve) => setTimeout(resolve, 200));
       assert.equal([await counted(), await open()], [before + 1, 0]);
+    } finally {
+      w.close();
+    }
+  });
+
+  s("a deadline longer than a timer holds (30 days) is no deadline: the watch stays open, and a unary call runs to its end", async ({ svc }) => {
+    const owner = await user(svc, "owner", ["publisher"]);
+    const { e, v1 } = await entityWithVersion(owner.rest);
+    const month = 30 * 24 * 3600 * 1000;
+    const w = watchGrpc(owner.grpc, e, { deadlineMs: month });
+    try {
+      assert.is(await w.bookmark(), "3");
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const v2 = (await push({ rest: owner.rest }, e, { base: v1 })).confirm!.body.version.id as string;
+      assert.equal((await w.events(1)).map(brief), [`4 VERSION_CREATED ${v2}`]);
+      assert.not.ok(w.done, JSON.stringify(w.received));
+      // A confirm (over Connect) takes more than the millisecond such a timer would give it.
+      const up = await uploadOnly({ rest: owner.rest }, e, { base: v2 });
+      const confirmed = await fetch(`${svc.url}/entityversions.v1.EntityVersionsService/ConfirmUpload`, {
+        method: "POST",
+        headers: { ...owner.headers, "content-type": "application/json", "connect-timeout-ms": String(month) },
+        body: JSON.stringify({
+          entityId: e,
+          storagePath: up.res.body.storage_path,
+          version: up.version,
+          sourceHash: up.sourceHash,
+          fileSizeBytes: Buffer.byteLength(up.content),
+          baseVersionId: v2,
+        }),
+      });
+      assert.is(confirmed.status, 200, await confirmed.clone().text());
+      assert.is(((await confirmed.json()) as { created: boolean }).created, true);
     } finally {
       w.close();
     }
