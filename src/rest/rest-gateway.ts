@@ -13,6 +13,7 @@ import { queryFieldPath, type RestBinding, restBindings } from "./http-rules.js"
 import { unknownNameProblem } from "./field-hint.js";
 import { integerScalars, isDecimalInteger, readRestJson, writeRestJson } from "./json-codec.js";
 import { renderRestError } from "./rest-error.js";
+import { restTimeoutMs } from "../rpc/timeout-headers.js";
 
 /** Options of the REST gateway. */
 export interface RestGatewayOptions {
@@ -248,17 +249,22 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
     const config: RpcRouteConfig = { rpc: `${method.parent.typeName}/${method.name}`, authenticate: true, gateway: "rest", unary: method.methodKind === "unary" };
     const responseSchema = binding.responseBody?.message ?? method.output;
     const fieldNames = binding.body === "*" ? bodyFields(binding) : queryParameters(binding);
-    const callInit = (req: FastifyRequest, reply: FastifyReply): InProcessCallInit => ({
-      protocolName: "rest",
-      header: webHeaders(req),
-      // A stream can send nothing once its response has closed, however it
-      // closed; a unary call's answer may be written whole by then.
-      signal: method.methodKind === "server_streaming" ? responseClosed(reply) : clientGone(reply),
-      ...(options.shutdownSignal === undefined ? {} : { shutdownSignal: options.shutdownSignal }),
-      requestMethod: req.method,
-      url: req.url,
-      contextValues: options.contextValues(req),
-    });
+    const callInit = (req: FastifyRequest, reply: FastifyReply): InProcessCallInit => {
+      const header = webHeaders(req);
+      const timeoutMs = restTimeoutMs(header);
+      return {
+        protocolName: "rest",
+        header,
+        ...(timeoutMs === undefined ? {} : { timeoutMs }),
+        // A stream can send nothing once its response has closed, however it
+        // closed; a unary call's answer may be written whole by then.
+        signal: method.methodKind === "server_streaming" ? responseClosed(reply) : clientGone(reply),
+        ...(options.shutdownSignal === undefined ? {} : { shutdownSignal: options.shutdownSignal }),
+        requestMethod: req.method,
+        url: req.url,
+        contextValues: options.contextValues(req),
+      };
+    };
     const payloadOf = (message: Message): Message =>
       binding.responseBody === undefined
         ? message

@@ -84,6 +84,10 @@ export function deadlinesSuite() {
       assert.equal([rest.value.status, rest.value.body.code], [504, "DEADLINE_EXCEEDED"]);
       assert.ok(rest.ms >= 650 && rest.ms < 1_500, `REST answered after ${rest.ms} ms`);
       assert.is(rest.value.headers.get("retry-after"), "1");
+      // REST with a deadline of its own, in grpc-gateway's Grpc-Timeout header.
+      const restShort = await timed(() => svc.rest.get(`/api/entities/${e}/versions/${v1.id}`, { "grpc-timeout": "200m" }));
+      assert.equal([restShort.value.status, restShort.value.body.code], [504, "DEADLINE_EXCEEDED"]);
+      assert.ok(restShort.ms >= 150 && restShort.ms < 600, `REST with Grpc-Timeout answered after ${restShort.ms} ms`);
     } finally {
       mariadb.thaw();
     }

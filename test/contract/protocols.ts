@@ -239,6 +239,20 @@ export function protocolsSuite(backend: Backend) {
     assert.match(twice.body.error, /^Invalid page_size: is given more than once/);
   });
 
+  s("REST takes a deadline in grpc-gateway's Grpc-Timeout header: a spent one is DEADLINE_EXCEEDED, a malformed one INVALID_ARGUMENT, one too long for a timer none", async ({ svc }) => {
+    const e = newEntityId();
+    const v = (await push(svc, e, { setAsActive: true })).confirm!.body.version;
+    const spent = await svc.rest.get(`/api/entities/${e}/active-version`, { "grpc-timeout": "0S" });
+    assert.equal([spent.status, spent.body.code], [504, "DEADLINE_EXCEEDED"]);
+    const malformed = await svc.rest.get(`/api/entities/${e}/active-version`, { "grpc-timeout": "5 seconds" });
+    assert.equal([malformed.status, malformed.body.code], [400, "INVALID_ARGUMENT"]);
+    assert.match(malformed.body.error, "Grpc-Timeout");
+    for (const timeout of ["30S", "8760H"]) {
+      const fine = await svc.rest.get(`/api/entities/${e}/active-version`, { "grpc-timeout": timeout });
+      assert.equal([fine.status, fine.body.id], [200, v.id], timeout);
+    }
+  });
+
   s("a REST path called with a method it does not take is 405, naming the methods it takes", async ({ svc }) => {
     const e = newEntityId();
     const res = await fetch(`${svc.url}/api/entities/${e}/active-version`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });

@@ -1,6 +1,6 @@
 import { test } from "uvu";
 import * as assert from "uvu/assert";
-import { dropUntimeableDeadlines } from "../../src/rpc/timeout-headers.js";
+import { dropUntimeableDeadlines, restTimeoutMs } from "../../src/rpc/timeout-headers.js";
 
 const after = (name: string, value: string) => {
   const header = new Headers({ [name]: value });
@@ -20,6 +20,16 @@ test("a Connect deadline over 2^31 - 1 ms is dropped; one within is kept; a malf
   assert.is(after("connect-timeout-ms", "9999999999"), null);
   assert.is(after("connect-timeout-ms", "99999999999"), "99999999999");
   assert.is(after("connect-timeout-ms", "-5"), "-5");
+});
+
+test("REST's Grpc-Timeout: read in milliseconds, none when absent or too long for a timer, refused when malformed", () => {
+  const of = (value?: string) => restTimeoutMs(new Headers(value === undefined ? {} : { "grpc-timeout": value }));
+  assert.is(of(), undefined);
+  assert.is(of("5S"), 5_000);
+  assert.is(of("250m"), 250);
+  assert.is(of("2M"), 120_000);
+  assert.is(of("8760H"), undefined);
+  for (const bad of ["5", "5s", "1.5S", "123456789S", ""]) assert.throws(() => of(bad), /Grpc-Timeout/, bad);
 });
 
 test.run();
