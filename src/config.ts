@@ -74,6 +74,8 @@ export interface HttpLimits {
   readonly maxCallsQueued: number;
   /** Connections the process accepts at once; more are closed as they arrive. */
   readonly maxConnections: number;
+  /** Streams of the services that need no token (health Watch, reflection) the process holds open at once. */
+  readonly maxOpenStreams: number;
 }
 
 /** How event watches are fed, kept alive and bounded. */
@@ -279,6 +281,7 @@ function httpLimits(env: Env, maxRequestBytes: number): HttpLimits {
     maxCallsPerCaller: integer(env, "HTTP_MAX_CALLS_PER_CALLER", Math.max(1, Math.floor(maxCallsInFlight / 4)), 1, 1_000_000),
     maxCallsQueued: integer(env, "HTTP_MAX_CALLS_QUEUED", 5000, 0, 1_000_000),
     maxConnections: integer(env, "HTTP_MAX_CONNECTIONS", 10_000, 1, 1_000_000),
+    maxOpenStreams: integer(env, "HTTP_MAX_OPEN_STREAMS", 100, 1, 100_000),
   });
 }
 

@@ -42,6 +42,7 @@ import { connectRoutes, type RpcRouteConfig } from "./rpc/connect-routes.js";
 import { sendTrailersOnly } from "./rpc/trailers-only.js";
 import { unknownMethodAnswer } from "./rpc/unknown-method.js";
 import { deadlineInterceptor } from "./rpc/deadline-interceptor.js";
+import { openStreamsInterceptor } from "./rpc/open-streams-interceptor.js";
 import { deadlineSignal } from "./rpc/deadline-signal.js";
 import { errorInterceptor, toCatalogError } from "./rpc/error-interceptor.js";
 import { createInProcessCaller, createInProcessStreamCaller } from "./rpc/in-process-caller.js";
@@ -314,8 +315,9 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   });
 
   // Outermost first: observe sees the catalog error the client gets.
-  const openInterceptors: Interceptor[] = [observeInterceptor(deps.metrics), errorInterceptor(app.log), deadlineInterceptor(limits.defaultDeadlineMs)];
-  const apiInterceptors: Interceptor[] = [...openInterceptors, authInterceptor(deps.authenticator)];
+  const everyCall: Interceptor[] = [observeInterceptor(deps.metrics), errorInterceptor(app.log), deadlineInterceptor(limits.defaultDeadlineMs)];
+  const openInterceptors: Interceptor[] = [...everyCall, openStreamsInterceptor(limits.maxOpenStreams)];
+  const apiInterceptors: Interceptor[] = [...everyCall, authInterceptor(deps.authenticator)];
   const apiServices = [EntityVersionsService, EntityAccessService, EntityEventsService];
   const specs = [
     createServiceImplSpec<typeof EntityVersionsService>(EntityVersionsService, deps.versions),

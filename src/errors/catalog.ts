@@ -104,6 +104,12 @@ export const catalog = Object.freeze({
         : `This server already serves ${p.limit} watches: retry shortly, or against another replica.`,
     { retryable: true },
   ),
+  TOO_MANY_STREAMS: spec<{ limit: number }>(
+    Code.ResourceExhausted,
+    (p) =>
+      `This server already has ${p.limit} health Watch and reflection streams open: probe with Health/Check instead, or retry shortly, or against another replica.`,
+    { retryable: true },
+  ),
   EVENTS_EXPIRED: spec<{ entityId: string; afterEventId: string; prunedThrough: string }>(
     Code.OutOfRange,
     (p) =>

@@ -83,6 +83,52 @@ export function opsSuite(backend: Backend) {
     }
   });
 
+  s("streams that need no token are capped: past HTTP_MAX_OPEN_STREAMS, a health Watch or reflection stream is TOO_MANY_STREAMS until one ends; Check still answers", async () => {
+    const svc = await startService(backend, { env: { HTTP_MAX_OPEN_STREAMS: "3" } });
+    const client = healthClient(svc);
+    const reflection = new ReflectionClient(svc.url.replace("http://", ""), grpc.credentials.createInsecure()) as grpc.Client & Record<string, Function>;
+    const open: Array<{ cancel(): void }> = [];
+    /** Opens a health Watch: its first status, or the error it ended with. */
+    const watch = () =>
+      new Promise<{ status?: string; error?: grpc.ServiceError }>((resolve) => {
+        const stream = client["Watch"]!.call(client, { service: "" }) as grpc.ClientReadableStream<{ status: string }>;
+        open.push(stream);
+        stream.once("data", (msg: { status: string }) => resolve({ status: msg.status }));
+        stream.once("error", (error: grpc.ServiceError) => resolve({ error }));
+      });
+    try {
+      for (let i = 0; i < 2; i++) assert.is((await watch()).status, "SERVING");
+      // A reflection stream takes the third place.
+      const info = reflection["ServerReflectionInfo"]!.call(reflection) as grpc.ClientDuplexStream<object, unknown>;
+      open.push(info);
+      info.on("error", () => undefined);
+      await new Promise((resolve) => {
+        info.once("data", resolve);
+        info.write({ list_services: "" });
+      });
+      const refused = await watch();
+      assert.is(refused.error?.code, grpc.status.RESOURCE_EXHAUSTED);
+      assert.match(refused.error?.details ?? "", "Health/Check");
+      const check = await new Promise<{ status: string }>((resolve, reject) =>
+        client["Check"]!.call(client, { service: "" }, (err: grpc.ServiceError | null, res: { status: string }) => (err ? reject(err) : resolve(res))),
+      );
+      assert.is(check.status, "SERVING", "Check is not a stream");
+      // Its place comes back when a stream ends, however it ends.
+      open[0]!.cancel();
+      let again: { status?: string; error?: grpc.ServiceError } = {};
+      for (let tries = 0; tries < 50 && again.status === undefined; tries++) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        again = await watch();
+      }
+      assert.is(again.status, "SERVING", JSON.stringify(again.error?.details));
+    } finally {
+      for (const stream of open) stream.cancel();
+      client.close();
+      reflection.close();
+      await svc.close();
+    }
+  });
+
   s("gRPC reflection: buf curl lists the services and calls one with no proto at hand", async ({ svc }) => {
     const buf = path.resolve("node_modules/.bin/buf");
     const { stdout } = await run(buf, ["curl", "--protocol", "grpc", "--http2-prior-knowledge", "--list-services", svc.url]);
