@@ -146,6 +146,41 @@ export const defaultPageMaxBytes = 1024 * 1024;
 /** A configuration value is wrong; the message names the variable and what it accepts. */
 export class ConfigError extends Error {
   override name = "ConfigError";
+  /** Every problem found, when one part of the configuration has several. */
+  readonly problems: readonly string[];
+
+  constructor(message: string | readonly string[]) {
+    const problems = typeof message === "string" ? [message] : message;
+    super(problems.length === 1 ? problems[0]! : `${problems.length} settings need fixing:\n  - ${problems.join("\n  - ")}`);
+    this.problems = problems;
+  }
+}
+
+/**
+ * Collects a part's problems rather than stopping at its first: `check`
+ * runs a read that may throw ConfigError and keeps its message, `problem`
+ * notes one, and `done` throws them all at once, so one start names every
+ * setting to fix.
+ */
+function problemsOf() {
+  const found: string[] = [];
+  return {
+    check<T>(read: () => T): T | undefined {
+      try {
+        return read();
+      } catch (error) {
+        if (!(error instanceof ConfigError)) throw error;
+        found.push(...error.problems);
+        return undefined;
+      }
+    },
+    problem(message: string): void {
+      found.push(message);
+    },
+    done(): void {
+      if (found.length > 0) throw new ConfigError(found);
+    },
+  };
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -178,12 +213,25 @@ function secret(env: Env, name: string): string | undefined {
 }
 
 /**
- * Refuses, in production, a secret someone typed ("aaaa…", "secretsecret…"):
- * it is guessed long before it is brute-forced, whatever its length.
+ * Whether some run of 8 characters comes back later in the secret
+ * ("password…password"): typed words do, generated secrets all but never
+ * (64 random hex digits, the likeliest, fewer than once in a million).
+ */
+function repeatsARun(value: string): boolean {
+  for (let i = 0; i + 16 <= value.length; i++) if (value.indexOf(value.slice(i, i + 8), i + 8) !== -1) return true;
+  return false;
+}
+
+/**
+ * Refuses, in production, a secret someone typed ("aaaa…", "secretsecret…",
+ * "passwordpassword1234…"): it is guessed long before it is brute-forced,
+ * whatever its length. A heuristic: it stops the obvious, not every weak key.
  */
 function refuseTyped(name: string, value: string | undefined): void {
-  if (value !== undefined && (new Set(value).size < 8 || /^(.{1,16})\1+$/s.test(value))) {
-    throw new ConfigError(`NODE_ENV=production needs a random ${name}: this one has fewer than 8 different characters, or repeats a short string (make one with \`openssl rand -base64 32\`).`);
+  if (value !== undefined && (new Set(value).size < 8 || repeatsARun(value))) {
+    throw new ConfigError(
+      `NODE_ENV=production needs a random ${name}: this one has fewer than 8 different characters, or repeats a run of 8 (make one with \`openssl rand -base64 32\`).`,
+    );
   }
 }
 
@@ -201,7 +249,8 @@ function optional(env: Env, name: string): string | undefined {
 }
 
 function auth(env: Env, production: boolean): AuthConfig {
-  const jwtSecret = secret(env, "AUTH_JWT_SECRET");
+  const p = problemsOf();
+  const jwtSecret = p.check(() => secret(env, "AUTH_JWT_SECRET"));
   const jwksUrl = optional(env, "AUTH_JWKS_URL");
   if (jwksUrl !== undefined) {
     let url: URL | undefined;
@@ -211,37 +260,39 @@ function auth(env: Env, production: boolean): AuthConfig {
       url = undefined;
     }
     if (url === undefined || (url.protocol !== "https:" && url.protocol !== "http:")) {
-      throw new ConfigError(`AUTH_JWKS_URL must be an http(s) URL, got "${jwksUrl}".`);
-    }
-    // Keys fetched over plain HTTP can be swapped on the way: anyone on the
-    // path could then sign tokens this service accepts.
-    if (production && url.protocol !== "https:") {
-      throw new ConfigError(`NODE_ENV=production needs an https:// AUTH_JWKS_URL (keys fetched over http can be swapped), got "${jwksUrl}".`);
+      p.problem(`AUTH_JWKS_URL must be an http(s) URL, got "${jwksUrl}".`);
+    } else if (production && url.protocol !== "https:") {
+      // Keys fetched over plain HTTP can be swapped on the way: anyone on the
+      // path could then sign tokens this service accepts.
+      p.problem(`NODE_ENV=production needs an https:// AUTH_JWKS_URL (keys fetched over http can be swapped), got "${jwksUrl}".`);
     }
   }
-  if (production && jwtSecret === undefined && jwksUrl === undefined) {
-    throw new ConfigError("NODE_ENV=production needs AUTH_JWT_SECRET or AUTH_JWKS_URL: the development token is never used in production.");
+  if (production && optional(env, "AUTH_JWT_SECRET") === undefined && jwksUrl === undefined) {
+    p.problem("NODE_ENV=production needs AUTH_JWT_SECRET or AUTH_JWKS_URL: the development token is never used in production.");
   }
   const issuer = optional(env, "AUTH_ISSUER");
   const audience = optional(env, "AUTH_AUDIENCE");
   // A JWKS is usually an identity provider's, shared by many applications:
   // without iss and aud checks, a token it issued for any of them would do.
   if (production && jwksUrl !== undefined && (issuer === undefined || audience === undefined)) {
-    throw new ConfigError(
-      "NODE_ENV=production with AUTH_JWKS_URL needs AUTH_ISSUER and AUTH_AUDIENCE: otherwise a token the provider issued for another application is accepted.",
-    );
+    p.problem("NODE_ENV=production with AUTH_JWKS_URL needs AUTH_ISSUER and AUTH_AUDIENCE: otherwise a token the provider issued for another application is accepted.");
   }
-  const lifetime = integer(env, "AUTH_MAX_TOKEN_LIFETIME", production ? 24 * 3600 : 0, 0, 365 * 24 * 3600);
-  const clockSkewSeconds = integer(env, "AUTH_CLOCK_SKEW_SECONDS", 30, 0, 600);
+  const lifetime = p.check(() => integer(env, "AUTH_MAX_TOKEN_LIFETIME", production ? 24 * 3600 : 0, 0, 365 * 24 * 3600));
+  const clockSkewSeconds = p.check(() => integer(env, "AUTH_CLOCK_SKEW_SECONDS", 30, 0, 600));
   if (production) {
-    refuseTyped("AUTH_JWT_SECRET", jwtSecret);
+    p.check(() => refuseTyped("AUTH_JWT_SECRET", jwtSecret));
     if (lifetime === 0) {
-      throw new ConfigError("NODE_ENV=production needs a bound on token lifetimes: set AUTH_MAX_TOKEN_LIFETIME to the most seconds a token may live (86400 by default), not 0.");
+      p.problem("NODE_ENV=production needs a bound on token lifetimes: set AUTH_MAX_TOKEN_LIFETIME to the most seconds a token may live (86400 by default), not 0.");
     }
-    if (clockSkewSeconds > 300) {
-      throw new ConfigError(`NODE_ENV=production takes at most 300 s of AUTH_CLOCK_SKEW_SECONDS (an expired token stays good that long), got ${clockSkewSeconds}: synchronise the clocks instead.`);
+    if (clockSkewSeconds !== undefined && clockSkewSeconds > 300) {
+      p.problem(`NODE_ENV=production takes at most 300 s of AUTH_CLOCK_SKEW_SECONDS (an expired token stays good that long), got ${clockSkewSeconds}: synchronise the clocks instead.`);
     }
   }
+  const jwksCooldownSeconds = p.check(() => integer(env, "AUTH_JWKS_COOLDOWN_SECONDS", 30, 0, 3600));
+  const jwksMaxAgeSeconds = p.check(() => integer(env, "AUTH_JWKS_MAX_AGE_SECONDS", 60, 1, 24 * 3600));
+  const tokenCacheSeconds = p.check(() => integer(env, "AUTH_TOKEN_CACHE_SECONDS", 30, 0, 3600));
+  p.done();
+  // Every read above succeeded (done() threw otherwise).
   return Object.freeze({
     mode: jwtSecret === undefined && jwksUrl === undefined ? "dev" : "jwt",
     secret: jwtSecret,
@@ -249,10 +300,10 @@ function auth(env: Env, production: boolean): AuthConfig {
     issuer,
     audience,
     maxTokenLifetimeSeconds: lifetime === 0 ? undefined : lifetime,
-    clockSkewSeconds,
-    jwksCooldownSeconds: integer(env, "AUTH_JWKS_COOLDOWN_SECONDS", 30, 0, 3600),
-    jwksMaxAgeSeconds: integer(env, "AUTH_JWKS_MAX_AGE_SECONDS", 60, 1, 24 * 3600),
-    tokenCacheSeconds: integer(env, "AUTH_TOKEN_CACHE_SECONDS", 30, 0, 3600),
+    clockSkewSeconds: clockSkewSeconds!,
+    jwksCooldownSeconds: jwksCooldownSeconds!,
+    jwksMaxAgeSeconds: jwksMaxAgeSeconds!,
+    tokenCacheSeconds: tokenCacheSeconds!,
   });
 }
 
@@ -346,6 +397,7 @@ function blob(env: Env, dataDir: string, production: boolean): BlobConfig {
       );
     }
     if (production) {
+      const p = problemsOf();
       // The Azure SDK replaces such a string with the emulator's own
       // settings (http, and its public key), whatever else it says.
       if (/^\s*UseDevelopmentStorage\s*=\s*true/i.test(connectionString)) {
@@ -354,14 +406,15 @@ function blob(env: Env, dataDir: string, production: boolean): BlobConfig {
       // Everyone has Azurite's key: whoever reaches that store could rewrite published packages.
       const devKey = Buffer.from(azuriteKey, "base64");
       if (connectionStringParts(connectionString, "AccountKey").some((key) => Buffer.from(key, "base64").equals(devKey))) {
-        throw new ConfigError("NODE_ENV=production cannot use the Azure Storage emulator's public development key: set AZURE_STORAGE_CONNECTION_STRING to your storage account's.");
+        p.problem("NODE_ENV=production cannot use the Azure Storage emulator's public development key: set AZURE_STORAGE_CONNECTION_STRING to your storage account's.");
       }
       const plain =
-        connectionStringParts(connectionString, "DefaultEndpointsProtocol").some((p) => p.toLowerCase() !== "https") ||
+        connectionStringParts(connectionString, "DefaultEndpointsProtocol").some((part) => part.toLowerCase() !== "https") ||
         connectionStringParts(connectionString, "BlobEndpoint").some((e) => !e.toLowerCase().startsWith("https:"));
       if (plain) {
-        throw new ConfigError("NODE_ENV=production needs an https blob endpoint in AZURE_STORAGE_CONNECTION_STRING (DefaultEndpointsProtocol=https): SAS URLs and signed requests would travel in the clear.");
+        p.problem("NODE_ENV=production needs an https blob endpoint in AZURE_STORAGE_CONNECTION_STRING (DefaultEndpointsProtocol=https): SAS URLs and signed requests would travel in the clear.");
       }
+      p.done();
     }
     return { kind: "azure", connectionString, container };
   }
@@ -408,7 +461,7 @@ export function loadConfig(env: Env = process.env): Config {
       return part();
     } catch (error) {
       if (!(error instanceof ConfigError)) throw error;
-      problems.push(error.message);
+      problems.push(...error.problems);
       return undefined;
     }
   };
@@ -498,8 +551,7 @@ export function loadConfig(env: Env = process.env): Config {
     ),
     watch: http === undefined ? undefined : read(() => watch(env, http)),
   };
-  if (problems.length === 1) throw new ConfigError(problems[0]!);
-  if (problems.length > 1) throw new ConfigError(`${problems.length} settings need fixing:\n  - ${problems.join("\n  - ")}`);
+  if (problems.length > 0) throw new ConfigError(problems);
   // Every part was read without a problem, so none is undefined.
   return Object.freeze(config as { [K in keyof typeof config]: Exclude<(typeof config)[K], undefined> });
 }

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { test } from "uvu";
 import * as assert from "uvu/assert";
 import { ConfigError, loadConfig } from "../../src/config.js";
@@ -56,6 +57,9 @@ test("production refuses weak settings, each with a message naming the variable"
     [{ AZURE_STORAGE_CONNECTION_STRING: "AccountName=acct;AccountKey=a2V5;BlobEndpoint=http://10.0.0.5:10000/acct" }, "https"],
     [{ PAGE_TOKEN_SECRET: "a".repeat(36) }, "random PAGE_TOKEN_SECRET"],
     [{ PAGE_TOKEN_SECRET: "abcd".repeat(9) }, "random PAGE_TOKEN_SECRET"],
+    // Typed, though neither one character nor one string repeated.
+    [{ AUTH_JWT_SECRET: "passwordpassword1234567890123456" }, "random AUTH_JWT_SECRET"],
+    [{ PAGE_TOKEN_SECRET: "abcdefghabcdefghabcdefghabcdefgx" }, "random PAGE_TOKEN_SECRET"],
     [{ AZURE_STORAGE_CONNECTION_STRING: "UseDevelopmentStorage=true;DevelopmentStorageProxyUri=https://10.0.0.5;AccountName=acct;AccountKey=c29tZXRoaW5nZWxzZQ==" }, "UseDevelopmentStorage"],
     [{ ORPHAN_GRACE_SECONDS: "600" }, "ORPHAN_GRACE_SECONDS"],
     [{ UPLOAD_URL_TTL_SECONDS: "86400" }, "ORPHAN_GRACE_SECONDS"],
@@ -164,6 +168,31 @@ test("every problem is named at once, each with what to set", () => {
   assert.match(typos, /^3 settings need fixing:/);
   for (const name of ["PORT", "LOG_LEVEL", "DATABASE_PREPARED_STATEMENTS"]) assert.match(typos, name);
   assert.match(refused({ DATABASE_READ_BATCH_MAX: "0" }), "DATABASE_READ_BATCH_MAX", "a MySQL setting is checked on SQLite too");
+  // Several problems within one part (the blob store, the auth settings) are each named too.
+  const production = {
+    NODE_ENV: "production",
+    DATABASE_URL: "mysql://u:p@db:3306/versions",
+    PAGE_TOKEN_SECRET: "Hk4Qw8Zr2Nv6Tc1Lm9Xb5Pj3Fs7Dg0Ya+page",
+    AZURE_STORAGE_CONNECTION_STRING:
+      "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;",
+    AUTH_JWKS_URL: "http://idp.example/keys",
+  };
+  const several = refused(production);
+  assert.match(several, /^4 settings need fixing:/);
+  for (const part of ["development key", "https blob endpoint", "https:// AUTH_JWKS_URL", "AUTH_ISSUER and AUTH_AUDIENCE"]) assert.match(several, part);
+});
+
+test("secrets a generator made pass the production check", () => {
+  const base = {
+    NODE_ENV: "production",
+    DATABASE_URL: "mysql://u:p@db:3306/versions",
+    AZURE_STORAGE_CONNECTION_STRING: "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=a2V5;EndpointSuffix=core.windows.net",
+  };
+  for (let i = 0; i < 50; i++) {
+    for (const secret of [randomBytes(32).toString("base64"), randomBytes(32).toString("hex"), randomBytes(24).toString("base64url")]) {
+      assert.is(loadConfig({ ...base, AUTH_JWT_SECRET: secret, PAGE_TOKEN_SECRET: secret }).production, true, secret);
+    }
+  }
 });
 
 test.run();
