@@ -453,18 +453,10 @@ export function loadAuthConfig(env: Env = process.env): { readonly auth: AuthCon
  * failing on some later request.
  */
 export function loadConfig(env: Env = process.env): Config {
-  const problems: string[] = [];
   // Each part is read even when another is wrong, so that one start names
   // every setting to fix, not one per attempt.
-  const read = <T>(part: () => T): T | undefined => {
-    try {
-      return part();
-    } catch (error) {
-      if (!(error instanceof ConfigError)) throw error;
-      problems.push(...error.problems);
-      return undefined;
-    }
-  };
+  const problems = problemsOf();
+  const read = problems.check;
   const dataDir = path.resolve(text(env, "DATA_DIR", "data"));
   const production = read(() => isProduction(env)) ?? false;
   if (production) {
@@ -475,12 +467,12 @@ export function loadConfig(env: Env = process.env): Config {
     ];
     const missing = needed.filter(([name]) => optional(env, name) === undefined);
     if (missing.length > 0) {
-      problems.push(
+      problems.problem(
         `NODE_ENV=production needs ${missing.map(([name, form]) => `${name} (${form})`).join(", and ")}: the embedded defaults under ./data are for development only.`,
       );
     }
     if (optional(env, "DATABASE_URL")?.startsWith("sqlite:")) {
-      problems.push("NODE_ENV=production needs a mysql:// DATABASE_URL: SQLite is for development only.");
+      problems.problem("NODE_ENV=production needs a mysql:// DATABASE_URL: SQLite is for development only.");
     }
   }
   const logLevel = read(() => {
@@ -500,7 +492,7 @@ export function loadConfig(env: Env = process.env): Config {
     // UPLOAD_NOT_FOUND. (Tests sweep sooner on purpose.)
     const confirmableSeconds = uploadUrlTtlSeconds + Math.ceil(http.defaultDeadlineMs / 1000);
     if (orphanGraceSeconds < confirmableSeconds) {
-      problems.push(
+      problems.problem(
         `NODE_ENV=production needs ORPHAN_GRACE_SECONDS (${orphanGraceSeconds}) of at least UPLOAD_URL_TTL_SECONDS plus REQUEST_DEADLINE_MS (${confirmableSeconds} s): uploads would be swept while their URLs still work.`,
       );
     }
@@ -551,7 +543,7 @@ export function loadConfig(env: Env = process.env): Config {
     ),
     watch: http === undefined ? undefined : read(() => watch(env, http)),
   };
-  if (problems.length > 0) throw new ConfigError(problems);
+  problems.done();
   // Every part was read without a problem, so none is undefined.
   return Object.freeze(config as { [K in keyof typeof config]: Exclude<(typeof config)[K], undefined> });
 }
