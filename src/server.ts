@@ -381,6 +381,12 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   // the headers), so theirs needs no guard.
   app.addHook("preParsing", async (req, reply, payload) => {
     if (rpcRoute(req)?.gateway !== "rest" || req.method === "GET" || req.method === "HEAD") return payload;
+    // Read as it came, a compressed body would be refused as malformed
+    // JSON; RFC 9110 (15.5.16) answers an unsupported coding 415.
+    const encoding = req.headers["content-encoding"]?.trim().toLowerCase();
+    if (encoding !== undefined && encoding !== "" && encoding !== "identity") {
+      throw apiError("UNSUPPORTED_MEDIA_TYPE", { contentType: req.headers["content-type"] ?? "(none)", contentEncoding: encoding });
+    }
     const body = Readable.from(guardedBody(payload, bodyGuard(req, reply)), { objectMode: false });
     // Fastify stops listening once a body passes its limit; an error after
     // that (the client's connection failing) must not be an unhandled one.
