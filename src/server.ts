@@ -385,7 +385,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     // JSON; RFC 9110 (15.5.16) answers an unsupported coding 415.
     const encoding = req.headers["content-encoding"]?.trim().toLowerCase();
     if (encoding !== undefined && encoding !== "" && encoding !== "identity") {
-      throw apiError("UNSUPPORTED_MEDIA_TYPE", { contentType: req.headers["content-type"] ?? "(none)", contentEncoding: encoding });
+      throw apiError("UNSUPPORTED_CONTENT_ENCODING", { contentEncoding: encoding });
     }
     const body = Readable.from(guardedBody(payload, bodyGuard(req, reply)), { objectMode: false });
     // Fastify stops listening once a body passes its limit; an error after

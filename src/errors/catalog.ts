@@ -65,12 +65,14 @@ export const catalog = Object.freeze({
     Code.InvalidArgument,
     (p) => `The request could not be read: ${p.problem}`,
   ),
-  UNSUPPORTED_MEDIA_TYPE: spec<{ contentType: string; contentEncoding?: string }>(
+  UNSUPPORTED_MEDIA_TYPE: spec<{ contentType: string }>(
     Code.InvalidArgument,
-    (p) =>
-      p.contentEncoding === undefined
-        ? `Content-Type ${p.contentType} is not supported: send a JSON body with Content-Type: application/json.`
-        : `Content-Encoding ${p.contentEncoding} is not supported on REST: send the JSON body uncompressed, without Content-Encoding.`,
+    (p) => `Content-Type ${p.contentType} is not supported: send a JSON body with Content-Type: application/json.`,
+    { httpStatus: 415 },
+  ),
+  UNSUPPORTED_CONTENT_ENCODING: spec<{ contentEncoding: string }>(
+    Code.InvalidArgument,
+    (p) => `Content-Encoding ${p.contentEncoding} is not supported on REST: send the JSON body uncompressed, without Content-Encoding.`,
     { httpStatus: 415 },
   ),
   REQUEST_TOO_LARGE: spec<{ limitBytes: number }>(

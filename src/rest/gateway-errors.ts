@@ -16,7 +16,7 @@ export const everyRouteReasons: readonly Reason[] = ["INVALID_ARGUMENT", "MALFOR
  * flight than the connection or the server holds. Fastify reads a body for
  * every method but GET and HEAD, whether or not the RPC's rule takes one.
  */
-export const bodyReasons: readonly Reason[] = ["UNSUPPORTED_MEDIA_TYPE", "REQUEST_TOO_LARGE", "REQUEST_BODY_TIMEOUT", "IN_FLIGHT_BYTES_EXCEEDED"];
+export const bodyReasons: readonly Reason[] = ["UNSUPPORTED_MEDIA_TYPE", "UNSUPPORTED_CONTENT_ENCODING", "REQUEST_TOO_LARGE", "REQUEST_BODY_TIMEOUT", "IN_FLIGHT_BYTES_EXCEEDED"];
 
 /**
  * The errors of being let in: a unary call past the calls the connection
