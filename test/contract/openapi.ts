@@ -118,7 +118,7 @@ export function openapiSuite(backend: Backend) {
     expectEvery(badUrl, all, 400, "MALFORMED_REQUEST");
   });
 
-  s("every operation with a body: 400 for JSON that does not parse, 415 for other content, 413 past the limit", async ({ svc }) => {
+  s("every operation with a body: 400 for JSON that does not parse, 415 for other content or a compressed body, 413 past the limit", async ({ svc }) => {
     const withBody = operations().filter((o) => o.readsBody);
     assert.ok(withBody.length > 0);
     const ids = withBody.map((o) => o.id);
@@ -126,6 +126,7 @@ export function openapiSuite(backend: Backend) {
       eachOperation((op) => (op.readsBody ? svc.rest.request(op.method, fill(op.template), body, headers) : Promise.resolve({ status: 0, body: {}, headers: new Headers() })));
     expectEvery(await send({}, '{"version": '), ids, 400, "MALFORMED_REQUEST");
     expectEvery(await send({ "content-type": "text/plain" }, "hello"), ids, 415, "UNSUPPORTED_MEDIA_TYPE");
+    expectEvery(await send({ "content-encoding": "gzip" }, "{}"), ids, 415, "UNSUPPORTED_CONTENT_ENCODING");
     expectEvery(await send({}, JSON.stringify({ version: "x".repeat(2000) })), ids, 413, "REQUEST_TOO_LARGE");
   });
 
