@@ -22,6 +22,10 @@ export function openStreamsInterceptor(max: number): Interceptor {
       if (counted) open--;
       counted = false;
     };
+    // An answer that is never iterated (its call ended before the first
+    // message was asked for) never runs its generator's finally; the call's
+    // signal ending frees the place then.
+    req.signal.addEventListener("abort", release, { once: true });
     try {
       const res = (await next(req)) as StreamResponse;
       return { ...res, message: released(res.message, release) };
