@@ -11,7 +11,9 @@ import type { Readiness } from "./readiness.js";
  * grpc.health.v1.Health: the server ("") and each served service are
  * SERVING when the service is ready (database and blob store reachable, not
  * shutting down) and NOT_SERVING otherwise. Watch sends the status at once
- * and again on every change.
+ * and again on every change; for a service this server does not serve it
+ * sends SERVICE_UNKNOWN and keeps the call open, as health.proto asks
+ * (clients reopen a watch that ends, so ending it would make them loop).
  */
 export class HealthService implements ServiceImpl<typeof Health> {
   readonly #readiness: Readiness;
@@ -36,6 +38,11 @@ export class HealthService implements ServiceImpl<typeof Health> {
   async *watch(req: HealthCheckRequest, ctx: HandlerContext) {
     if (!this.#names.has(req.service)) {
       yield { status: Status.SERVICE_UNKNOWN };
+      // The served services are fixed at start-up: nothing more to send.
+      await new Promise<void>((resolve) => {
+        if (ctx.signal.aborted) resolve();
+        else ctx.signal.addEventListener("abort", () => resolve(), { once: true });
+      });
       return;
     }
     let last: Status | undefined;

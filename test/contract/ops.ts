@@ -74,6 +74,21 @@ export function opsSuite(backend: Backend) {
         stream.once("error", (err: grpc.ServiceError) => err.code !== grpc.status.CANCELLED && reject(err));
       });
       assert.is(first, "SERVING");
+      // health.proto: an unknown service is SERVICE_UNKNOWN, and the call is
+      // not ended (a client reopens a watch that ends).
+      const unknown = await new Promise<{ status: string; endedWithin: boolean }>((resolve, reject) => {
+        const stream = client["Watch"]!.call(client, { service: "nope.Service" }) as grpc.ClientReadableStream<{ status: string }>;
+        let ended = false;
+        stream.on("status", () => (ended = true));
+        stream.on("error", (err: grpc.ServiceError) => err.code !== grpc.status.CANCELLED && reject(err));
+        stream.once("data", (msg: { status: string }) =>
+          setTimeout(() => {
+            resolve({ status: msg.status, endedWithin: ended });
+            stream.cancel();
+          }, 300),
+        );
+      });
+      assert.equal(unknown, { status: "SERVICE_UNKNOWN", endedWithin: false });
       const list = await new Promise<{ statuses: Record<string, { status: string }> }>((resolve, reject) =>
         client["List"]!.call(client, {}, (err: Error | null, res: { statuses: Record<string, { status: string }> }) => (err ? reject(err) : resolve(res))),
       );

@@ -32,4 +32,25 @@ test("a long health Watch holds one abort listener, however many intervals it wa
   assert.ok(getEventListeners(ctx.signal, "abort").length <= connects, "none left by the watch");
 });
 
+test("a Watch of an unknown service sends SERVICE_UNKNOWN and stays open until its call ends", async () => {
+  const health = new HealthService(new Readiness([{ name: "database", check: async () => undefined }], { cacheMs: 0 }), [EntityVersionsService]);
+  const requestSignal = new AbortController();
+  const ctx = createHandlerContext({
+    service: Health,
+    method: Health.method.watch,
+    protocolName: "grpc",
+    requestMethod: "POST",
+    url: "http://localhost/grpc.health.v1.Health/Watch",
+    requestSignal: requestSignal.signal,
+  });
+  const watch = health.watch({ service: "nope.Service" } as Parameters<HealthService["watch"]>[0], ctx);
+  assert.is((await watch.next()).value?.status, 3, "SERVICE_UNKNOWN");
+  let settled = false;
+  const pending = watch.next().finally(() => (settled = true));
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.is(settled, false, "the watch is still open");
+  requestSignal.abort();
+  assert.is((await pending).done, true, "the watch ends with its call");
+});
+
 test.run();
