@@ -64,6 +64,16 @@ function setPath(json: JsonObject, path: readonly DescField[], value: JsonValue)
   });
 }
 
+/** The values a JSON body gives a (possibly nested) field, under either spelling of each name. */
+function bodyValues(json: JsonObject, path: readonly DescField[]): JsonValue[] {
+  let level: JsonObject[] = [json];
+  path.forEach((field, i) => {
+    const found = level.flatMap((o) => [o[field.name], field.jsonName === field.name ? undefined : o[field.jsonName]]).filter((v) => v !== undefined);
+    level = i === path.length - 1 ? (found as JsonObject[]) : found.filter(isJsonObject);
+  });
+  return level as JsonValue[];
+}
+
 function queryValue(key: string, field: DescField, values: string[]): JsonValue {
   const one = (v: string): JsonValue => {
     // proto3 JSON takes booleans only as JSON booleans; a query string has text.
@@ -121,12 +131,18 @@ function requestJson(binding: RestBinding, req: FastifyRequest): JsonObject {
     if (req.body !== undefined && req.body !== null) {
       if (!isJsonObject(req.body)) throw apiError("MALFORMED_REQUEST", { problem: "the body must be a JSON object" });
       json = { ...req.body };
-      // A field the path sets may be repeated in the body, but not contradicted.
+      // A field the path sets may be repeated in the body, but not
+      // contradicted, under either spelling of its name: setPath keeps only
+      // the path's value, so a contradiction would be dropped unseen.
       for (const variable of binding.variables) {
-        const field = variable.fieldPath[0]!;
-        const sent = json[field.name] ?? json[field.jsonName];
-        if (variable.fieldPath.length === 1 && sent !== undefined && sent !== (params[variable.param] ?? "")) {
-          throw apiError("INVALID_ARGUMENT", { field: field.name, problem: `is set by the path (${JSON.stringify(params[variable.param] ?? "")}); leave it out of the body` });
+        const value = params[variable.param] ?? "";
+        for (const sent of bodyValues(json, variable.fieldPath)) {
+          if (sent !== value) {
+            throw apiError("INVALID_ARGUMENT", {
+              field: variable.fieldPath.map((f) => f.name).join("."),
+              problem: `is set by the path (${JSON.stringify(value)}); leave it out of the body`,
+            });
+          }
         }
       }
     }

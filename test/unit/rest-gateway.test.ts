@@ -108,6 +108,11 @@ test("the query, path and body do not contradict each other: a field is given on
   const agreed = await app.inject({ method: "PUT", url: "/v1/shelves/s1/shapes/p1", payload: { shelf_id: "s1", shape: { id: "p1" } } });
   assert.is(agreed.statusCode, 200, agreed.body);
   assert.match((await refused("PUT", "/v1/shelves/s1/shapes/p1", { shelf_id: "other" })).error, /^Invalid shelf_id: is set by the path \("s1"\); leave it out of the body$/);
+  // Under either spelling, also when the other one agrees.
+  assert.match((await refused("PUT", "/v1/shelves/s1/shapes/p1", { shelfId: "other" })).error, /^Invalid shelf_id: is set by the path/);
+  assert.match((await refused("PUT", "/v1/shelves/s1/shapes/p1", { shelf_id: "s1", shelfId: "other" })).error, /^Invalid shelf_id: is set by the path/);
+  assert.match((await refused("PUT", "/v1/shelves/s1/shapes/p1", { shelfId: "s1", shelf_id: "other" })).error, /^Invalid shelf_id: is set by the path/);
+  assert.match((await refused("PUT", "/v1/shelves/s1/shapes/p1", { shelf_id: "s1", shape: { id: "other" } })).error, /^Invalid shape\.id: is set by the path \("p1"\)/);
   assert.is((await app.inject({ method: "GET", url: "/v1/things/x?tags=a&tags=b" })).statusCode, 200, "a repeated field may repeat");
   await app.close();
 });
