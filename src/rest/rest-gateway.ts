@@ -10,6 +10,7 @@ import { noteRefusal, type RpcOutcome } from "../rpc/observe-interceptor.js";
 import type { InProcessCallInit, InProcessCaller, InProcessStreamCaller } from "../rpc/in-process-caller.js";
 import { http } from "../../gen/google/api/annotations_pb.js";
 import { queryFieldPath, type RestBinding, restBindings } from "./http-rules.js";
+import { firstDuplicateKey } from "./duplicate-keys.js";
 import { unknownNameProblem } from "./field-hint.js";
 import { integerScalars, isDecimalInteger, readRestJson, writeRestJson } from "./json-codec.js";
 import { renderRestError } from "./rest-error.js";
@@ -252,6 +253,18 @@ const ndjson = "application/x-ndjson";
  * one error shape.
  */
 export function registerRestGateway(app: FastifyInstance, options: RestGatewayOptions): RestRoutes {
+  // Fastify's own JSON parser (with its prototype-poisoning checks), then
+  // a refusal of any key given twice in one object.
+  const parseJson = app.getDefaultJsonParser("error", "error");
+  app.removeContentTypeParser("application/json");
+  app.addContentTypeParser("application/json", { parseAs: "string" }, (req, text, done) => {
+    parseJson(req, text as string, (error, body) => {
+      if (error !== null) return done(error, undefined);
+      const key = firstDuplicateKey(text as string);
+      if (key === undefined) return done(null, body);
+      done(apiError("MALFORMED_REQUEST", { problem: `the key ${JSON.stringify(key)} appears twice in one JSON object: give each field once` }), undefined);
+    });
+  });
   // The same router Fastify uses, holding only the REST routes: which
   // methods a path takes is then answered exactly as routing would.
   const routes = FindMyWay({ maxParamLength: 512 });

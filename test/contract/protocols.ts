@@ -165,6 +165,7 @@ export function protocolsSuite(backend: Backend) {
       ["POST", path, '"text"', { "content-type": "application/json" }, 400, "MALFORMED_REQUEST"],
       ["POST", path, '{"version": 5}', { "content-type": "application/json" }, 400, "INVALID_ARGUMENT"],
       ["POST", path, '{"__proto__": {"x": 1}}', { "content-type": "application/json" }, 400, "MALFORMED_REQUEST"],
+      ["POST", path, '{"version": "2024.01.01-000000", "version": "2024.01.02-000000"}', { "content-type": "application/json" }, 400, "MALFORMED_REQUEST"],
       ["POST", path, "version=1", { "content-type": "application/x-www-form-urlencoded" }, 415, "UNSUPPORTED_MEDIA_TYPE"],
       ["POST", path, "hello", { "content-type": "text/plain" }, 415, "UNSUPPORTED_MEDIA_TYPE"],
       ["POST", path, "\x1f\x8b compressed", { "content-type": "application/json", "content-encoding": "gzip" }, 415, "UNSUPPORTED_CONTENT_ENCODING"],
@@ -205,6 +206,13 @@ export function protocolsSuite(backend: Backend) {
       body: "{version: 1}",
     });
     assert.match(((await notJson.json()) as { error: string }).error, /^The request could not be read: the body is not valid JSON, or it has a "__proto__" key .*: send one JSON object/);
+    // JSON.parse would keep the last of two equal keys; protojson refuses them.
+    const keyTwice = await fetch(`${svc.url}/api/entities/${e}/versions/upload-url`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: svc.rest.defaultHeaders["authorization"]! },
+      body: '{"version": "2024.01.01-000000", "source_hash": "ab", "source_hash": "cd"}',
+    });
+    assert.equal([keyTwice.status, await keyTwice.json()], [400, { code: "MALFORMED_REQUEST", error: 'The request could not be read: the key "source_hash" appears twice in one JSON object: give each field once' }]);
     const proto = await svc.rest.post(`/api/entities/${e}/versions/confirm`, { storage_path: "x", package_json: JSON.parse('{"__proto__": {"x": 1}}') });
     assert.equal([proto.status, proto.body.code], [400, "MALFORMED_REQUEST"]);
     assert.match(proto.body.error, '"__proto__" key');
@@ -237,6 +245,8 @@ export function protocolsSuite(backend: Backend) {
     assert.equal([other.status, other.body.code], [400, "INVALID_ARGUMENT"]);
     const contradicted = await svc.rest.put(`/api/entities/${e}/active-version`, { version_id: v.id, entity_id: newEntityId() });
     assert.match(contradicted.body.error, /^Invalid entity_id: is set by the path/);
+    const otherSpelling = await svc.rest.put(`/api/entities/${e}/active-version`, { version_id: v.id, entity_id: e, entityId: newEntityId() });
+    assert.match(otherSpelling.body.error, /^Invalid entity_id: is set by the path/);
     const twice = await svc.rest.get(`/api/entities/${e}/versions?page_size=1&pageSize=5`);
     assert.match(twice.body.error, /^Invalid page_size: is given more than once/);
   });
