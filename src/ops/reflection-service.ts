@@ -62,13 +62,29 @@ export class ReflectionService implements ServiceImpl<typeof ServerReflection> {
     return { case: "fileDescriptorResponse", value: { fileDescriptorProto: withDependencies(file).map((f) => this.#encode(f)) } };
   }
 
+  /**
+   * The file declaring any fully-qualified name, as grpc-go's and C++'s
+   * servers resolve it (grpcurl describes fields and enum values by it):
+   * a type, service or extension; a method (pkg.Service.Method); a field or
+   * oneof (pkg.Message.field); an enum value, named in its enum's scope
+   * (pkg.VALUE, pkg.Message.VALUE).
+   */
   #symbolFile(symbol: string): DescFile | undefined {
     const found = this.#registry.get(symbol);
     if (found !== undefined) return found.file;
-    // A method: pkg.Service.Method.
     const dot = symbol.lastIndexOf(".");
-    const service = dot > 0 ? this.#registry.getService(symbol.slice(0, dot)) : undefined;
-    return service?.methods.some((m) => m.name === symbol.slice(dot + 1)) === true ? service.file : undefined;
+    if (dot <= 0) return undefined;
+    const scope = symbol.slice(0, dot);
+    const name = symbol.slice(dot + 1);
+    const service = this.#registry.getService(scope);
+    if (service?.methods.some((m) => m.name === name) === true) return service.file;
+    const message = this.#registry.getMessage(scope);
+    if (message !== undefined && (message.fields.some((f) => f.name === name) || message.oneofs.some((o) => o.name === name))) return message.file;
+    for (const type of this.#registry) {
+      if (type.kind !== "enum" || (type.parent?.typeName ?? type.file.proto.package) !== scope) continue;
+      if (type.values.some((v) => v.name === name)) return type.file;
+    }
+    return undefined;
   }
 
   #answer(req: Query): Answer {

@@ -180,6 +180,19 @@ export function opsSuite(backend: Backend) {
     assert.is(missing.error?.error_code, grpc.status.NOT_FOUND);
     assert.is((await reflect(svc, { file_containing_symbol: "google.rpc.ErrorInfo" })).files[0], "google/rpc/error_details.proto");
     assert.is((await reflect(svc, { file_containing_symbol: "entityversions.v1.StaleBase" })).files[0]?.startsWith("entityversions/v1/"), true);
+    // Any fully-qualified name, as grpc-go resolves it: a method, a field, a oneof, an enum value.
+    for (const symbol of [
+      "entityversions.v1.EntityEventsService.WatchEvents",
+      "entityversions.v1.WatchEventsResponse.kind",
+      "entityversions.v1.Version.id",
+      "entityversions.v1.EVENT_TYPE_VERSION_CREATED",
+      "grpc.health.v1.HealthCheckResponse.SERVING",
+    ]) {
+      assert.is((await reflect(svc, { file_containing_symbol: symbol })).files.length > 0, true, symbol);
+    }
+    for (const symbol of ["entityversions.v1.Version.nope", "entityversions.v1.NOPE", "entityversions.v1.Version.EVENT_TYPE_VERSION_CREATED"]) {
+      assert.is((await reflect(svc, { file_containing_symbol: symbol })).error?.error_code, grpc.status.NOT_FOUND, symbol);
+    }
   });
 
   s("/metrics counts RPCs by code, STALE_BASE conflicts, pool use and pending deletions", async ({ svc }) => {
