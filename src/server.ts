@@ -376,15 +376,18 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       }
     }
   });
-  // REST bodies are read by Fastify's JSON parser: guarded as Connect's are.
-  // Fastify reads no body of a GET or HEAD (one announced is refused from
-  // the headers), so theirs needs no guard.
+  // Every body Fastify's parsers read is guarded as Connect's are: a REST
+  // call's, and one sent to a path no route serves (its 404 or 405 is
+  // answered once the body is parsed), which needs no token. Connect reads
+  // its own bodies; Fastify reads no body of a GET or HEAD (one announced
+  // is refused from the headers), so theirs needs no guard.
   app.addHook("preParsing", async (req, reply, payload) => {
-    if (rpcRoute(req)?.gateway !== "rest" || req.method === "GET" || req.method === "HEAD") return payload;
+    const route = rpcRoute(req);
+    if (route?.gateway === "connect" || req.method === "GET" || req.method === "HEAD") return payload;
     // Read as it came, a compressed body would be refused as malformed
     // JSON; RFC 9110 (15.5.16) answers an unsupported coding 415.
     const encoding = req.headers["content-encoding"]?.trim().toLowerCase();
-    if (encoding !== undefined && encoding !== "" && encoding !== "identity") {
+    if (route?.gateway === "rest" && encoding !== undefined && encoding !== "" && encoding !== "identity") {
       throw apiError("UNSUPPORTED_CONTENT_ENCODING", { contentEncoding: encoding });
     }
     const body = Readable.from(guardedBody(payload, bodyGuard(req, reply)), { objectMode: false });

@@ -174,6 +174,27 @@ s("HTTP/1.1: a caller without a token is answered before it sends its body; a st
   assert.ok(await authorizedCallWorks(svc));
 });
 
+s("a body sent to a path no route serves, which needs no token, is held to the same budget and deadline as an API call's", async ({ svc }) => {
+  const send = (path: string, method: string, stall: boolean) =>
+    new Promise<{ status: number; code: string }>((resolve) => {
+      const req = http.request(new URL(`${svc.url}${path}`), { method, headers: { "content-type": "application/json", "content-length": "1048000" } }, (res) => {
+        let text = "";
+        res.on("data", (d: Buffer) => (text += d.toString()));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, code: text.startsWith("{") ? (JSON.parse(text) as { code: string }).code : `not JSON: ${text.slice(0, 80)}` }));
+      });
+      req.on("error", (error) => resolve({ status: 0, code: error.message }));
+      req.flushHeaders();
+      req.write(stall ? Buffer.from('{"a":') : Buffer.alloc(1_000_000, 0x20));
+    });
+  // A stalled body on an unknown path, and on a known path with the wrong method.
+  const stalled = await Promise.all([send("/nothing-here", "POST", true), send("/healthz", "PUT", true)]);
+  assert.equal(stalled.map((r) => [r.status, r.code]), [[408, "REQUEST_BODY_TIMEOUT"], [408, "REQUEST_BODY_TIMEOUT"]]);
+  // Seven bodies of ~1 MB at once, none finished, against a 6 MiB process budget.
+  const many = await Promise.all(Array.from({ length: 7 }, () => send("/nothing-here", "POST", false)));
+  assert.ok(many.some((r) => r.status === 429 && r.code === "IN_FLIGHT_BYTES_EXCEEDED"), JSON.stringify(many));
+  assert.ok(await authorizedCallWorks(svc));
+});
+
 s("HTTP/1.1: a chunked body past MAX_REQUEST_BYTES gets 413, and the process outlives the body's deadline", async ({ svc }) => {
   const url = new URL(`${svc.url}/api/entities/some-entity/shares`);
   const status = await new Promise<number>((resolve, reject) => {
