@@ -24,8 +24,12 @@ export function closestName(name: string, names: readonly string[]): string | un
   let best: { name: string; score: number } | undefined;
   for (const candidate of names) {
     const prefix = wanted.length >= 3 && (candidate.startsWith(wanted) || wanted.startsWith(candidate));
+    const allowed = Math.max(2, Math.floor(candidate.length / 4));
+    // The distance is at least the difference in length: a name much longer
+    // than every field (a megabyte-long key) costs no quadratic work.
+    if (!prefix && Math.abs(wanted.length - candidate.length) > allowed) continue;
     const score = prefix ? 1 : distance(wanted, candidate);
-    if (score <= Math.max(2, Math.floor(candidate.length / 4)) && (best === undefined || score < best.score)) best = { name: candidate, score };
+    if (score <= allowed && (best === undefined || score < best.score)) best = { name: candidate, score };
   }
   return best?.name;
 }
@@ -39,4 +43,13 @@ export function unknownNameProblem(kind: "field" | "query parameter", name: stri
   if (names.length === 0) return `this request has no ${kind}s`;
   const guess = closestName(name, names);
   return `no such ${kind}${guess === undefined ? "" : ` (did you mean ${guess}?)`}; this request's ${kind}s are ${names.join(", ")}`;
+}
+
+/**
+ * A name the caller sent, as an error shows it: cut to its first 64
+ * characters, so that a huge unknown key is not sent back, nor logged,
+ * whole.
+ */
+export function shownName(name: string): string {
+  return name.length <= 64 ? name : `${name.slice(0, 64)}…`;
 }

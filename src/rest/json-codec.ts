@@ -8,7 +8,7 @@ import {
   toJson,
 } from "@bufbuild/protobuf";
 import { apiError } from "../errors/api-error.js";
-import { unknownNameProblem } from "./field-hint.js";
+import { shownName, unknownNameProblem } from "./field-hint.js";
 import { int64NumberFields } from "./int64-json.js";
 
 function asNumber(value: JsonValue): JsonValue {
@@ -131,7 +131,7 @@ export function readRestJson<Desc extends DescMessage>(
     if (field !== null) throw apiError("INVALID_ARGUMENT", { field: field[1]!, problem: describe(text) }, { cause: error });
     const unknown = /key "([^"]*)" is unknown/.exec(text);
     if (unknown !== null) {
-      throw apiError("INVALID_ARGUMENT", { field: unknown[1]!, problem: unknownNameProblem("field", unknown[1]!, fieldNames) });
+      throw apiError("INVALID_ARGUMENT", { field: shownName(unknown[1]!), problem: unknownNameProblem("field", unknown[1]!, fieldNames) });
     }
     throw apiError("MALFORMED_REQUEST", { problem: text.replace(/^cannot decode message [\w.]+ from JSON: ?/, "") });
   }

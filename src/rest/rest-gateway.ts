@@ -11,7 +11,7 @@ import type { InProcessCallInit, InProcessCaller, InProcessStreamCaller } from "
 import { http } from "../../gen/google/api/annotations_pb.js";
 import { queryFieldPath, type RestBinding, restBindings } from "./http-rules.js";
 import { firstDuplicateKey } from "./duplicate-keys.js";
-import { unknownNameProblem } from "./field-hint.js";
+import { shownName, unknownNameProblem } from "./field-hint.js";
 import { integerScalars, isDecimalInteger, readRestJson, writeRestJson } from "./json-codec.js";
 import { renderRestError } from "./rest-error.js";
 import { restTimeoutMs } from "../rpc/timeout-headers.js";
@@ -167,7 +167,7 @@ function requestJson(binding: RestBinding, req: FastifyRequest): JsonObject {
     const path = binding.body === "*" ? undefined : queryFieldPath(binding, key);
     if (path === undefined) {
       throw apiError("INVALID_ARGUMENT", {
-        field: key,
+        field: shownName(key),
         problem:
           binding.body === "*"
             ? "this request takes no query parameters: send its fields in the JSON body"
@@ -262,7 +262,7 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
       if (error !== null) return done(error, undefined);
       const key = firstDuplicateKey(text as string);
       if (key === undefined) return done(null, body);
-      done(apiError("MALFORMED_REQUEST", { problem: `the key ${JSON.stringify(key)} appears twice in one JSON object: give each field once` }), undefined);
+      done(apiError("MALFORMED_REQUEST", { problem: `the key ${JSON.stringify(shownName(key))} appears twice in one JSON object: give each field once` }), undefined);
     });
   });
   // The same router Fastify uses, holding only the REST routes: which

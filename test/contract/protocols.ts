@@ -196,6 +196,8 @@ export function protocolsSuite(backend: Backend) {
     assert.is(field.body.code, "INVALID_ARGUMENT");
     assert.match(field.body.error, /^Invalid base_version: no such field \(did you mean base_version_id\?\); this request's fields are version, source_hash, base_version_id, force$/);
     assert.not.match(field.body.error, /entity_id/, "a path variable is not a body field");
+    const huge = await svc.rest.post(`/api/entities/${e}/versions/upload-url`, { ["y".repeat(100_000)]: 1 });
+    assert.match(huge.body.error, new RegExp(`^Invalid ${"y".repeat(64)}…: no such field; this request's fields are version,`), "a huge key is shown cut short");
     const query = await svc.rest.get(`/api/entities/${e}/versions?limit=5`);
     assert.match(query.body.error, /^Invalid limit: no such query parameter; this request's query parameters are page_size, page_token$/);
     const typo = await svc.rest.get(`/api/entities/${e}/versions?pageSise=5`);
