@@ -374,6 +374,15 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       if (req.callPass !== undefined && "caller" in req.auth && !req.callPass.claim(req.auth.caller.id)) {
         req.auth = { error: apiError("TOO_MANY_CALLS", { scope: "caller", limit: limits.maxCallsPerCaller }) };
       }
+      // A call refused from its headers (no valid token, or its caller
+      // over its share) is answered a few hundred bytes, with no work
+      // behind it: its place goes back now rather than once its client
+      // takes the answer, so that clients with no token, or past their
+      // share, cannot hold the places other callers need by never reading.
+      if (req.callPass !== undefined && "error" in req.auth) {
+        req.callPass.responded();
+        req.callPass = undefined;
+      }
     }
   });
   // Every body Fastify's parsers read is guarded as Connect's are: a REST

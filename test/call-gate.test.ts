@@ -130,6 +130,44 @@ s("one caller over many connections holds at most its share of the places; other
   }
 });
 
+s("calls refused from their headers hold no place, even when their answers are never read: no token, or a caller past its share", async () => {
+  const db = await createTestDatabase("sqlite");
+  // Four places, no queue, a share of one; an answer not taken is held for a minute.
+  const svc = await spawnService(
+    await serviceEnv(db, { HTTP_MAX_CALLS_IN_FLIGHT: "4", HTTP_MAX_CALLS_QUEUED: "0", HTTP_MAX_CALLS_PER_CALLER: "1", RESPONSE_BODY_TIMEOUT_MS: "60000", REQUEST_BODY_TIMEOUT_MS: "1500" }),
+    db,
+  );
+  const sessions: http2.ClientHttp2Session[] = [];
+  try {
+    const greedy = svc.rest.defaultHeaders["authorization"]!;
+    // Clients that never read an answer's body (a flow-control window of 0).
+    const unread = async (headers: Record<string, string>, n: number) => {
+      const session = http2.connect(svc.url, { settings: { initialWindowSize: 0 } });
+      session.on("error", () => {});
+      sessions.push(session);
+      const statuses = await Promise.all(
+        Array.from({ length: n }, () => new Promise<number>((resolve) => {
+          const req = session.request({ ":method": "GET", ":path": "/api/entities/nobody-has-it/active-version", ...headers });
+          req.on("response", (h) => resolve(Number(h[":status"])));
+          req.on("error", () => resolve(0));
+        })),
+      );
+      return [...new Set(statuses)];
+    };
+    // Rounds of as many calls as there are places: each round finds them free.
+    for (let round = 0; round < 3; round++) assert.equal(await unread({}, 4), [401], `no token, round ${round + 1}`);
+    // The greedy caller's first call is let in, and holds its place while its answer is unread; the next are past its share.
+    assert.equal(await unread({ authorization: greedy }, 1), [404]);
+    for (let round = 0; round < 3; round++) assert.equal(await unread({ authorization: greedy }, 3), [429], `past its share, round ${round + 1}`);
+    const other = await fetch(`${svc.url}/api/entities/nobody-has-it/active-version`, { headers: bearer(await token({ sub: "someone-else" })) });
+    assert.is(((await other.json()) as { code: string }).code, "ENTITY_NOT_FOUND", "another caller is let in meanwhile");
+  } finally {
+    for (const session of sessions) session.destroy();
+    await svc.close();
+    await db.drop();
+  }
+});
+
 s("answered calls give their place back on every protocol: many more than a connection's limit, one after another, all succeed", async ({ svc }) => {
   const e = newEntityId();
   await push(svc, e, { setAsActive: true });
