@@ -42,7 +42,7 @@ import { connectRoutes, type RpcRouteConfig } from "./rpc/connect-routes.js";
 import { sendTrailersOnly } from "./rpc/trailers-only.js";
 import { unknownMethodAnswer } from "./rpc/unknown-method.js";
 import { deadlineInterceptor } from "./rpc/deadline-interceptor.js";
-import { openStreamsInterceptor } from "./rpc/open-streams-interceptor.js";
+import { connectionKey, openStreamsInterceptor } from "./rpc/open-streams-interceptor.js";
 import { deadlineSignal } from "./rpc/deadline-signal.js";
 import { errorInterceptor, toCatalogError } from "./rpc/error-interceptor.js";
 import { createInProcessCaller, createInProcessStreamCaller } from "./rpc/in-process-caller.js";
@@ -328,6 +328,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   const contextValues = (req: FastifyRequest) => {
     if (rpcRoute(req)?.gateway === "rest") req.rpcOutcome.protocol = "rest";
     const values = createContextValues().set(rpcOutcomeKey, req.rpcOutcome);
+    if (rpcRoute(req)?.authenticate === false) values.set(connectionKey, connectionOf(req));
     return req.auth === undefined ? values : values.set(authResultKey, req.auth);
   };
   const refused = (req: FastifyRequest) => req.auth !== undefined && "error" in req.auth;

@@ -109,10 +109,12 @@ export const catalog = Object.freeze({
         : `This server already serves ${p.limit} watches: retry shortly, or against another replica.`,
     { retryable: true },
   ),
-  TOO_MANY_STREAMS: spec<{ limit: number }>(
+  TOO_MANY_STREAMS: spec<{ limit: number; scope: "connection" | "server" }>(
     Code.ResourceExhausted,
     (p) =>
-      `This server already has ${p.limit} health Watch and reflection streams open: probe with Health/Check instead, or retry shortly, or against another replica.`,
+      p.scope === "connection"
+        ? `This connection already has ${p.limit} health Watch and reflection streams open: end one before opening another, or probe with Health/Check instead.`
+        : `This server already has ${p.limit} health Watch and reflection streams open: probe with Health/Check instead, or retry shortly, or against another replica.`,
     { retryable: true },
   ),
   EVENTS_EXPIRED: spec<{ entityId: string; afterEventId: string; prunedThrough: string }>(

@@ -98,22 +98,33 @@ export function opsSuite(backend: Backend) {
     }
   });
 
-  s("streams that need no token are capped: past HTTP_MAX_OPEN_STREAMS, a health Watch or reflection stream is TOO_MANY_STREAMS until one ends; Check still answers", async () => {
-    const svc = await startService(backend, { env: { HTTP_MAX_OPEN_STREAMS: "3" } });
-    const client = healthClient(svc);
-    const reflection = new ReflectionClient(svc.url.replace("http://", ""), grpc.credentials.createInsecure()) as grpc.Client & Record<string, Function>;
+  s("streams that need no token are capped: past HTTP_MAX_OPEN_STREAMS, or a quarter of it on one connection, a health Watch or reflection stream is TOO_MANY_STREAMS until one ends; Check still answers", async () => {
+    // Eight places: two per connection.
+    const svc = await startService(backend, { env: { HTTP_MAX_OPEN_STREAMS: "8" } });
+    const target = svc.url.replace("http://", "");
+    // A channel of its own is a connection of its own.
+    const own = { "grpc.use_local_subchannel_pool": 1 };
+    const clients: grpc.Client[] = [];
     const open: Array<{ cancel(): void }> = [];
-    /** Opens a health Watch: its first status, or the error it ended with. */
-    const watch = () =>
+    /** Opens a health Watch on a client: its first status, or the error it ended with. */
+    const watch = (client: grpc.Client & Record<string, Function>) =>
       new Promise<{ status?: string; error?: grpc.ServiceError }>((resolve) => {
         const stream = client["Watch"]!.call(client, { service: "" }) as grpc.ClientReadableStream<{ status: string }>;
         open.push(stream);
         stream.once("data", (msg: { status: string }) => resolve({ status: msg.status }));
         stream.once("error", (error: grpc.ServiceError) => resolve({ error }));
       });
+    const connection = () => {
+      const client = new HealthClient(target, grpc.credentials.createInsecure(), own) as grpc.Client & Record<string, Function>;
+      clients.push(client);
+      return client;
+    };
     try {
-      for (let i = 0; i < 2; i++) assert.is((await watch()).status, "SERVING");
-      // A reflection stream takes the third place.
+      const first = connection();
+      assert.is((await watch(first)).status, "SERVING");
+      // A reflection stream takes the connection's second place.
+      const reflection = new ReflectionClient(target, grpc.credentials.createInsecure()) as grpc.Client & Record<string, Function>;
+      clients.push(reflection);
       const info = reflection["ServerReflectionInfo"]!.call(reflection) as grpc.ClientDuplexStream<object, unknown>;
       open.push(info);
       info.on("error", () => undefined);
@@ -121,25 +132,38 @@ export function opsSuite(backend: Backend) {
         info.once("data", resolve);
         info.write({ list_services: "" });
       });
-      const refused = await watch();
+      // The shared channel: the reflection client and a plain health client are one connection.
+      const shared = healthClient(svc);
+      clients.push(shared);
+      assert.is((await watch(shared)).status, "SERVING", "the shared connection's first");
+      const refusedHere = await watch(shared);
+      assert.is(refusedHere.error?.code, grpc.status.RESOURCE_EXHAUSTED);
+      assert.match(refusedHere.error?.details ?? "", /^This connection already has 2 health Watch and reflection streams open/);
+      assert.is((await watch(first)).status, "SERVING", "the first connection's second");
+      for (const more of [connection(), connection()]) {
+        assert.is((await watch(more)).status, "SERVING");
+        assert.is((await watch(more)).status, "SERVING");
+      }
+      // Eight open: another connection is refused by the server's cap.
+      const refused = await watch(connection());
       assert.is(refused.error?.code, grpc.status.RESOURCE_EXHAUSTED);
-      assert.match(refused.error?.details ?? "", "Health/Check");
+      assert.match(refused.error?.details ?? "", /^This server already has 8 health Watch .*Health\/Check/);
       const check = await new Promise<{ status: string }>((resolve, reject) =>
-        client["Check"]!.call(client, { service: "" }, (err: grpc.ServiceError | null, res: { status: string }) => (err ? reject(err) : resolve(res))),
+        first["Check"]!.call(first, { service: "" }, (err: grpc.ServiceError | null, res: { status: string }) => (err ? reject(err) : resolve(res))),
       );
       assert.is(check.status, "SERVING", "Check is not a stream");
-      // Its place comes back when a stream ends, however it ends.
+      // A place comes back when a stream ends, however it ends.
       open[0]!.cancel();
+      const late = connection();
       let again: { status?: string; error?: grpc.ServiceError } = {};
       for (let tries = 0; tries < 50 && again.status === undefined; tries++) {
         await new Promise((resolve) => setTimeout(resolve, 20));
-        again = await watch();
+        again = await watch(late);
       }
       assert.is(again.status, "SERVING", JSON.stringify(again.error?.details));
     } finally {
       for (const stream of open) stream.cancel();
-      client.close();
-      reflection.close();
+      for (const client of clients) client.close();
       await svc.close();
     }
   });
