@@ -407,8 +407,10 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     if (outcome.kind === "version-missing") throw apiError("VERSION_NOT_FOUND", { entityId, versionId });
     if (outcome.kind === "active") throw apiError("ACTIVE_VERSION_NOT_DELETABLE", { entityId, versionId });
     // The record is gone and the blobs are queued in the same transaction;
-    // deleting them now is best effort, the deleter retries what fails.
-    await this.#d.deleter.deleteNow(entityId, outcome.uploadId, outcome.versionId);
+    // deleting them now is best effort, the deleter retries what fails. Not
+    // waited for: a slow blob store must not turn a deletion that is done
+    // into a DEADLINE_EXCEEDED, whose retry would find no version.
+    void this.#d.deleter.deleteNow(entityId, outcome.uploadId, outcome.versionId);
     return {};
   }
 

@@ -1,4 +1,5 @@
 import fs from "node:fs";
+import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { suite } from "uvu";
@@ -38,8 +39,16 @@ export function faultsSuite(backend: Backend) {
       const v1 = (await push(svc, e, { setAsActive: true })).confirm!.body.version;
       const v2 = (await push(svc, e, { base: v1.id, lockfile: "{}" })).confirm!.body.version;
       await azurite.stop();
-      const del = await svc.rest.delete(`/api/entities/${e}/versions/${v2.id}`);
-      assert.is(del.status, 200);
+      // A blob store that takes connections and never answers: the deletion
+      // is answered once committed, within a deadline shorter than the blob
+      // store's timeout.
+      const hung = new Set<net.Socket>();
+      const silent = net.createServer((socket) => hung.add(socket));
+      await new Promise<void>((resolve) => silent.listen(port, "127.0.0.1", resolve));
+      const del = await svc.rest.delete(`/api/entities/${e}/versions/${v2.id}`, { "grpc-timeout": "500m" });
+      assert.is(del.status, 200, JSON.stringify(del.body));
+      for (const socket of hung) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
       assert.is((await svc.rest.get(`/api/entities/${e}/versions/${v2.id}`)).body.code, "VERSION_NOT_FOUND");
       assert.is((await svc.rest.get(`/api/entities/${e}/versions`)).body.versions.length, 1);
       await sleep(500);
