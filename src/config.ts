@@ -529,11 +529,15 @@ export function loadConfig(env: Env = process.env): Config {
         // Confirm copies the package inside the store with Copy Blob From URL,
         // which takes sources of at most 256 MiB.
         maxPackageBytes: integer(env, "MAX_PACKAGE_BYTES", 256 * 1024 * 1024, 1, 256 * 1024 * 1024),
-        maxPackageJsonBytes: integer(env, "MAX_PACKAGE_JSON_BYTES", 256 * 1024, 2, 16 * 1024 * 1024),
+        // The most MySQL's MEDIUMTEXT column holds.
+        maxPackageJsonBytes: integer(env, "MAX_PACKAGE_JSON_BYTES", 256 * 1024, 2, 16 * 1024 * 1024 - 1),
         // What a manifest costs to decode and encode grows with its values as
         // much as with its bytes; a large package.json has a few thousand.
         maxPackageJsonValues: integer(env, "MAX_PACKAGE_JSON_VALUES", 10_000, 1, 10_000_000),
-        maxServiceDependencies: integer(env, "MAX_SERVICE_DEPENDENCIES", 100, 0, 10_000),
+        // As many distinct slugs of 63 characters as MySQL's TEXT column
+        // holds in JSON (66 bytes each): past it, MySQL would refuse a
+        // confirm SQLite accepts.
+        maxServiceDependencies: integer(env, "MAX_SERVICE_DEPENDENCIES", 100, 0, 992),
         maxAccessEntries: integer(env, "MAX_ACCESS_ENTRIES", 1000, 1, 1_000_000),
         // A page of ListVersions holds at most this much package_json and
         // service_dependencies (one version at least), so that no request

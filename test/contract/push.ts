@@ -488,6 +488,21 @@ export function pushSuite(backend: Backend) {
     }
   });
 
+  s("the most service_dependencies the settings allow (992 slugs of 63 characters) are stored and read back whole", async () => {
+    const svc = await startService(backend, { env: { MAX_SERVICE_DEPENDENCIES: "992" } });
+    try {
+      const slugs = Array.from({ length: 992 }, (_, i) => `s${String(i).padStart(3, "0")}-${"a".repeat(58)}`);
+      assert.is(slugs[0]!.length, 63);
+      const e = newEntityId();
+      const p = await push(svc, e, { extra: { service_dependencies: slugs } });
+      assert.is(p.confirm!.status, 201, JSON.stringify(p.confirm!.body).slice(0, 300));
+      const read = await svc.rest.get(`/api/entities/${e}/versions/${p.confirm!.body.version.id}`);
+      assert.equal(read.body.service_dependencies, slugs);
+    } finally {
+      await svc.close();
+    }
+  });
+
   s("an upload that keeps changing while it is confirmed is 409 UPLOAD_CHANGED, and nothing is recorded", async () => {
     const svc = await startService(backend, {
       // The staged package changes between its check and its copy, every time.

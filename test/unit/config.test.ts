@@ -137,6 +137,9 @@ test("a bad value stops the start with a message naming the variable", () => {
     [{ WATCH_POLL_INTERVAL_MS: "0" }, "WATCH_POLL_INTERVAL_MS"],
     [{ WATCH_MAX_PER_PROCESS: "0" }, "WATCH_MAX_PER_PROCESS"],
     [{ WATCH_MAX_PER_CALLER: "many" }, "WATCH_MAX_PER_CALLER"],
+    // Past what MySQL's columns hold.
+    [{ MAX_SERVICE_DEPENDENCIES: "993" }, "MAX_SERVICE_DEPENDENCIES"],
+    [{ MAX_PACKAGE_JSON_BYTES: "16777216" }, "MAX_PACKAGE_JSON_BYTES"],
   ];
   for (const [env, name] of cases) {
     try {
