@@ -44,6 +44,7 @@ const { values: args } = parseArgs({
     only: { type: "string" },
     entities: { type: "string" },
     generator: { type: "string" },
+    "service-log": { type: "string" },
   },
 });
 const smoke = args.smoke === true;
@@ -154,6 +155,14 @@ async function main() {
   const baseline = start("bench/baseline-server.ts", { DATABASE_URL: databaseUrl, DATABASE_POOL_MAX: env.DATABASE_POOL_MAX }, profileFlags("baseline"));
   const baselineUrl = await waitForLine(baseline, /baseline listening on (http:\/\/\S+)/, "the baseline");
   service.stdout!.resume();
+  // --service-log FILE: the service's warnings and errors (pino levels 40
+  // and up), to see what an error row's answers came from.
+  if (args["service-log"] !== undefined) {
+    const logFile = fs.createWriteStream(args["service-log"]);
+    service.stdout!.on("data", (chunk: Buffer) => {
+      for (const line of chunk.toString().split("\n")) if (/"level":(4|5|6)0/.test(line)) logFile.write(`${line}\n`);
+    });
+  }
   const pid = service.pid!;
   const token = await mintToken(secret, { sub: "bench", roles: ["publisher"], ttlSeconds: 3600 });
   const auth = { authorization: `Bearer ${token}` };
@@ -630,7 +639,7 @@ async function main() {
     log(`${azuriteHeadRow.name}: ${median(azuriteHeadRow.runs.map((x) => x.load.rps)).toFixed(0)}/s`);
     log(`what the dependencies' work allows, before any of the service's own: ${confirmBound.toFixed(0)}/s`);
   }
-  log(`ConfirmUpload, distinct entities  REST      ${median(confirmRow.runs.map((x) => x.load.rps)).toFixed(0).padStart(7)} req/s  p99 ${median(confirmRow.runs.map((x) => x.load.p99)).toFixed(2)} ms  errors ${confirmRow.runs.reduce((a, x) => a + x.load.errors, 0)}  confirms per transaction ${confirmRow.together?.toFixed(1) ?? "–"}`);
+  log(`ConfirmUpload, distinct entities  REST      ${median(confirmRow.runs.map((x) => x.load.rps)).toFixed(0).padStart(7)} req/s  p99 ${median(confirmRow.runs.map((x) => x.load.p99)).toFixed(2)} ms  errors ${confirmRow.runs.reduce((a, x) => a + x.load.errors, 0)}  confirms per transaction ${confirmRow.together?.toFixed(1) ?? "–"}${confirmRow.runs.flatMap((x) => x.load.samples).slice(0, 3).map((e) => `  e.g. ${e}`).join("")}`);
 
   // The hot entity: 100 concurrent confirms with one base.
   const hot = `hot-${randomBytes(3).toString("hex")}`;

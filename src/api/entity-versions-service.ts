@@ -410,7 +410,7 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     // deleting them now is best effort, the deleter retries what fails. Not
     // waited for: a slow blob store must not turn a deletion that is done
     // into a DEADLINE_EXCEEDED, whose retry would find no version.
-    void this.#d.deleter.deleteNow(entityId, outcome.uploadId, outcome.versionId);
+    this.#d.deleter.deleteSoon(entityId, outcome.uploadId, outcome.versionId);
     return {};
   }
 

@@ -13,6 +13,8 @@ export interface DeleterLogger {
 const leaseMs = 60_000;
 const areas: readonly BlobArea[] = ["staging", "final", "legacy"];
 const maxBackoffMs = 5 * 60_000;
+/** Uploads whose blobs deleteSoon deletes at once, at most, in one process. */
+const maxImmediate = 16;
 
 /**
  * Deletes the blobs of uploads marked "deleting" (by DeleteVersion, in the
@@ -28,6 +30,7 @@ export class BlobDeleter {
   readonly #log: DeleterLogger;
   readonly #metrics: Metrics | undefined;
   #timer: NodeJS.Timeout | undefined;
+  #immediate = 0;
   #running: Promise<unknown> = Promise.resolve();
 
   constructor(uploads: UploadStore, blobs: BlobStore, clock: Clock, log: DeleterLogger, metrics?: Metrics) {
@@ -66,6 +69,19 @@ export class BlobDeleter {
         this.#blobs.deleteIfExists(path).catch((error: unknown) => this.#log.warn({ err: error, path }, "could not delete a blob no version uses; the sweeper will")),
       ),
     );
+  }
+
+  /**
+   * Starts deleting one upload's blobs in the background, without holding
+   * up the answer of the call that queued them, unless `maxImmediate`
+   * such deletions are already running: then (a client deleting versions
+   * faster than the blob store deletes blobs) it is left to the periodic
+   * pass, so that deletions never pile up in the process or on the store.
+   */
+  deleteSoon(entityId: string, uploadId: string, versionId?: string): void {
+    if (this.#immediate >= maxImmediate) return;
+    this.#immediate++;
+    void this.deleteNow(entityId, uploadId, versionId).finally(() => this.#immediate--);
   }
 
   /** Deletes one upload's blobs now; on failure it stays queued for the periodic pass. */

@@ -10,7 +10,7 @@ import { migrateLatest } from "../../src/store/migrate.js";
 import knexFactory from "knex";
 import { type Backend, createTestDatabase } from "../support/env.js";
 import { PrivateMariaDb } from "../support/private-mariadb.js";
-import { memoryLogger, newEntityId, newSourceHash, nextVersionString, push, putBlob, serviceEnv, spawnService, startService, uploadOnly } from "../support/service.js";
+import { blobStoreWith, memoryLogger, newEntityId, newSourceHash, nextVersionString, push, putBlob, serviceEnv, spawnService, startService, uploadOnly } from "../support/service.js";
 import { assertStorageConsistent } from "./sweeper.js";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -60,6 +60,47 @@ export function faultsSuite(backend: Backend) {
       await svc.close();
       await azurite.stop();
       fs.rmSync(location, { recursive: true, force: true });
+    }
+  });
+
+  s("versions deleted faster than the blob store deletes their blobs: each answered at once, at most 16 deletions run in the background, the rest are left to the periodic pass", async () => {
+    let gated = false;
+    let open = () => undefined as void;
+    const opened = new Promise<void>((resolve) => (open = resolve));
+    // The versions whose blob deletions are under way (each deletion asks for its version's folder among others).
+    const underWay = new Set<string>();
+    const svc = await startService(backend, {
+      env: { BLOB_DELETION_INTERVAL_MS: "200" },
+      blobStore: (store) =>
+        blobStoreWith(store, {
+          deleteIfExists: async (path, signal) => {
+            if (!gated) return store.deleteIfExists(path, signal);
+            const version = /^versions\/[^/]+\/([^/]+)\//.exec(path)?.[1];
+            if (version !== undefined) underWay.add(version);
+            await opened;
+            return store.deleteIfExists(path, signal);
+          },
+        }),
+    });
+    try {
+      const e = newEntityId();
+      const versions = [(await push(svc, e, { setAsActive: true })).confirm!.body.version];
+      for (let i = 0; i < 30; i++) versions.push((await push(svc, e, { base: versions[versions.length - 1]!.id })).confirm!.body.version);
+      gated = true;
+      const deletes = await Promise.all(versions.slice(1).map((v) => svc.rest.delete(`/api/entities/${e}/versions/${v.id}`)));
+      assert.equal([...new Set(deletes.map((d) => d.status))], [200], "every deletion answered while the blob store holds every delete");
+      // 16 at once, and maybe one more the periodic pass has taken up.
+      const ids = new Set(versions.map((v) => v.id));
+      const deleting = [...underWay].filter((id) => ids.has(id)).length;
+      assert.ok(deleting >= 16 && deleting <= 17, `${deleting} deletions under way`);
+      gated = false;
+      open();
+      const blobs = new AzureBlobStore({ connectionString: svc.env["AZURE_STORAGE_CONNECTION_STRING"]!, container: svc.env["AZURE_STORAGE_CONTAINER"]! });
+      await until("every deleted version's package to go", async () => (await Promise.all(versions.slice(1).map((v) => blobs.stat(v.storage_path)))).every((st) => st === undefined));
+      assert.ok((await blobs.stat(versions[0]!.storage_path)) !== undefined, "the kept version's package stays");
+    } finally {
+      open();
+      await svc.close();
     }
   });
 
