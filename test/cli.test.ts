@@ -309,6 +309,36 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
     assert.match(gone.stderr, "(VERSION_NOT_FOUND)");
   });
 
+  s("a push or download that succeeded exits 0 when its base cannot be recorded, saying so; download --json prints no signed URL", async ({ work, alice }) => {
+    const entity = newEntityId("cli");
+    const app = path.join(work, `${entity}-unrecorded`);
+    write(app, { "package.json": JSON.stringify({ name: "my-app" }), "src/index.js": "1\n" });
+    const at = { cwd: work, env: alice };
+    const first = await cli(["push", app, "--entity", entity, "--json"], at);
+    expectExit(first, 0, "first push");
+    const v1 = json(first).version;
+    // A state file the CLI cannot read, so cannot update either.
+    fs.writeFileSync(path.join(app, ".entity-versions.json"), "{not json");
+    write(app, { "src/index.js": "2\n" });
+    const second = await cli(["push", app, "--entity", entity, "--base", v1.id, "--json"], at);
+    expectExit(second, 0, "a push whose base cannot be recorded");
+    const v2 = json(second).version;
+    assert.is(json(second).created, true);
+    assert.match(second.stderr, /^warning: .* could not be recorded as the base of the next push \(.*is not a state file this CLI wrote.*\); pass --base /);
+    assert.match(second.stderr, `--base ${v2.id}`);
+    const human = await cli(["push", app, "--entity", entity, "--base", v1.id], at);
+    expectExit(human, 0, "the same push again, deduplicated");
+    assert.match(human.stdout, "already published");
+    assert.not.match(human.stdout, "The next push from here builds on it", "no claim that it was recorded");
+    const download = await cli(["download", entity, "--version-id", v2.id, "-o", path.join(work, `${entity}.tgz`), "--json"], { cwd: app, env: alice });
+    expectExit(download, 0, "a download whose base cannot be recorded");
+    assert.match(download.stderr, /^warning: .* could not be recorded as the base of a push from this folder/);
+    const answer = json(download);
+    assert.is(answer.version.id, v2.id);
+    assert.ok(answer.download_url.startsWith("http") && !answer.download_url.includes("?"), answer.download_url);
+    assert.not.match(download.stdout, "sig=");
+  });
+
   s("events, watch and activate --expect-active: each event printed once, in order, across a cut connection and a replica that stops", async ({ work }) => {
     const db = await createTestDatabase(backend);
     let svc = await startService(backend, { db, env: { AUTH_CLOCK_SKEW_SECONDS: "0" } });
@@ -373,6 +403,12 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
       expectExit(next, 0, "watch --count 1");
       assert.equal(next.stdout.trim().split("\n").length, 1, next.stdout);
       assert.match(next.stdout, new RegExp(`^8  \\S+  activated ${v2.version} \\(id ${v2.id}\\), replacing ${v1.id}  \\(by alice\\)`));
+
+      // An --after past the entity's events is the user's argument that is wrong: exit 2, not a failure to retry.
+      const ahead = await cli(["watch", entity, "--after", "999999"], at);
+      expectExit(ahead, 2, "watch --after past the last event");
+      assert.match(ahead.stderr, `--after 999999 is not an event of ${entity}`);
+      assert.match(ahead.stderr, `entity-versions events ${entity}`);
 
       // A token that expires while watching: exit 4, naming where to go on from with a new one.
       const short = await token({ sub: "alice", roles: ["publisher"], expiresIn: 6 });
@@ -497,6 +533,10 @@ function defineCliBasics(): void {
     const nested = await cli(["share", "add"], { cwd: work });
     expectExit(nested, 2, "share add without arguments");
     assert.match(nested.stderr, 'see "entity-versions share add --help"');
+    const badUser = await cli(["share", "add", "my-app", "bob smith"], { cwd: work, env: { ENTITY_VERSIONS_URL: "http://127.0.0.1:9", ENTITY_VERSIONS_TOKEN: "unused" } });
+    expectExit(badUser, 2, "a user id with a space");
+    assert.match(badUser.stderr, "user and organization ids are 1-255 printable characters");
+    expectExit(await cli(["store", "add", "my-app", "--org", "a b"], { cwd: work, env: { ENTITY_VERSIONS_URL: "http://127.0.0.1:9", ENTITY_VERSIONS_TOKEN: "unused" } }), 2, "an org id with a space");
     const intoFolder = await cli(["download", "my-app", "-o", "."], { cwd: work, env: { ENTITY_VERSIONS_URL: "http://127.0.0.1:9", ENTITY_VERSIONS_TOKEN: "unused" } });
     expectExit(intoFolder, 2, "download -o a folder");
     assert.match(intoFolder.stderr, "-o . is a folder: name the file to write, e.g. -o my-app.tgz");

@@ -13,7 +13,7 @@ import type {
   UnpublishFromOrgStoreRequest,
   UnpublishFromPublicStoreRequest,
 } from "../../gen/entityversions/v1/entity_access_pb.js";
-import { principalIdPattern } from "../auth/jwt-authenticator.js";
+import { principalIdPattern } from "../domain/identifiers.js";
 import { decideWrite } from "../auth/policy.js";
 import type { Clock } from "../clock.js";
 import { apiError } from "../errors/api-error.js";

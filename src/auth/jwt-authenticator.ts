@@ -1,6 +1,7 @@
 import { createRemoteJWKSet, errors, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from "jose";
 import { apiError } from "../errors/api-error.js";
 import type { Authenticator, Caller } from "./caller.js";
+import { principalIdPattern } from "../domain/identifiers.js";
 
 /** How tokens are verified. */
 export interface JwtOptions {
@@ -22,15 +23,6 @@ export interface JwtOptions {
   readonly jwksTimeoutMs?: number;
 }
 
-/**
- * User and organization ids: printable, no spaces, at most 255 characters
- * (they appear in REST paths). Never U+FFFD: a JSON or protobuf decoder puts
- * it in place of bytes that were not UTF-8, so an id holding it is not the
- * one its sender meant. Never "." or "..": as path segments, clients and
- * proxies resolve them away (RFC 3986, 5.2.4), so such an id could be added
- * but not removed.
- */
-export const principalIdPattern = /^(?!\.\.?$)[^\s\p{C}\uFFFD]{1,255}$/u;
 
 const maxListClaim = 500;
 

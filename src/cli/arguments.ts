@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from "commander";
-import { entityIdPattern, versionIdPattern } from "../domain/identifiers.js";
+import { entityIdPattern, principalIdPattern, versionIdPattern } from "../domain/identifiers.js";
 import { isVersionString } from "../domain/version-string.js";
 
 // Argument checks run by commander as it parses, with the service's own
@@ -10,6 +10,14 @@ import { isVersionString } from "../domain/version-string.js";
 export function parseEntityId(value: string): string {
   if (!entityIdPattern.test(value)) {
     throw new InvalidArgumentError(`entity ids are 1-128 ASCII letters, digits, "_" and "-", starting with a letter or digit (INVALID_ARGUMENT).`);
+  }
+  return value;
+}
+
+/** A user or organization id argument or option (a token's `sub` or one of its `orgs`). */
+export function parsePrincipalId(value: string): string {
+  if (!principalIdPattern.test(value)) {
+    throw new InvalidArgumentError(`user and organization ids are 1-255 printable characters without spaces, and not . or .. (INVALID_ARGUMENT).`);
   }
   return value;
 }

@@ -5,6 +5,7 @@ import { pipeline } from "node:stream/promises";
 import { BlobClient, BlockBlobClient, type StoragePipelineOptions } from "@azure/storage-blob";
 import { CliError } from "./cli-error.js";
 import { ProgressBar } from "./progress-bar.js";
+import { unsignedUrl } from "./unsigned-url.js";
 
 /** Retries of each blob request by the SDK (exponential, from 1 s): a dropped connection mid-upload costs a block, not the push. */
 const retryOptions: StoragePipelineOptions["retryOptions"] = { maxTries: 5, retryDelayInMs: 1000, maxRetryDelayInMs: 15_000, tryTimeoutInMs: 120_000 };
@@ -14,17 +15,12 @@ const blockBytes = 4 * 1024 * 1024;
 const concurrency = 4;
 
 /** Where a blob came from in an error: the URL without its signature, which is a credential. */
-function withoutSas(url: string): string {
-  const u = new URL(url);
-  u.search = "";
-  return u.toString();
-}
 
 function transferError(what: string, url: string, error: unknown): CliError {
   const status = (error as { statusCode?: unknown }).statusCode;
   const detail = error instanceof Error ? error.message.split("\n")[0] : String(error);
   const hint = status === 403 ? " (the signed URL was refused: it may have expired; run the command again for a fresh one)" : "";
-  const err = new CliError(`${what} ${withoutSas(url)} failed${status === undefined ? "" : ` with HTTP ${String(status)}`}: ${detail}${hint}`, "BLOB_TRANSFER_FAILED");
+  const err = new CliError(`${what} ${unsignedUrl(url)} failed${status === undefined ? "" : ` with HTTP ${String(status)}`}: ${detail}${hint}`, "BLOB_TRANSFER_FAILED");
   err.cause = error;
   return err;
 }

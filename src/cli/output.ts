@@ -38,6 +38,15 @@ export class Output {
   note(line: string): void {
     if (!this.json) this.stderr.write(`${line}\n`);
   }
+
+  /**
+   * Something the user must know although the command succeeded, on
+   * stderr, with --json too (stdout keeps its one document; a script that
+   * parses it is not disturbed).
+   */
+  warn(line: string): void {
+    this.stderr.write(`warning: ${line}\n`);
+  }
 }
 
 /** A path as the user would type it from here: relative to the current directory when inside it. */

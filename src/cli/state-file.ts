@@ -76,3 +76,26 @@ export function recordBase(dir: string, service: string, entity: string, record:
   }
   return file;
 }
+
+/** What came of recording a base: the state file's path, and why it could not be written, if it could not. */
+export interface RecordedBase {
+  readonly file: string;
+  readonly problem?: string;
+}
+
+/**
+ * Records the base as recordBase does, or says why it could not. For use
+ * after the work itself succeeded (a version pushed, a file downloaded): a
+ * folder the CLI may not write to (a read-only mount, someone else's state
+ * file) must not turn that success into a failure, which a rerun could not
+ * mend either.
+ */
+export function tryRecordBase(dir: string, service: string, entity: string, record: BaseRecord): RecordedBase {
+  const file = path.join(dir, stateFileName);
+  try {
+    return { file: recordBase(dir, service, entity, record) };
+  } catch (error) {
+    const problem = error instanceof CliError ? error.message : `${(error as NodeJS.ErrnoException).code ?? "error"}: ${(error as Error).message}`;
+    return { file, problem };
+  }
+}

@@ -34,7 +34,8 @@ export function summariseToken(token: string, now: Date = new Date()): TokenSumm
     err.cause = error;
     throw err;
   }
-  const exp = typeof claims.exp === "number" ? claims.exp : undefined;
+  // An exp no date can hold (past year 275760, or Infinity from 1e400) is no expiry time: the token lacks a valid exp.
+  const exp = typeof claims.exp === "number" && Number.isFinite(new Date(claims.exp * 1000).getTime()) ? claims.exp : undefined;
   return {
     claims,
     sub: typeof claims.sub === "string" ? claims.sub : undefined,

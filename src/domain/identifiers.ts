@@ -16,3 +16,13 @@ export const sourceHashPattern = /^(?:[0-9a-f]{40}|[0-9a-f]{64}|[0-9a-f]{96}|[0-
 
 /** Service slugs in service_dependencies: lowercase words joined by single hyphens, up to 63 characters. */
 export const serviceSlugPattern = /^(?=.{1,63}$)[a-z0-9]+(?:-[a-z0-9]+)*$/;
+
+/**
+ * User and organization ids: printable, no spaces, at most 255 characters
+ * (they appear in REST paths). Never U+FFFD: a JSON or protobuf decoder puts
+ * it in place of bytes that were not UTF-8, so an id holding it is not the
+ * one its sender meant. Never "." or "..": as path segments, clients and
+ * proxies resolve them away (RFC 3986, 5.2.4), so such an id could be added
+ * but not removed.
+ */
+export const principalIdPattern = /^(?!\.\.?$)[^\s\p{C}\uFFFD]{1,255}$/u;

@@ -90,6 +90,12 @@ test("whoami's decoding: claims without the secret, expiry noticed", async () =>
   assert.ok(live.expiresAt !== undefined && Date.parse(live.expiresAt) > Date.now());
   assert.is(summariseToken(await token({ expiresIn: -10 })).expired, true);
   assert.throws(() => summariseToken("not-a-jwt"), (e: unknown) => e instanceof CliError && e.code === "TOKEN_MALFORMED" && e.exitCode === 4);
+  // An exp no date can hold is no expiry time, not a crash.
+  const unsigned = (payload: object) => `${Buffer.from('{"alg":"none"}').toString("base64url")}.${Buffer.from(JSON.stringify(payload)).toString("base64url")}.`;
+  for (const exp of [1e13, 1e300]) {
+    const far = summariseToken(unsigned({ sub: "alice", exp }));
+    assert.equal([far.expiresAt, far.expired], [undefined, false], String(exp));
+  }
 });
 
 test.after(() => fs.rmSync(scratch, { recursive: true, force: true }));

@@ -1,6 +1,6 @@
 import type { Command } from "commander";
 import { apiPath } from "../api-client.js";
-import { parseEntityId } from "../arguments.js";
+import { parseEntityId, parsePrincipalId } from "../arguments.js";
 import { usageError } from "../cli-error.js";
 import { type CommonOptions, contextOf, withCommonOptions } from "../command-context.js";
 import type { RestEntityAccess } from "../rest-types.js";
@@ -26,7 +26,7 @@ async function callAccess(options: CommonOptions, method: string, path: string, 
   output.result(access, () => formatAccess(access));
 }
 
-const userArgument = (cmd: Command) => cmd.argument("<entity>", "the entity", parseEntityId).argument("<user>", "the user id (a token's sub)");
+const userArgument = (cmd: Command) => cmd.argument("<entity>", "the entity", parseEntityId).argument("<user>", "the user id (a token's sub)", parsePrincipalId);
 
 interface StoreOptions extends CommonOptions {
   org?: string;
@@ -99,7 +99,7 @@ export function registerAccessCommands(program: Command): void {
     store.command("add")
       .description("Publishes the entity to an organization's store (--org) or to the public store (--public).")
       .argument("<entity>", "the entity", parseEntityId)
-      .option("--org <org>", "the organization id (a token's orgs)")
+      .option("--org <org>", "the organization id (a token's orgs)", parsePrincipalId)
       .option("--public", "the public store")
       .addHelpText("after", "\nExamples:\n  $ entity-versions store add my-app --org acme\n  $ entity-versions store add my-app --public")
       .action((entity: string, options: StoreOptions) => callAccess(options, "PUT", storePath(entity, options))),
@@ -108,7 +108,7 @@ export function registerAccessCommands(program: Command): void {
     store.command("remove").alias("rm")
       .description("Withdraws the entity from an organization's store (--org) or from the public store (--public).")
       .argument("<entity>", "the entity", parseEntityId)
-      .option("--org <org>", "the organization id")
+      .option("--org <org>", "the organization id", parsePrincipalId)
       .option("--public", "the public store")
       .addHelpText("after", "\nExample:\n  $ entity-versions store remove my-app --org acme")
       .action((entity: string, options: StoreOptions) => callAccess(options, "DELETE", storePath(entity, options))),

@@ -8,7 +8,8 @@ import { CliError, usageError } from "../cli-error.js";
 import { type CommonOptions, contextOf, prose, withCommonOptions } from "../command-context.js";
 import { describeVersion, displayPath, formatBytes } from "../output.js";
 import type { RestDownloadAnswer, RestVersion } from "../rest-types.js";
-import { recordBase } from "../state-file.js";
+import { tryRecordBase } from "../state-file.js";
+import { unsignedUrl } from "../unsigned-url.js";
 
 interface DownloadOptions extends CommonOptions {
   versionId?: string;
@@ -61,7 +62,7 @@ async function download(entity: string, options: DownloadOptions): Promise<void>
     if (version.package_md5 !== undefined || got.reportedMd5Base64 !== undefined) checks.push("MD5");
     const recorded =
       options.track
-        ? recordBase(process.cwd(), settings.url, entity, {
+        ? tryRecordBase(process.cwd(), settings.url, entity, {
             version_id: version.id,
             version: version.version,
             source_hash: version.source_hash,
@@ -69,10 +70,15 @@ async function download(entity: string, options: DownloadOptions): Promise<void>
             recorded_at: new Date().toISOString(),
           })
         : undefined;
-    output.result(answer, () =>
+    if (recorded?.problem !== undefined) {
+      output.warn(`${version.id} could not be recorded as the base of a push from this folder (${recorded.problem}); pass --base ${version.id} to such a push, or download with --no-track.`);
+    }
+    // The answer as the service gave it, but for the download links' signatures:
+    // they would let anyone reading the output (a CI log) download the package.
+    output.result({ ...answer, download_url: unsignedUrl(answer.download_url), ...(answer.lockfile_download_url === undefined ? {} : { lockfile_download_url: unsignedUrl(answer.lockfile_download_url) }) }, () =>
       [
         `Downloaded ${entity} ${describeVersion(version)} to ${options.output} (${checks.join(" and ")} verified).`,
-        ...(recorded === undefined ? [] : [`A push from this folder now builds on it (recorded in ${displayPath(recorded)}).`]),
+        ...(recorded === undefined || recorded.problem !== undefined ? [] : [`A push from this folder now builds on it (recorded in ${displayPath(recorded.file)}).`]),
       ].join("\n"),
     );
   } finally {

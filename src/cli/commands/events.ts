@@ -2,7 +2,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { type Command, InvalidArgumentError } from "commander";
 import { apiPath, backoff, StreamBroken } from "../api-client.js";
 import { parseEntityId } from "../arguments.js";
-import { CliError, ServiceError } from "../cli-error.js";
+import { CliError, ServiceError, usageError } from "../cli-error.js";
 import { type CommonOptions, contextOf, listPage, type PageOptions, prose, withCommonOptions, withNextPage, withPageOptions } from "../command-context.js";
 import { ExitCode } from "../exit-codes.js";
 import { describeVersion, formatTable } from "../output.js";
@@ -126,6 +126,10 @@ async function watch(entity: string, options: WatchOptions): Promise<void> {
         throw new CliError(error.message, error.code, ExitCode.noAccess, error.body, [
           `get a new token, then go on where this stopped: entity-versions watch ${entity}${after === undefined ? "" : ` --after ${after}`}`,
         ]);
+      }
+      // An --after the service does not know is the user's argument that is wrong (exit 2), as a refused --page-token is.
+      if (!began && options.after !== undefined && error instanceof ServiceError && error.code === "INVALID_ARGUMENT" && error.message.startsWith("Invalid after_event_id")) {
+        throw usageError(`--after ${options.after} is not an event of ${entity}: ${error.message.replace(/^Invalid after_event_id: /, "")}. \`entity-versions events ${entity}\` lists them.`);
       }
       reached ||= began || error instanceof ServiceError;
       if (error instanceof StreamBroken) why = error.message;

@@ -13,7 +13,7 @@ import { md5OfFile } from "../file-digest.js";
 import { copyHashedFile, packTree } from "../pack.js";
 import { type PushSource, readPushSource } from "../push-source.js";
 import type { RestConfirmAnswer, RestUploadUrlAnswer, RestVersion } from "../rest-types.js";
-import { readBase, recordBase, stateFileName } from "../state-file.js";
+import { readBase, type RecordedBase, stateFileName, tryRecordBase } from "../state-file.js";
 import { secondAfter, versionStringAt } from "../version-clock.js";
 
 interface PushOptions extends CommonOptions {
@@ -128,22 +128,32 @@ async function uploadAndConfirm(
   }
 }
 
-/** Records a pushed version as the folder's base; the state file's path. */
-function recordPushed(stateDir: string, service: string, entity: string, v: RestVersion): string {
-  return recordBase(stateDir, service, entity, { version_id: v.id, version: v.version, source_hash: v.source_hash, via: "push", recorded_at: new Date().toISOString() });
+/** Records a pushed version as the folder's base, warning (not failing: the push is done) when it cannot. */
+function recordPushed(output: Output, stateDir: string, service: string, entity: string, v: RestVersion): RecordedBase {
+  const recorded = tryRecordBase(stateDir, service, entity, { version_id: v.id, version: v.version, source_hash: v.source_hash, via: "push", recorded_at: new Date().toISOString() });
+  if (recorded.problem !== undefined) {
+    output.warn(`${v.id} could not be recorded as the base of the next push (${recorded.problem}); pass --base ${v.id} to the next push from here.`);
+  }
+  return recorded;
+}
+
+/** The closing line of a push: where its base was recorded, when it was. */
+function nextPushLine(recorded: RecordedBase): string[] {
+  return recorded.problem === undefined ? [`The next push from here builds on it (recorded in ${displayPath(recorded.file)}).`] : [];
 }
 
 /** A push of source that is already published: success, the existing version, activated if asked. */
-async function finishDeduplicated(api: ApiClient, output: Output, entity: string, existing: RestVersion, activate: boolean, stateFile: () => string): Promise<void> {
+async function finishDeduplicated(api: ApiClient, output: Output, entity: string, existing: RestVersion, activate: boolean, record: () => RecordedBase): Promise<void> {
   let version = existing;
   if (activate && !existing.is_active) {
     version = (await api.call<RestVersion>("PUT", apiPath("entities", entity, "active-version"), { version_id: existing.id })).body;
   }
-  const file = stateFile();
+  const recorded = record();
   output.result({ version, created: false }, () =>
     [
       `${entity}: this source is already published as ${describeVersion(version)}; nothing was uploaded${version.is_active && !existing.is_active ? " (it is now active)" : ""}.`,
-      `Use --force to publish it again as a new version. The next push from here builds on it (recorded in ${displayPath(file)}).`,
+      "Use --force to publish it again as a new version.",
+      ...nextPushLine(recorded),
     ].join("\n"),
   );
 }
@@ -166,7 +176,7 @@ async function push(target: string, options: PushOptions): Promise<void> {
     );
     if (answer.existing_version !== undefined) {
       const existing = answer.existing_version;
-      await finishDeduplicated(api, output, entity, existing, options.activate === true, () => recordPushed(source.stateDir, settings.url, entity, existing));
+      await finishDeduplicated(api, output, entity, existing, options.activate === true, () => recordPushed(output, source.stateDir, settings.url, entity, existing));
       return;
     }
     const { upload_url: uploadUrl, storage_path: storagePath } = answer;
@@ -182,13 +192,13 @@ async function push(target: string, options: PushOptions): Promise<void> {
       { version, ...baseField, set_as_active: options.activate === true, ...force },
     );
     const v = confirmed.version;
-    const file = recordPushed(source.stateDir, settings.url, entity, v);
+    const recorded = recordPushed(output, source.stateDir, settings.url, entity, v);
     output.result(confirmed, () =>
       [
         confirmed.created
           ? `Published ${entity} ${describeVersion(v)} ${base.id === undefined ? "as its first version" : `on top of ${base.id}`}${v.is_active ? ", now active" : ""}.`
           : `${entity}: this source is already published as ${describeVersion(v)}${retried ? " (the first confirm's answer was lost; the retry found the version)" : ""}.`,
-        `The next push from here builds on it (recorded in ${displayPath(file)}).`,
+        ...nextPushLine(recorded),
       ].join("\n"),
     );
   } catch (error) {

@@ -1,6 +1,7 @@
 import type { Command } from "commander";
 import { apiPath } from "../api-client.js";
 import { parseEntityId } from "../arguments.js";
+import { CliError, ServiceError } from "../cli-error.js";
 import { type CommonOptions, contextOf, prose, withCommonOptions } from "../command-context.js";
 import { describeVersion } from "../output.js";
 import type { RestVersion } from "../rest-types.js";
@@ -14,12 +15,22 @@ async function rollback(entity: string, options: CommonOptions): Promise<void> {
   const api = makeApi();
   const choice = await chooseTarget(api, entity);
   // Only if nobody activated another version meanwhile (ACTIVE_VERSION_CHANGED otherwise).
-  const version = (
-    await api.call<RestVersion>("PUT", apiPath("entities", entity, "active-version"), {
-      version_id: choice.target.id,
-      expected_active_version_id: choice.active.id,
-    })
-  ).body;
+  let version: RestVersion;
+  try {
+    version = (
+      await api.call<RestVersion>("PUT", apiPath("entities", entity, "active-version"), {
+        version_id: choice.target.id,
+        expected_active_version_id: choice.active.id,
+      })
+    ).body;
+  } catch (error) {
+    if (error instanceof ServiceError && error.code === "ACTIVE_VERSION_CHANGED") {
+      // The shared hint names activate's --expect-active, which rollback has not.
+      const hint = `another deployer activated a version meanwhile: \`entity-versions list ${entity}\` marks it (*); run rollback again to roll back from it, or \`entity-versions activate ${entity} VERSION_ID --expect-active ID\` to choose.`;
+      throw new CliError(error.message, error.code, error.exitCode, error.body, [hint]);
+    }
+    throw error;
+  }
   output.result(version, () =>
     [`${entity}: rolled back to ${describeVersion(version)}; ${describeVersion(choice.active)} was active.`, `Chosen as ${choice.reason}.`].join("\n"),
   );

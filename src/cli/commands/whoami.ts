@@ -15,7 +15,7 @@ async function whoami(options: CommonOptions): Promise<void> {
         `user:     ${summary.sub ?? "(no sub claim: the service will refuse this token)"}`,
         `roles:    ${summary.roles.length === 0 ? "(none)" : summary.roles.join(", ")}`,
         `orgs:     ${summary.orgs.length === 0 ? "(none)" : summary.orgs.join(", ")}`,
-        `expires:  ${summary.expiresAt === undefined ? "(no exp claim: the service will refuse this token)" : `${summary.expiresAt}${summary.expired ? " (EXPIRED: get a new token)" : ""}`}`,
+        `expires:  ${summary.expiresAt === undefined ? "(no valid exp claim: the service will refuse this token)" : `${summary.expiresAt}${summary.expired ? " (EXPIRED: get a new token)" : ""}`}`,
         `token:    from ${settings.tokenSource ?? "?"}`,
         `service:  ${settings.url} (from ${settings.urlSource})`,
       ].join("\n"),
@@ -27,7 +27,7 @@ async function whoami(options: CommonOptions): Promise<void> {
     throw new CliError(`the token expired at ${summary.expiresAt}: get a new one and pass it with --token or ENTITY_VERSIONS_TOKEN.`, "TOKEN_EXPIRED", ExitCode.noAccess);
   }
   if (summary.sub === undefined || summary.expiresAt === undefined) {
-    throw new CliError(`the token has no ${summary.sub === undefined ? "sub" : "exp"} claim, and the service refuses it: get a token with both.`, "TOKEN_CLAIMS_INVALID", ExitCode.noAccess);
+    throw new CliError(`the token has no ${summary.sub === undefined ? "sub" : "valid exp"} claim, and the service refuses it: get a token with both.`, "TOKEN_CLAIMS_INVALID", ExitCode.noAccess);
   }
 }
 
