@@ -380,9 +380,11 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       // behind it: its place goes back now rather than once its client
       // takes the answer, so that clients with no token, or past their
       // share, cannot hold the places other callers need by never reading.
+      // Its answer is still dropped if not taken within responseTimeoutMs.
       if (req.callPass !== undefined && "error" in req.auth) {
         req.callPass.responded();
         req.callPass = undefined;
+        if (!untaken.has(reply.raw)) untaken.set(reply.raw, Date.now());
       }
     }
   });

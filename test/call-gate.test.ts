@@ -132,15 +132,16 @@ s("one caller over many connections holds at most its share of the places; other
 
 s("calls refused from their headers hold no place, even when their answers are never read: no token, or a caller past its share", async () => {
   const db = await createTestDatabase("sqlite");
-  // Four places, no queue, a share of one; an answer not taken is held for a minute.
+  // Four places, no queue, a share of one; an answer not taken is held for 8 s.
   const svc = await spawnService(
-    await serviceEnv(db, { HTTP_MAX_CALLS_IN_FLIGHT: "4", HTTP_MAX_CALLS_QUEUED: "0", HTTP_MAX_CALLS_PER_CALLER: "1", RESPONSE_BODY_TIMEOUT_MS: "60000", REQUEST_BODY_TIMEOUT_MS: "1500" }),
+    await serviceEnv(db, { HTTP_MAX_CALLS_IN_FLIGHT: "4", HTTP_MAX_CALLS_QUEUED: "0", HTTP_MAX_CALLS_PER_CALLER: "1", RESPONSE_BODY_TIMEOUT_MS: "8000", REQUEST_BODY_TIMEOUT_MS: "1500" }),
     db,
   );
   const sessions: http2.ClientHttp2Session[] = [];
   try {
     const greedy = svc.rest.defaultHeaders["authorization"]!;
     // Clients that never read an answer's body (a flow-control window of 0).
+    const closed: Array<Promise<void>> = [];
     const unread = async (headers: Record<string, string>, n: number) => {
       const session = http2.connect(svc.url, { settings: { initialWindowSize: 0 } });
       session.on("error", () => {});
@@ -148,6 +149,7 @@ s("calls refused from their headers hold no place, even when their answers are n
       const statuses = await Promise.all(
         Array.from({ length: n }, () => new Promise<number>((resolve) => {
           const req = session.request({ ":method": "GET", ":path": "/api/entities/nobody-has-it/active-version", ...headers });
+          closed.push(new Promise((resolve) => req.once("close", () => resolve())));
           req.on("response", (h) => resolve(Number(h[":status"])));
           req.on("error", () => resolve(0));
         })),
@@ -161,6 +163,9 @@ s("calls refused from their headers hold no place, even when their answers are n
     for (let round = 0; round < 3; round++) assert.equal(await unread({ authorization: greedy }, 3), [429], `past its share, round ${round + 1}`);
     const other = await fetch(`${svc.url}/api/entities/nobody-has-it/active-version`, { headers: bearer(await token({ sub: "someone-else" })) });
     assert.is(((await other.json()) as { code: string }).code, "ENTITY_NOT_FOUND", "another caller is let in meanwhile");
+    // Answers never taken are dropped after RESPONSE_BODY_TIMEOUT_MS, refusals too.
+    const allClosed = await Promise.race([Promise.all(closed).then(() => true), sleep(20_000).then(() => false)]);
+    assert.ok(allClosed, "every unread answer's stream was closed by the server");
   } finally {
     for (const session of sessions) session.destroy();
     await svc.close();
