@@ -1,7 +1,7 @@
 import * as assert from "uvu/assert";
 import { AzureBlobStore } from "../../src/blob/azure-blob-store.js";
 import type { Backend } from "../support/env.js";
-import { newEntityId, push } from "../support/service.js";
+import { blobGone, newEntityId, push } from "../support/service.js";
 import { serviceSuite } from "../support/suite.js";
 
 /** Spec 4.6 and the state table: deleting versions and their blobs. */
@@ -34,8 +34,8 @@ export function deleteSuite(backend: Backend) {
     assert.is(r.status, 200);
     assert.equal(r.body, {});
     assert.is((await svc.rest.get(`/api/entities/${e}/versions/${v2.id}`)).body.code, "VERSION_NOT_FOUND");
-    assert.is(await store.stat(v2.storage_path), undefined);
-    assert.is(await store.stat(v2.package_lock_path), undefined);
+    assert.ok(await blobGone(store, v2.storage_path, 5_000), "the package is deleted");
+    assert.ok(await blobGone(store, v2.package_lock_path, 5_000), "the lockfile is deleted");
     assert.ok((await store.stat(v1.storage_path)) !== undefined);
     const again = await svc.rest.delete(`/api/entities/${e}/versions/${v2.id}`);
     assert.is(again.status, 404);

@@ -3,18 +3,11 @@ import { BlobServiceClient } from "@azure/storage-blob";
 import * as assert from "uvu/assert";
 import { AzureBlobStore } from "../../src/blob/azure-blob-store.js";
 import type { Backend } from "../support/env.js";
-import { blobStoreWith, newEntityId, newSourceHash, nextVersionString, push, putBlob, startService, uploadOnly } from "../support/service.js";
+import { blobGone, blobStoreWith, newEntityId, newSourceHash, nextVersionString, push, putBlob, startService, uploadOnly } from "../support/service.js";
 import { serviceSuite } from "../support/suite.js";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Whether the blob at `path` is gone within `withinMs` (deletes that follow an answer land moments after it). */
-async function gone(store: AzureBlobStore, path: string, withinMs = 3_000): Promise<boolean> {
-  for (const until = Date.now() + withinMs; ; await sleep(50)) {
-    if ((await store.stat(path)) === undefined) return true;
-    if (Date.now() > until) return false;
-  }
-}
 
 const isoUtc = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
 
@@ -259,8 +252,8 @@ export function pushSuite(backend: Backend) {
     const v = p.confirm!.body.version;
     const store = new AzureBlobStore({ connectionString: svc.env["AZURE_STORAGE_CONNECTION_STRING"]!, container: svc.env["AZURE_STORAGE_CONTAINER"]! });
     // Deleted while the answer goes out: gone within moments of it.
-    assert.ok(await gone(store, p.res.body.storage_path), "the staged package is gone after confirm");
-    assert.ok(await gone(store, p.res.body.package_lock_path), "the staged lockfile is gone after confirm");
+    assert.ok(await blobGone(store, p.res.body.storage_path), "the staged package is gone after confirm");
+    assert.ok(await blobGone(store, p.res.body.package_lock_path), "the staged lockfile is gone after confirm");
     // The upload URL is still within its lifetime: it may write, but only where no version reads.
     const evil = Buffer.alloc(3 * 1024 * 1024, 0x65);
     assert.is(await putBlob(p.res.body.upload_url, evil, p.res.body.upload_headers), 201);
@@ -481,8 +474,8 @@ export function pushSuite(backend: Backend) {
       const p = await push(svc, e, { lockfile: '{"lock":1}' });
       assert.equal([p.confirm!.status, p.confirm!.body.created], [201, true], JSON.stringify(p.confirm!.body));
       const store = new AzureBlobStore({ connectionString: svc.env["AZURE_STORAGE_CONNECTION_STRING"]!, container: svc.env["AZURE_STORAGE_CONTAINER"]! });
-      assert.ok(await gone(store, p.res.body.storage_path, 10_000), "the staged package is deleted all the same");
-      assert.ok(await gone(store, p.res.body.package_lock_path, 10_000), "the staged lockfile is deleted all the same");
+      assert.ok(await blobGone(store, p.res.body.storage_path, 10_000), "the staged package is deleted all the same");
+      assert.ok(await blobGone(store, p.res.body.package_lock_path, 10_000), "the staged lockfile is deleted all the same");
     } finally {
       await svc.close();
     }

@@ -297,3 +297,11 @@ export function blobStoreWith(store: BlobStore, faults: Partial<BlobStore>): Blo
     ...faults,
   };
 }
+
+/** Whether the blob at `path` is gone within `withinMs` (deletes that follow an answer land moments after it). */
+export async function blobGone(store: Pick<BlobStore, "stat">, path: string, withinMs = 3_000): Promise<boolean> {
+  for (const until = Date.now() + withinMs; ; await new Promise((resolve) => setTimeout(resolve, 50))) {
+    if ((await store.stat(path)) === undefined) return true;
+    if (Date.now() > until) return false;
+  }
+}
