@@ -7,17 +7,22 @@ import { Health } from "../../gen/grpc/health/v1/health_pb.js";
 import { HealthService } from "../../src/ops/health-service.js";
 import { Readiness } from "../../src/ops/readiness.js";
 
-test("a long health Watch holds one abort listener, however many intervals it waits", async () => {
-  const health = new HealthService(new Readiness([{ name: "database", check: async () => undefined }], { cacheMs: 0 }), [EntityVersionsService], { watchIntervalMs: 1 });
-  const requestSignal = new AbortController();
-  const ctx = createHandlerContext({
+/** A health Watch's HandlerContext, as Connect's handler makes it, ending with `requestSignal`. */
+function watchContext(requestSignal: AbortSignal) {
+  return createHandlerContext({
     service: Health,
     method: Health.method.watch,
     protocolName: "grpc",
     requestMethod: "POST",
     url: "http://localhost/grpc.health.v1.Health/Watch",
-    requestSignal: requestSignal.signal,
+    requestSignal,
   });
+}
+
+test("a long health Watch holds one abort listener, however many intervals it waits", async () => {
+  const health = new HealthService(new Readiness([{ name: "database", check: async () => undefined }], { cacheMs: 0 }), [EntityVersionsService], { watchIntervalMs: 1 });
+  const requestSignal = new AbortController();
+  const ctx = watchContext(requestSignal.signal);
   // Connect's own (the context's linked signals).
   const connects = getEventListeners(ctx.signal, "abort").length;
   const watch = health.watch({ service: "" } as Parameters<HealthService["watch"]>[0], ctx);
@@ -35,14 +40,7 @@ test("a long health Watch holds one abort listener, however many intervals it wa
 test("a Watch of an unknown service sends SERVICE_UNKNOWN and stays open until its call ends", async () => {
   const health = new HealthService(new Readiness([{ name: "database", check: async () => undefined }], { cacheMs: 0 }), [EntityVersionsService]);
   const requestSignal = new AbortController();
-  const ctx = createHandlerContext({
-    service: Health,
-    method: Health.method.watch,
-    protocolName: "grpc",
-    requestMethod: "POST",
-    url: "http://localhost/grpc.health.v1.Health/Watch",
-    requestSignal: requestSignal.signal,
-  });
+  const ctx = watchContext(requestSignal.signal);
   const watch = health.watch({ service: "nope.Service" } as Parameters<HealthService["watch"]>[0], ctx);
   assert.is((await watch.next()).value?.status, 3, "SERVICE_UNKNOWN");
   let settled = false;
