@@ -326,9 +326,10 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   ];
   const toError = (error: unknown, rpc: string): ConnectError => toCatalogError(error, app.log, rpc);
   const contextValues = (req: FastifyRequest) => {
-    if (rpcRoute(req)?.gateway === "rest") req.rpcOutcome.protocol = "rest";
+    const route = rpcRoute(req);
+    if (route?.gateway === "rest") req.rpcOutcome.protocol = "rest";
     const values = createContextValues().set(rpcOutcomeKey, req.rpcOutcome);
-    if (rpcRoute(req)?.authenticate === false) values.set(connectionKey, connectionOf(req));
+    if (route?.authenticate === false) values.set(connectionKey, connectionOf(req));
     return req.auth === undefined ? values : values.set(authResultKey, req.auth);
   };
   const refused = (req: FastifyRequest) => req.auth !== undefined && "error" in req.auth;

@@ -30,7 +30,8 @@ export class BlobDeleter {
   readonly #log: DeleterLogger;
   readonly #metrics: Metrics | undefined;
   #timer: NodeJS.Timeout | undefined;
-  #immediate = 0;
+  /** Deletions deleteSoon started that are still running: stop() waits for them. */
+  readonly #immediate = new Set<Promise<boolean>>();
   #running: Promise<unknown> = Promise.resolve();
 
   constructor(uploads: UploadStore, blobs: BlobStore, clock: Clock, log: DeleterLogger, metrics?: Metrics) {
@@ -79,9 +80,10 @@ export class BlobDeleter {
    * pass, so that deletions never pile up in the process or on the store.
    */
   deleteSoon(entityId: string, uploadId: string, versionId?: string): void {
-    if (this.#immediate >= maxImmediate) return;
-    this.#immediate++;
-    void this.deleteNow(entityId, uploadId, versionId).finally(() => this.#immediate--);
+    if (this.#immediate.size >= maxImmediate) return;
+    const deletion = this.deleteNow(entityId, uploadId, versionId);
+    this.#immediate.add(deletion);
+    void deletion.finally(() => this.#immediate.delete(deletion));
   }
 
   /** Deletes one upload's blobs now; on failure it stays queued for the periodic pass. */
@@ -125,10 +127,14 @@ export class BlobDeleter {
     this.#timer = setTimeout(tick, intervalMs).unref();
   }
 
-  /** Stops the periodic pass and waits for a pass under way. */
+  /**
+   * Stops the periodic pass and waits for a pass under way, and for the
+   * deletions deleteSoon started: they finish before the database they
+   * record their end in closes.
+   */
   async stop(): Promise<void> {
     clearTimeout(this.#timer);
     this.#timer = undefined;
-    await this.#running;
+    await Promise.all([this.#running, ...this.#immediate]);
   }
 }
