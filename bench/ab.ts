@@ -1,4 +1,4 @@
-// npm run bench:ab -- --b DATABASE_READ_BATCH_MAX=1 [--b NAME=VALUE …] [--b-node-flags=…] [--ops reads,confirms,racers] [--runs N] [--duration S]
+// npm run bench:ab -- --b DATABASE_READ_BATCH_MAX=1 [--b NAME=VALUE …] [--b-node-flags=…] [--ops reads,grpc,confirms,racers] [--runs N] [--duration S]
 //
 // A same-run A/B of one setting: two service processes side by side on the
 // same MariaDB database and Azurite, A as configured by default and B with
@@ -13,11 +13,13 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { fromJson, toBinary } from "@bufbuild/protobuf";
 import knexFactory from "knex";
+import { EntityVersionsService } from "../gen/entityversions/v1/entity_versions_pb.js";
 import { mintToken } from "../src/auth/tokens.js";
 import { startEmbeddedAzurite } from "../src/blob/embedded-azurite.js";
 import { LeanHttp1 } from "./lean-http1.js";
-import { closedLoop, median, runBatch } from "./load.js";
+import { closedLoop, h2load, h2loadAvailable, median, runBatch } from "./load.js";
 import { measured } from "./proc.js";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -35,6 +37,7 @@ const { values: args } = parseArgs({
 const runs = Number(args.runs);
 const durationMs = Number(args.duration) * 1000;
 const ops = new Set(args.ops.split(","));
+if (ops.has("grpc") && !h2loadAvailable()) throw new Error("--ops grpc loads through h2load: apt-get install nghttp2-client");
 const overrides = Object.fromEntries((args.b as string[]).map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]));
 const mysqlUrl = process.env["BENCH_MYSQL_URL"] ?? "mysql://root:@127.0.0.1:3306";
 const secret = "bench-secret-0123456789abcdef0123456789";
@@ -118,7 +121,7 @@ async function main() {
   };
 
   const entities = Array.from({ length: Number(args.entities) }, (_, i) => `ab-${i}`);
-  if (ops.has("reads")) {
+  if (ops.has("reads") || ops.has("grpc")) {
     log(`seeding ${entities.length} entities …`);
     await runBatch(
       entities.map((e) => async () => {
@@ -159,6 +162,30 @@ async function main() {
             const res = await clients[side].get(`/api/entities/${entities[(n * 7919) % entities.length]}/active-version`);
             return res.status === 200 ? true : `${res.status}`;
           },
+        }),
+      ),
+    );
+  }
+  if (ops.has("grpc")) {
+    // GetActiveVersion over gRPC, 32 streams on one HTTP/2 connection, by
+    // h2load (Debian's nghttp2-client): one request body, so one entity.
+    const desc = EntityVersionsService.method.getActiveVersion;
+    const message = toBinary(desc.input, fromJson(desc.input, { entityId: entities[0]! }));
+    const framed = new Uint8Array(5 + message.length);
+    new DataView(framed.buffer).setUint32(1, message.length);
+    framed.set(message, 5);
+    const urls = { a: a.url, b: b.url };
+    await run("GetActiveVersion (gRPC)", (side) =>
+      measure(pids[side], () =>
+        h2load({
+          urls: [`${urls[side]}/${EntityVersionsService.typeName}/GetActiveVersion`],
+          h1: false,
+          headers: { ...auth, "content-type": "application/grpc", te: "trailers" },
+          body: framed,
+          expectStatus: 200,
+          concurrency,
+          warmupMs: 1000,
+          durationMs,
         }),
       ),
     );
