@@ -470,6 +470,9 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     callPass: (req: FastifyRequest) => req.callPass,
     outcome: (req: FastifyRequest) => req.rpcOutcome,
     refused,
+    refuse: (req: FastifyRequest, error: ConnectError) => {
+      req.auth = { error };
+    },
     bodyGuard,
     readMaxBytes: deps.bodyLimitBytes,
     // The protobuf JSON mapping's default, which REST follows too: a

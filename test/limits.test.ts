@@ -5,6 +5,7 @@
 import fs from "node:fs";
 import http from "node:http";
 import http2 from "node:http2";
+import { gzipSync } from "node:zlib";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { createTestDatabase, type TestDatabase } from "./support/env.js";
@@ -141,6 +142,61 @@ s("authenticated streams that never end: held to the connection's byte budget an
   const grown = rssBytes(svc.child.pid!) - before;
   assert.ok(grown < 64 * 1024 * 1024, `RSS grew by ${Math.round(grown / 1048576)} MB`);
   assert.ok(await authorizedCallWorks(svc));
+});
+
+s("compressed messages hold MAX_REQUEST_BYTES of the budget from the start, however few bytes they send; a Connect GET's too", async ({ svc }) => {
+  // GetActiveVersion{entity_id: "missing"} and an unknown field 99 of
+  // 1 MiB - 64 bytes: under 1.1 KB gzipped, 1 MiB once inflated.
+  const varint = (n: number) => {
+    const out: number[] = [];
+    for (; n > 127; n >>>= 7) out.push((n & 127) | 128);
+    return [...out, n];
+  };
+  const padding = 1024 * 1024 - 64;
+  const inflated = Buffer.concat([Buffer.from("\x0a\x07missing", "latin1"), Buffer.from([0x9a, 0x06, ...varint(padding)]), Buffer.alloc(padding)]);
+  const gz = gzipSync(inflated);
+  const framed = Buffer.concat([Buffer.from([1]), Buffer.alloc(4), gz]);
+  framed.writeUInt32BE(gz.length, 1);
+  assert.ok(framed.length < 1200, `${framed.length} bytes on the wire`);
+  const session = http2.connect(svc.url);
+  session.on("error", () => {});
+  const call = (body: Buffer, end: boolean) =>
+    new Promise<string>((resolve) => {
+      const req = session.request({ ":path": "/entityversions.v1.EntityVersionsService/GetActiveVersion", ":method": "POST", "content-type": "application/grpc", te: "trailers", "grpc-encoding": "gzip", ...svc.rest.defaultHeaders });
+      let status = "no status";
+      req.on("response", (h) => (status = String(h["grpc-status"] ?? status)));
+      req.on("trailers", (h) => (status = String(h["grpc-status"] ?? status)));
+      req.on("error", () => {});
+      req.on("close", () => resolve(status));
+      req.resume();
+      if (end) req.end(body);
+      else req.write(body.subarray(0, body.length - 1));
+    });
+  try {
+    // Six stalled on one connection (its budget 3 MiB): three fit, held
+    // until the body deadline; the others are refused at once.
+    const stalled = Array.from({ length: 6 }, () => call(framed, false));
+    await sleep(300);
+    // A Connect GET with a compressed message on the same connection is refused too.
+    const message = gzipSync(Buffer.from(JSON.stringify({ entityId: "missing" }))).toString("base64url");
+    const get = await new Promise<{ status: number; body: string }>((resolve) => {
+      const req = session.request({ ":path": `/entityversions.v1.EntityAccessService/GetEntityAccess?connect=v1&encoding=json&compression=gzip&base64=1&message=${message}`, ...svc.rest.defaultHeaders });
+      let status = 0;
+      let body = "";
+      req.on("response", (h) => (status = Number(h[":status"])));
+      req.on("data", (d: Buffer) => (body += d.toString()));
+      req.on("error", () => {});
+      req.on("close", () => resolve({ status, body }));
+    });
+    assert.is(get.status, 429, get.body);
+    assert.match(get.body, /IN_FLIGHT_BYTES_EXCEEDED/);
+    const counts = (await Promise.all(stalled)).reduce<Record<string, number>>((acc, o) => ({ ...acc, [o]: (acc[o] ?? 0) + 1 }), {});
+    assert.equal(counts, { "4": 3, "8": 3 }, JSON.stringify(counts));
+    // Once they are gone, a compressed call is read and served (NOT_FOUND).
+    assert.is(await call(framed, true), "5");
+  } finally {
+    session.destroy();
+  }
 });
 
 s("HTTP/1.1: a caller without a token is answered before it sends its body; a stalled body gets 408; many bodies at once get 429", async ({ svc }) => {

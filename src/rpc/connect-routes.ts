@@ -10,7 +10,7 @@ import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from "fastif
 import { apiError } from "../errors/api-error.js";
 import type { CallPass } from "../http/call-gate.js";
 import { type BodyGuard, guardedBody } from "../http/guarded-body.js";
-import { lowercaseEncodingNames } from "./encoding-names.js";
+import { lowercaseEncodingNames, namesCompression, withEmptyGetMessage } from "./encoding-names.js";
 import { minimalGrpcMessage } from "./grpc-message.js";
 import { codeName, noteRefusal, type RpcOutcome } from "./observe-interceptor.js";
 import { dropUntimeableDeadlines } from "./timeout-headers.js";
@@ -51,6 +51,12 @@ export interface ConnectRoutesOptions extends ConnectRouterOptions {
   /** What each request body is read against. */
   readonly bodyGuard: (req: FastifyRequest, reply: FastifyReply) => BodyGuard;
   /**
+   * Refuses the call from its headers, as authentication does: `refused`
+   * then holds, and the interceptors answer the error. Taken for a Connect
+   * GET, whose message comes in its URL rather than a body that could fail.
+   */
+  readonly refuse: (req: FastifyRequest, error: ConnectError) => void;
+  /**
    * Filled with the HTTP methods each RPC path takes (POST; GET too for a
    * Connect GET), so that a path called with another is answered 405 with
    * `Allow`, as the REST paths are.
@@ -72,6 +78,11 @@ function emptyMessageBody(contentType: string): Uint8Array {
   new DataView(envelope.buffer).setUint32(1, payload.byteLength);
   envelope.set(payload, 5);
   return envelope;
+}
+
+/** A request body that fails with `error` when read. */
+async function* failing(error: unknown): AsyncGenerator<Uint8Array> {
+  throw error;
 }
 
 /** The protocol of a Connect router request, by its content type. */
@@ -151,6 +162,7 @@ async function messageless(res: UniversalResponse): Promise<{ res: UniversalResp
  */
 export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (instance, opts, done) => {
   const router = createConnectRouter({ acceptCompression: [compressionGzip, compressionBrotli], ...opts });
+  const readMaxBytes = opts.readMaxBytes ?? 0xffffffff;
   opts.routes(router);
   // Connect reads its bodies itself: no Fastify parser may consume them
   // (this plugin's scope only, so REST keeps its JSON parser).
@@ -166,18 +178,33 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
     /** Answers the call through Connect's handler for its protocol. */
     const serve = async (req: FastifyRequest, reply: FastifyReply, outcome: RpcOutcome): Promise<void> => {
       const closed = new Promise<void>((resolve) => reply.raw.once("close", () => resolve()));
+      const guard = opts.refused(req) ? undefined : opts.bodyGuard(req, reply);
+      // A compressed message inflates to as much as readMaxBytes, and the
+      // decoded message (its unknown fields views of the inflated bytes)
+      // lives as long as the call: the budget that holds request bodies
+      // in flight holds that much for it before any of it is read.
+      // Its own bytes on the wire come out of what is held for it.
+      const prepaid = guard !== undefined && namesCompression(req.method, req.url, req.headers) ? readMaxBytes : 0;
+      const inflation = prepaid === 0 ? undefined : guard?.ticket.take(prepaid);
+      const overBudget = inflation === undefined ? undefined : apiError("IN_FLIGHT_BYTES_EXCEEDED", inflation);
+      if (overBudget !== undefined && req.method === "GET") opts.refuse(req, overBudget);
       const uReq = universalRequestFromNodeRequest(req.raw, reply.raw, undefined, opts.contextValues(req));
       lowercaseEncodingNames(uReq.header);
       dropUntimeableDeadlines(uReq.header);
       let bodyError: unknown;
       if (opts.refused(req)) {
         // The interceptors answer the refusal; the message they are
-        // given is empty, and its body is never read.
+        // given is empty, and neither its body nor a GET's message is read.
         uReq.header.delete("content-encoding");
         uReq.header.delete("content-length");
         uReq.body = once(emptyMessageBody(uReq.header.get("content-type") ?? ""));
-      } else if (Symbol.asyncIterator in Object(uReq.body)) {
-        const guarded = guardedBody(uReq.body as AsyncIterable<Uint8Array>, opts.bodyGuard(req, reply));
+        if (req.method === "GET") uReq.url = withEmptyGetMessage(uReq.url);
+      } else if (overBudget !== undefined) {
+        // Answered as a body past the budget is, in the call's protocol.
+        bodyError = overBudget;
+        uReq.body = failing(overBudget);
+      } else if (guard !== undefined && Symbol.asyncIterator in Object(uReq.body)) {
+        const guarded = guardedBody(uReq.body as AsyncIterable<Uint8Array>, guard, prepaid);
         uReq.body = (async function* () {
           try {
             yield* guarded;
