@@ -104,6 +104,14 @@ export class EntityEventsServiceImpl implements ServiceImpl<typeof EntityEventsS
     const caller = requireCaller(ctx);
     const watch = this.#d.hub.open(entityId, caller.id);
     const stopExpiry = endAtExpiry(watch, caller.expiresAt);
+    // Freed when the call ends, not only when this generator does: a
+    // client that stops reading, then resets its stream, leaves the
+    // generator paused at a yield nobody resumes, and its finally unrun.
+    const release = () => {
+      stopExpiry();
+      watch.close();
+    };
+    ctx.signal.addEventListener("abort", release, { once: true });
     try {
       const start = enforceRead(await this.#d.events.position(entityId, caller, ctx.signal), entityId, caller);
       if (after !== undefined && after > start.lastEventSeq) {
@@ -144,8 +152,8 @@ export class EntityEventsServiceImpl implements ServiceImpl<typeof EntityEventsS
       if (reasonOf(ended) === "DEADLINE_EXCEEDED" && watch.position !== undefined) throw apiError("DEADLINE_EXCEEDED", { lastEventId: eventIdOf(watch.position) }, { cause: error });
       throw ended;
     } finally {
-      stopExpiry();
-      watch.close();
+      ctx.signal.removeEventListener("abort", release);
+      release();
     }
   }
 

@@ -1,3 +1,4 @@
+import http2 from "node:http2";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { type Backend, connectTestDatabase, createTestDatabase } from "../support/env.js";
@@ -311,6 +312,55 @@ export function watchSuite(backend: Backend) {
     } finally {
       for (const w of opened) w.close();
       await svc.close().catch(() => undefined);
+    }
+  });
+
+  s("a client that stops reading, then resets its stream, frees its watch's place, on every protocol", async () => {
+    const svc = await startService(backend, { env: { WATCH_MAX_PER_CALLER: "2" } });
+    try {
+      const owner = await user(svc, "owner", ["publisher"]);
+      const { e } = await entityWithVersion(owner.rest);
+      // Enough history that a replay outgrows the stream's window and Node's buffer.
+      for (let i = 0; i < 150; i++) assert.is((await owner.rest.post(`${v(e)}/shares`, { user_id: `u${i}` })).status, 200);
+      const envelope = (json: unknown) => {
+        const body = Buffer.from(JSON.stringify(json));
+        const head = Buffer.alloc(5);
+        head.writeUInt32BE(body.length, 1);
+        return Buffer.concat([head, body]);
+      };
+      for (const kind of ["grpc", "grpc-web", "connect", "rest"]) {
+        // A 1 KiB stream window, never read: the server's writes soon wait for a WINDOW_UPDATE.
+        const session = http2.connect(svc.url, { settings: { initialWindowSize: 1024 } });
+        session.on("error", () => {});
+        const streams = Array.from({ length: 2 }, () => {
+          const req =
+            kind === "rest"
+              ? session.request({ ":method": "GET", ":path": `${v(e)}/events:watch?after_event_id=0`, ...owner.headers })
+              : session.request({
+                  ":method": "POST",
+                  ":path": "/entityversions.v1.EntityEventsService/WatchEvents",
+                  "content-type": `application/${kind}+json`,
+                  ...(kind === "connect" ? { "connect-protocol-version": "1" } : { te: "trailers" }),
+                  ...owner.headers,
+                });
+          req.on("error", () => {});
+          req.end(kind === "rest" ? undefined : envelope({ entityId: e, afterEventId: "0" }));
+          req.pause();
+          return req;
+        });
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        assert.is(svc.app.watches.size, 2, `${kind}: both watches open`);
+        for (const req of streams) req.close(http2.constants.NGHTTP2_CANCEL);
+        const freed = Date.now() + 5_000;
+        while (svc.app.watches.size > 0 && Date.now() < freed) await new Promise((resolve) => setTimeout(resolve, 50));
+        assert.is(svc.app.watches.size, 0, `${kind}: the watches are closed once their clients reset them`);
+        const again = watchGrpc(owner.grpc, e);
+        assert.is(await again.bookmark(), "153", `${kind}: the caller may watch again`);
+        again.close();
+        session.destroy();
+      }
+    } finally {
+      await svc.close();
     }
   });
 
