@@ -24,6 +24,8 @@ export interface PushFacts<V extends DecidedVersion> {
   readonly uploadVersion: V | undefined;
   /** Confirm only: whether the upload was issued for this entity and may still be confirmed. */
   readonly uploadIssued: boolean;
+  /** Confirm only: the existing version an earlier confirm of this upload was answered with and made active (deduplication). */
+  readonly uploadActivatedId: string | undefined;
 }
 
 /** What the caller asked for. */
@@ -86,7 +88,8 @@ export type PushOutcome<V extends DecidedVersion> =
  * activate: the confirm that produced the version activated it in the same
  * transaction if it asked to, and activating it again would silently undo
  * an activation made since (a retry arrives after its answer was lost,
- * possibly long after). Pure, so
+ * possibly long after). Nor does the retry of a confirm answered with a
+ * duplicate it made active: the upload records that it did. Pure, so
  * the pre-check, the locked transaction and the grouped transaction all
  * decide with it, and the tests can walk its whole table.
  */
@@ -97,7 +100,7 @@ export function decidePush<V extends DecidedVersion>(facts: PushFacts<V>, intent
     kind: "existing",
     version,
     reason,
-    activate: reason === "duplicate" && confirm && intent.setAsActive && !version.isActive,
+    activate: reason === "duplicate" && confirm && intent.setAsActive && !version.isActive && facts.uploadActivatedId !== version.id,
   });
   if (confirm && facts.uploadVersion !== undefined) {
     const used = facts.uploadVersion;

@@ -7,6 +7,7 @@ import * as events from "./migrations/0005-events.js";
 import * as eventRetention from "./migrations/0006-event-retention.js";
 import * as versionBlobFolder from "./migrations/0007-version-blob-folder.js";
 import * as versionDataCost from "./migrations/0008-version-data-cost.js";
+import * as uploadActivated from "./migrations/0009-upload-activated.js";
 
 // Imported statically so the same names land in knex_migrations whether the
 // code runs from TypeScript or from a build; never rename an entry.
@@ -19,6 +20,7 @@ const migrations: Record<string, Knex.Migration> = {
   "0006-event-retention": eventRetention,
   "0007-version-blob-folder": versionBlobFolder,
   "0008-version-data-cost": versionDataCost,
+  "0009-upload-activated": uploadActivated,
 };
 
 const source: Knex.MigrationSource<string> = {

@@ -91,13 +91,14 @@ export function versionPageSql(entityId: string, beforeSeq: number | undefined, 
  * (aliased `e`) with the caller's access facts and the tip, and the ids of
  * the newest version with the pushed source, of the version with the
  * pushed version string, and of the version the confirmed upload already
- * produced, with the upload's state. `prefix` goes first in the select
+ * produced, with the upload's state and the existing version a confirm of
+ * it made active. `prefix` goes first in the select
  * list (a group's part number). Every subquery is an indexed lookup on one
  * entity.
  */
 export function pushFactsSql(push: PushRequest, prefix: Sql = rawSql("")): Sql {
   const facts = accessFactsSql(push.caller, { hasPublishers: true });
   const uploadId = push.uploadId ?? null;
-  return sql`select ${prefix}e.id as entity_found, e.tip_version_id, e.active_version_id, e.last_seq, ${facts.columns}, (select d.id from versions d where d.entity_id = k.id and d.source_hash = ${push.sourceHash} order by d.seq desc limit 1) as duplicate_id, (select t.id from versions t where t.entity_id = k.id and t.version = ${push.version}) as taken_id, (select r.id from versions r where r.entity_id = k.id and r.upload_id = ${uploadId}) as upload_version_id, (select u.state from uploads u where u.id = ${uploadId} and u.entity_id = k.id) as upload_state from (select ${push.entityId} as id) k left join entities e on e.id = k.id ${facts.joins}`;
+  return sql`select ${prefix}e.id as entity_found, e.tip_version_id, e.active_version_id, e.last_seq, ${facts.columns}, (select d.id from versions d where d.entity_id = k.id and d.source_hash = ${push.sourceHash} order by d.seq desc limit 1) as duplicate_id, (select t.id from versions t where t.entity_id = k.id and t.version = ${push.version}) as taken_id, (select r.id from versions r where r.entity_id = k.id and r.upload_id = ${uploadId}) as upload_version_id, (select u.state from uploads u where u.id = ${uploadId} and u.entity_id = k.id) as upload_state, (select a.activated_version_id from uploads a where a.id = ${uploadId} and a.entity_id = k.id) as upload_activated_id from (select ${push.entityId} as id) k left join entities e on e.id = k.id ${facts.joins}`;
 }
 

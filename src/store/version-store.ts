@@ -289,6 +289,7 @@ interface PushFactsRow extends AccessFactRow {
   taken_id: string | null;
   upload_version_id: string | null;
   upload_state: string | null;
+  upload_activated_id: string | null;
 }
 
 /** Who confirms and when: what a confirm's events record. */
@@ -426,6 +427,7 @@ export class VersionStore {
       versionTaken,
       uploadVersion,
       uploadIssued: row?.upload_state === "issued",
+      uploadActivatedId: row?.upload_activated_id ?? undefined,
     };
     return decidePush(facts, intentOf(push));
   }
@@ -528,6 +530,8 @@ export class VersionStore {
       case "existing": {
         if (!outcome.activate) return { commit: false, result: outcome };
         const { version } = outcome;
+        // Its retry, knowing this, answers the same and activates nothing.
+        await trx("uploads").where({ id: input.uploadId, entity_id: input.entityId }).update({ activated_version_id: version.id });
         await recordEvents(
           trx,
           entity,
@@ -646,6 +650,7 @@ export class VersionStore {
               versionTaken: named(row.taken_id),
               uploadVersion: named(row.upload_version_id),
               uploadIssued: row.upload_state === "issued",
+              uploadActivatedId: row.upload_activated_id ?? undefined,
             },
             intentOf(input),
           );

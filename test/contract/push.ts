@@ -433,6 +433,24 @@ export function pushSuite(backend: Backend) {
     assert.is((await svc.rest.get(`/api/entities/${e}/active-version`)).body.id, v1.id);
   });
 
+  s("the retry of a deduplicated confirm with set_as_active changes nothing: an activation made since its first answer stays", async ({ svc }) => {
+    const e = newEntityId();
+    const content = "the same source";
+    const hash = createHash("sha256").update(content).digest("hex");
+    const v1 = (await push(svc, e, { sourceHash: hash, content })).confirm!.body.version;
+    const up = await uploadOnly(svc, e, { sourceHash: hash, content, base: v1.id, uploadForce: true });
+    const body = { storage_path: up.res.body.storage_path, version: up.version, source_hash: hash, file_size_bytes: Buffer.byteLength(content), base_version_id: v1.id, set_as_active: true };
+    const first = await svc.rest.post(`/api/entities/${e}/versions/confirm`, body);
+    assert.equal([first.status, first.body.created, first.body.version.id, first.body.version.is_active], [200, false, v1.id, true]);
+    // Its answer lost, the client retries after someone activated a newer version.
+    const v2 = (await push(svc, e, { base: v1.id, setAsActive: true })).confirm!.body.version;
+    const events = (await svc.rest.get(`/api/entities/${e}/events`)).body.events.length;
+    const retry = await svc.rest.post(`/api/entities/${e}/versions/confirm`, body);
+    assert.equal([retry.status, retry.body.created, retry.body.version.id, retry.body.version.is_active], [200, false, v1.id, false]);
+    assert.is((await svc.rest.get(`/api/entities/${e}/active-version`)).body.id, v2.id, "the later activation stays");
+    assert.is((await svc.rest.get(`/api/entities/${e}/events`)).body.events.length, events, "the retry records nothing");
+  });
+
   s("racing uploads of the same new source, confirmed with set_as_active: one version, and it is active", async ({ svc }) => {
     const e = newEntityId();
     const v0 = (await push(svc, e)).confirm!.body.version;

@@ -22,6 +22,7 @@ const facts = (over: Partial<PushFacts<V>> = {}): PushFacts<V> => ({
   versionTaken: undefined,
   uploadVersion: undefined,
   uploadIssued: true,
+  uploadActivatedId: undefined,
   ...over,
 });
 const intent = (over: Partial<PushIntent> = {}): PushIntent => ({
@@ -45,6 +46,8 @@ test("named cases", () => {
     ["published source answers the existing version, even from a stale base", facts({ duplicate: v("d") }), intent({ baseVersionId: "old" }), { kind: "existing", version: v("d"), reason: "duplicate", activate: false }],
     ["force skips deduplication but not push protection", facts({ duplicate: v("d") }), intent({ force: true }), { kind: "create", claim: false }],
     ["deduplication with set_as_active activates the existing version", facts({ duplicate: v("d") }), intent({ setAsActive: true }), { kind: "existing", version: v("d"), reason: "duplicate", activate: true }],
+    ["the retry of a confirm answered with a duplicate it made active activates nothing: a later activation stays", facts({ duplicate: v("d"), uploadActivatedId: "d" }), intent({ setAsActive: true }), { kind: "existing", version: v("d"), reason: "duplicate", activate: false }],
+    ["… but a newer duplicate than the one it made active is activated", facts({ duplicate: v("d2"), uploadActivatedId: "d" }), intent({ setAsActive: true }), { kind: "existing", version: v("d2"), reason: "duplicate", activate: true }],
     ["an existing version already active is not activated again", facts({ duplicate: v("d", true) }), intent({ setAsActive: true }), { kind: "existing", version: v("d", true), reason: "duplicate", activate: false }],
     ["a reused upload answers its version, whatever force and the base say", facts({ uploadVersion: v("u"), tipVersionId: "newer" }), intent({ baseVersionId: "tip", force: true }), { kind: "existing", version: v("u"), reason: "retry", activate: false }],
     ["a retried confirm with set_as_active changes nothing: a later activation stays", facts({ uploadVersion: v("u") }), intent({ setAsActive: true }), { kind: "existing", version: v("u"), reason: "retry", activate: false }],
@@ -78,38 +81,40 @@ test("rules that hold over every combination", () => {
               for (const versionTaken of [undefined, v("t")])
                 for (const uploadIssued of [false, true])
                   for (const force of [false, true])
-                    for (const setAsActive of [false, true]) {
-                      n++;
-                      const f = facts({ access, tipVersionId, duplicate, versionTaken, uploadVersion, uploadIssued });
-                      const i = intent({ step, baseVersionId, force, setAsActive });
-                      const o = decidePush(f, i);
-                      const label = JSON.stringify({ f, i, o });
-                      const refused = access === "hidden" || access === "forbidden";
-                      assert.is(o.kind === "refused", refused, `refused exactly without access: ${label}`);
-                      if (refused) continue;
-                      const fresh = tipVersionId === undefined ? baseVersionId === "" : baseVersionId === tipVersionId;
-                      const used = step === "confirm" && uploadVersion !== undefined;
-                      const retry = used && uploadVersion.sourceHash === i.sourceHash;
-                      if (used && !retry) {
-                        assert.is(o.kind, "upload-used", `a used upload makes no other push, whatever else holds: ${label}`);
-                        continue;
+                    for (const setAsActive of [false, true])
+                      for (const uploadActivatedId of [undefined, "a", "b"]) {
+                        n++;
+                        const f = facts({ access, tipVersionId, duplicate, versionTaken, uploadVersion, uploadIssued, uploadActivatedId });
+                        const i = intent({ step, baseVersionId, force, setAsActive });
+                        const o = decidePush(f, i);
+                        const label = JSON.stringify({ f, i, o });
+                        const refused = access === "hidden" || access === "forbidden";
+                        assert.is(o.kind === "refused", refused, `refused exactly without access: ${label}`);
+                        if (refused) continue;
+                        const fresh = tipVersionId === undefined ? baseVersionId === "" : baseVersionId === tipVersionId;
+                        const used = step === "confirm" && uploadVersion !== undefined;
+                        const retry = used && uploadVersion.sourceHash === i.sourceHash;
+                        if (used && !retry) {
+                          assert.is(o.kind, "upload-used", `a used upload makes no other push, whatever else holds: ${label}`);
+                          continue;
+                        }
+                        const dedup = duplicate !== undefined && !force;
+                        if (o.kind === "create") {
+                          assert.ok(fresh && versionTaken === undefined && !retry && !dedup, `created only on the tip, with a free version string: ${label}`);
+                          assert.ok(step === "upload-url" || uploadIssued, `a confirm creates only from an issued upload: ${label}`);
+                          assert.is(o.claim, access === "claim");
+                        }
+                        if (o.kind === "stale") assert.ok(!fresh && !retry && !dedup, label);
+                        if (!fresh && !retry && !dedup) assert.is(o.kind, "stale", `push protection is never bypassed, force or not: ${label}`);
+                        if (retry) assert.ok(o.kind === "existing" && o.reason === "retry", `a retried confirm is always answered its version: ${label}`);
+                        if (o.kind === "existing") {
+                          const activatedBefore = uploadActivatedId === o.version.id;
+                          assert.is(o.activate, step === "confirm" && !retry && !activatedBefore && setAsActive && !o.version.isActive, `activates exactly when asked and needed, never on a retry: ${label}`);
+                        }
+                        if (o.kind === "upload-missing") assert.is(step, "confirm");
+                        assert.is.not(o.kind, "upload-used", `only a confirm naming another push is refused so: ${label}`);
                       }
-                      const dedup = duplicate !== undefined && !force;
-                      if (o.kind === "create") {
-                        assert.ok(fresh && versionTaken === undefined && !retry && !dedup, `created only on the tip, with a free version string: ${label}`);
-                        assert.ok(step === "upload-url" || uploadIssued, `a confirm creates only from an issued upload: ${label}`);
-                        assert.is(o.claim, access === "claim");
-                      }
-                      if (o.kind === "stale") assert.ok(!fresh && !retry && !dedup, label);
-                      if (!fresh && !retry && !dedup) assert.is(o.kind, "stale", `push protection is never bypassed, force or not: ${label}`);
-                      if (retry) assert.ok(o.kind === "existing" && o.reason === "retry", `a retried confirm is always answered its version: ${label}`);
-                      if (o.kind === "existing") {
-                        assert.is(o.activate, step === "confirm" && !retry && setAsActive && !o.version.isActive, `activates exactly when asked and needed, never on a retry: ${label}`);
-                      }
-                      if (o.kind === "upload-missing") assert.is(step, "confirm");
-                      assert.is.not(o.kind, "upload-used", `only a confirm naming another push is refused so: ${label}`);
-                    }
-  assert.is(n, 4 * 2 * 4 * 3 * 2 * 3 * 2 * 2 * 2 * 2);
+  assert.is(n, 4 * 2 * 4 * 3 * 2 * 3 * 2 * 2 * 2 * 2 * 3);
 });
 
 test.run();
