@@ -44,6 +44,7 @@ import { unknownMethodAnswer } from "./rpc/unknown-method.js";
 import { deadlineInterceptor } from "./rpc/deadline-interceptor.js";
 import { connectionKey, openStreamsInterceptor } from "./rpc/open-streams-interceptor.js";
 import { deadlineSignal } from "./rpc/deadline-signal.js";
+import { clientTimeoutMs } from "./rpc/timeout-headers.js";
 import { errorInterceptor, toCatalogError } from "./rpc/error-interceptor.js";
 import { createInProcessCaller, createInProcessStreamCaller } from "./rpc/in-process-caller.js";
 import { noteRefusal, observeInterceptor, type RpcOutcome, recordRpc, rpcOutcomeKey } from "./rpc/observe-interceptor.js";
@@ -264,7 +265,19 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
    * return is dropped, so that a client that never reads (an HTTP/2 flow
    * control window left at 0, a full TCP window) cannot hold places.
    */
-  const admit = async (req: FastifyRequest, reply: FastifyReply): Promise<CallPass | CallRefusal> => {
+  /**
+   * How much longer a call may wait before it runs (for its place, for its
+   * token's check): the server's default deadline, or what is left of its
+   * client's own when that is shorter, counted from the call's arrival.
+   */
+  const waitLimitMs = (req: FastifyRequest, reply: FastifyReply): number => {
+    const client = clientTimeoutMs((name) => {
+      const value = req.headers[name];
+      return Array.isArray(value) ? value[0] : value;
+    });
+    return client === undefined ? limits.defaultDeadlineMs : Math.min(limits.defaultDeadlineMs, Math.max(0, client - reply.elapsedTime));
+  };
+  const admit = async (req: FastifyRequest, reply: FastifyReply): Promise<CallPass | CallRefusal | "client deadline"> => {
     const entry = gate.enter(connectionOf(req));
     if (isRefusal(entry)) return entry;
     let pass = isWait(entry) ? undefined : entry;
@@ -285,10 +298,16 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       claim: (callerId) => inner.claim(callerId),
     });
     if (!isWait(entry)) return delivered(entry);
-    const timer = setTimeout(entry.cancel, limits.defaultDeadlineMs);
+    const limitMs = waitLimitMs(req, reply);
+    let waitedOut = false;
+    const timer = setTimeout(() => {
+      waitedOut = true;
+      entry.cancel();
+    }, limitMs);
     const admitted = await entry.admitted;
     clearTimeout(timer);
-    if (isRefusal(admitted)) return admitted;
+    // Its client's deadline passed while it waited: nothing to run.
+    if (isRefusal(admitted)) return waitedOut && limitMs < limits.defaultDeadlineMs ? "client deadline" : admitted;
     pass = admitted;
     if (closed) admitted.responded();
     return delivered(admitted);
@@ -348,6 +367,10 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     // Let in first, before its token or body costs anything.
     if (route?.authenticate === true && route.unary) {
       const entry = await admit(req, reply);
+      if (entry === "client deadline") {
+        req.auth = { error: apiError("DEADLINE_EXCEEDED", {}) };
+        return;
+      }
       if (isRefusal(entry)) {
         req.auth = { error: apiError("TOO_MANY_CALLS", entry) };
         // One connection with this many calls running is a client not
@@ -365,7 +388,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       if (known !== undefined) {
         req.auth = { caller: known };
       } else {
-        const bound = deadlineSignal(shutdown.signal, limits.defaultDeadlineMs, () => apiError("DEADLINE_EXCEEDED", {}));
+        const bound = deadlineSignal(shutdown.signal, waitLimitMs(req, reply), () => apiError("DEADLINE_EXCEEDED", {}));
         try {
           req.auth = await authenticateHeader(deps.authenticator, header, bound.signal);
         } finally {

@@ -130,6 +130,58 @@ s("one caller over many connections holds at most its share of the places; other
   }
 });
 
+s("a client's deadline counts from its call's arrival: one that passes while the call waits for its place ends it DEADLINE_EXCEEDED, and nothing is written", async () => {
+  const db = await createTestDatabase("sqlite");
+  const svc = await spawnService(await serviceEnv(db, { HTTP_MAX_CALLS_IN_FLIGHT: "1", HTTP_MAX_CALLS_QUEUED: "5", REQUEST_BODY_TIMEOUT_MS: "3000" }), db);
+  try {
+    const auth = svc.rest.defaultHeaders["authorization"]!;
+    const e = newEntityId("deadline");
+    const v1 = (await push(svc, e, { setAsActive: true })).confirm!.body.version.id as string;
+    const v2 = (await push(svc, e, { base: v1 })).confirm!.body.version.id as string;
+    const { session } = await connect(svc.url);
+    // The only place, held until its body's deadline (3 s).
+    const holder = stalled(session, auth);
+    await sleep(200);
+    const body = Buffer.from(JSON.stringify({ entityId: e, versionId: v2 }));
+    const framed = Buffer.concat([Buffer.from([0, 0, 0, 0, body.length]), body]);
+    const started = Date.now();
+    // A client that does not reset its stream at its deadline (raw HTTP/2, some proxies).
+    const grpcStatus = await new Promise<string>((resolve) => {
+      const req = session.request({ ":method": "POST", ":path": "/entityversions.v1.EntityVersionsService/SetActiveVersion", "content-type": "application/grpc+json", te: "trailers", "grpc-timeout": "1S", authorization: auth });
+      let status = "no status";
+      req.on("response", (h) => (status = String(h["grpc-status"] ?? status)));
+      req.on("trailers", (h) => (status = String(h["grpc-status"] ?? status)));
+      req.on("error", () => {});
+      req.on("close", () => resolve(status));
+      req.resume();
+      req.end(framed);
+    });
+    const waited = Date.now() - started;
+    assert.is(grpcStatus, "4", "DEADLINE_EXCEEDED");
+    assert.ok(waited < 2_500, `answered after ${waited} ms, for a deadline of 1 s`);
+    // REST, with grpc-gateway's Grpc-Timeout, the same.
+    const rest = await new Promise<{ status: number; text: string }>((resolve) => {
+      const req = session.request({ ":method": "PUT", ":path": `/api/entities/${e}/active-version`, "content-type": "application/json", "grpc-timeout": "500m", authorization: auth });
+      let status = 0;
+      let text = "";
+      req.on("response", (h) => (status = Number(h[":status"])));
+      req.on("data", (d: Buffer) => (text += d.toString()));
+      req.on("error", () => {});
+      req.on("close", () => resolve({ status, text }));
+      req.end(JSON.stringify({ version_id: v2 }));
+    });
+    assert.is(rest.status, 504, rest.text);
+    assert.match(rest.text, /DEADLINE_EXCEEDED/);
+    assert.is((await holder).code, "REQUEST_BODY_TIMEOUT");
+    session.destroy();
+    await sleep(300);
+    assert.is((await svc.rest.get(`/api/entities/${e}/active-version`)).body.id, v1, "neither activation was made");
+  } finally {
+    await svc.close();
+    await db.drop();
+  }
+});
+
 s("calls refused from their headers hold no place, even when their answers are never read: no token, or a caller past its share", async () => {
   const db = await createTestDatabase("sqlite");
   // Four places, no queue, a share of one; an answer not taken is held for 8 s.

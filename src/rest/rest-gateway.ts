@@ -280,7 +280,10 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
     const fieldNames = binding.body === "*" ? bodyFields(binding) : queryParameters(binding);
     const callInit = (req: FastifyRequest, reply: FastifyReply): InProcessCallInit => {
       const header = webHeaders(req);
-      const timeoutMs = restTimeoutMs(header);
+      const requested = restTimeoutMs(header);
+      // Its deadline counts from its arrival, as it would behind grpc-gateway: the
+      // wait for a place and the body's reading are spent out of it.
+      const timeoutMs = requested === undefined ? undefined : Math.max(0, requested - reply.elapsedTime);
       return {
         protocolName: "rest",
         header,

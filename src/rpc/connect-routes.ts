@@ -13,7 +13,7 @@ import { type BodyGuard, guardedBody } from "../http/guarded-body.js";
 import { lowercaseEncodingNames, namesCompression, withEmptyGetMessage } from "./encoding-names.js";
 import { minimalGrpcMessage } from "./grpc-message.js";
 import { codeName, noteRefusal, type RpcOutcome } from "./observe-interceptor.js";
-import { dropUntimeableDeadlines } from "./timeout-headers.js";
+import { dropUntimeableDeadlines, spendDeadline } from "./timeout-headers.js";
 import { grpcErrorHeaders, sendTrailersOnly } from "./trailers-only.js";
 
 type UniversalHandler = ConnectRouter["handlers"][number];
@@ -191,6 +191,7 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
       const uReq = universalRequestFromNodeRequest(req.raw, reply.raw, undefined, opts.contextValues(req));
       lowercaseEncodingNames(uReq.header);
       dropUntimeableDeadlines(uReq.header);
+      spendDeadline(uReq.header, reply.elapsedTime);
       let bodyError: unknown;
       if (opts.refused(req)) {
         // The interceptors answer the refusal; the message they are

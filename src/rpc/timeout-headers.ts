@@ -28,6 +28,42 @@ export function dropUntimeableDeadlines(header: Headers): void {
 }
 
 /**
+ * The deadline a call's client set, in milliseconds, from the header its
+ * protocol carries it in: `grpc-timeout` (gRPC, gRPC-Web, and REST as
+ * grpc-gateway reads it) or `connect-timeout-ms` (Connect); undefined
+ * without a well-formed one, or with one too long for a timer (no deadline).
+ */
+export function clientTimeoutMs(header: (name: string) => string | undefined): number | undefined {
+  const grpcTimeout = header("grpc-timeout");
+  const connectTimeout = header("connect-timeout-ms");
+  const ms =
+    grpcTimeout !== undefined ? grpcTimeoutMs(grpcTimeout) : connectTimeout !== undefined && /^\d{1,10}$/.test(connectTimeout) ? Number(connectTimeout) : undefined;
+  return ms === undefined || ms > maxTimerMs ? undefined : ms;
+}
+
+/**
+ * Takes the time a call already spent here (waiting for its place at the
+ * call gate, authenticating, reading its body) off its client's deadline,
+ * which Connect counts only from when its handler starts: the call then
+ * ends when its client's deadline does, not that much later, and a write
+ * whose deadline passed while it waited is never made. Malformed values
+ * are left for Connect to refuse.
+ */
+export function spendDeadline(header: Headers, elapsedMs: number): void {
+  const grpcTimeout = header.get("grpc-timeout");
+  const grpcMs = grpcTimeout === null ? undefined : grpcTimeoutMs(grpcTimeout);
+  if (grpcMs !== undefined) {
+    const left = Math.max(0, Math.floor(grpcMs - elapsedMs));
+    // At most 8 digits: whole seconds past 99,999,999 ms.
+    header.set("grpc-timeout", left <= 99_999_999 ? `${left}m` : `${Math.floor(left / 1000)}S`);
+  }
+  const connectTimeout = header.get("connect-timeout-ms");
+  if (connectTimeout !== null && /^\d{1,10}$/.test(connectTimeout)) {
+    header.set("connect-timeout-ms", String(Math.max(0, Math.floor(Number(connectTimeout) - elapsedMs))));
+  }
+}
+
+/**
  * The deadline a REST call's client set with `Grpc-Timeout`, as
  * grpc-gateway reads it (the gRPC grammar: `5S`, `250m`), in milliseconds;
  * undefined without one, or with one too long for a timer (as on gRPC:

@@ -1,6 +1,6 @@
 import { test } from "uvu";
 import * as assert from "uvu/assert";
-import { dropUntimeableDeadlines, restTimeoutMs } from "../../src/rpc/timeout-headers.js";
+import { clientTimeoutMs, dropUntimeableDeadlines, restTimeoutMs, spendDeadline } from "../../src/rpc/timeout-headers.js";
 
 const after = (name: string, value: string) => {
   const header = new Headers({ [name]: value });
@@ -30,6 +30,32 @@ test("REST's Grpc-Timeout: read in milliseconds, none when absent or too long fo
   assert.is(of("2M"), 120_000);
   assert.is(of("8760H"), undefined);
   for (const bad of ["5", "5s", "1.5S", "123456789S", ""]) assert.throws(() => of(bad), /Grpc-Timeout/, bad);
+});
+
+test("a client's deadline is read from its protocol's header; none, a malformed one or one past a timer is none", () => {
+  const read = (headers: Record<string, string>) => clientTimeoutMs((name) => headers[name]);
+  assert.is(read({ "grpc-timeout": "2S" }), 2000);
+  assert.is(read({ "grpc-timeout": "1500u" }), 1.5);
+  assert.is(read({ "connect-timeout-ms": "250" }), 250);
+  assert.is(read({}), undefined);
+  assert.is(read({ "grpc-timeout": "2s" }), undefined);
+  assert.is(read({ "connect-timeout-ms": "-1" }), undefined);
+  assert.is(read({ "grpc-timeout": "8760H" }), undefined);
+});
+
+test("the time a call spent before its handler is taken off its deadline, never below 0, in a value the protocol allows", () => {
+  const spent = (name: string, value: string, elapsedMs: number) => {
+    const header = new Headers({ [name]: value });
+    spendDeadline(header, elapsedMs);
+    return header.get(name);
+  };
+  assert.is(spent("grpc-timeout", "1S", 300.4), "699m");
+  assert.is(spent("grpc-timeout", "1S", 1500), "0m");
+  assert.is(spent("grpc-timeout", "596H", 1000), "2145599S", "past 8 digits of milliseconds: seconds");
+  assert.is(spent("grpc-timeout", "5s", 1000), "5s", "malformed: left for Connect to refuse");
+  assert.is(spent("connect-timeout-ms", "1000", 250.5), "749");
+  assert.is(spent("connect-timeout-ms", "100", 250), "0");
+  assert.is(spent("connect-timeout-ms", "x", 250), "x");
 });
 
 test.run();
