@@ -520,7 +520,16 @@ export function loadConfig(env: Env = process.env): Config {
     eventRetentionDays: read(() => integer(env, "EVENT_RETENTION_DAYS", 0, 0, 100 * 366)),
     pageTokenSecret: read(() => {
       const value = secret(env, "PAGE_TOKEN_SECRET");
-      if (production) refuseTyped("PAGE_TOKEN_SECRET", value);
+      if (production) {
+        refuseTyped("PAGE_TOKEN_SECRET", value);
+        // The page-token secret is on every replica and guards only page
+        // positions; as the JWT key, whoever held it could sign any token.
+        if (value !== undefined && value === optional(env, "AUTH_JWT_SECRET")) {
+          throw new ConfigError(
+            "NODE_ENV=production needs a PAGE_TOKEN_SECRET other than AUTH_JWT_SECRET: whoever holds the page-token secret could sign tokens, admin ones too (make a separate one with `openssl rand -base64 32`).",
+          );
+        }
+      }
       return value;
     }),
     limits: read(() =>

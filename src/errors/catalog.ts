@@ -77,7 +77,7 @@ export const catalog = Object.freeze({
   ),
   REQUEST_TOO_LARGE: spec<{ limitBytes: number }>(
     Code.ResourceExhausted,
-    (p) => `The request body is larger than ${p.limitBytes} bytes.`,
+    (p) => `The request body is larger than ${p.limitBytes} bytes, the most this server takes (its MAX_REQUEST_BYTES): send a smaller one, e.g. a smaller package_json.`,
     { httpStatus: 413 },
   ),
   REQUEST_BODY_TIMEOUT: spec<{ timeoutMs: number }>(
@@ -232,7 +232,10 @@ export const catalog = Object.freeze({
     Code.Unauthenticated,
     (p) => `The bearer token lives longer than this service accepts (${p.maxSeconds} s from iat to exp): get a shorter-lived token.`,
   ),
-  TOKEN_WRONG_ISSUER: spec(Code.Unauthenticated, () => "The bearer token comes from an issuer this service does not accept."),
+  TOKEN_WRONG_ISSUER: spec(
+    Code.Unauthenticated,
+    () => "The bearer token comes from an issuer this service does not accept (iss): get a token from the issuer it trusts (its AUTH_ISSUER).",
+  ),
   TOKEN_WRONG_AUDIENCE: spec(Code.Unauthenticated, () => "The bearer token is not meant for this service (aud): get a token for it."),
   TOKEN_CLAIMS_INVALID: spec<{ problem: string }>(
     Code.Unauthenticated,

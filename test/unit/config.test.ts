@@ -60,6 +60,9 @@ test("production refuses weak settings, each with a message naming the variable"
     // Typed, though neither one character nor one string repeated.
     [{ AUTH_JWT_SECRET: "passwordpassword1234567890123456" }, "random AUTH_JWT_SECRET"],
     [{ PAGE_TOKEN_SECRET: "abcdefghabcdefghabcdefghabcdefgx" }, "random PAGE_TOKEN_SECRET"],
+    // The JWT key, shared: whoever holds the page-token secret could sign tokens.
+    [{ PAGE_TOKEN_SECRET: good.AUTH_JWT_SECRET }, "PAGE_TOKEN_SECRET other than AUTH_JWT_SECRET"],
+    [{ PAGE_TOKEN_SECRET: ` ${good.AUTH_JWT_SECRET}\n` }, "PAGE_TOKEN_SECRET other than AUTH_JWT_SECRET"],
     [{ AZURE_STORAGE_CONNECTION_STRING: "UseDevelopmentStorage=true;DevelopmentStorageProxyUri=https://10.0.0.5;AccountName=acct;AccountKey=c29tZXRoaW5nZWxzZQ==" }, "UseDevelopmentStorage"],
     [{ ORPHAN_GRACE_SECONDS: "600" }, "ORPHAN_GRACE_SECONDS"],
     [{ UPLOAD_URL_TTL_SECONDS: "86400" }, "ORPHAN_GRACE_SECONDS"],
@@ -191,9 +194,12 @@ test("secrets a generator made pass the production check", () => {
     DATABASE_URL: "mysql://u:p@db:3306/versions",
     AZURE_STORAGE_CONNECTION_STRING: "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=a2V5;EndpointSuffix=core.windows.net",
   };
+  const generators = [() => randomBytes(32).toString("base64"), () => randomBytes(32).toString("hex"), () => randomBytes(24).toString("base64url")];
   for (let i = 0; i < 50; i++) {
-    for (const secret of [randomBytes(32).toString("base64"), randomBytes(32).toString("hex"), randomBytes(24).toString("base64url")]) {
-      assert.is(loadConfig({ ...base, AUTH_JWT_SECRET: secret, PAGE_TOKEN_SECRET: secret }).production, true, secret);
+    for (const generate of generators) {
+      // Two secrets, as production needs: the same one for both is refused.
+      const [jwt, page] = [generate(), generate()];
+      assert.is(loadConfig({ ...base, AUTH_JWT_SECRET: jwt, PAGE_TOKEN_SECRET: page }).production, true, `${jwt} ${page}`);
     }
   }
 });

@@ -22,6 +22,14 @@ test("every catalog entry renders as {error, code} with its status", () => {
   }
 });
 
+test("a body too large and a token from another issuer say what to do", () => {
+  const tooLarge = catalog.REQUEST_TOO_LARGE.message({ limitBytes: 1048576 });
+  assert.match(tooLarge, "larger than 1048576 bytes");
+  assert.match(tooLarge, "MAX_REQUEST_BYTES");
+  assert.match(tooLarge, "send a smaller one");
+  assert.match(catalog.TOKEN_WRONG_ISSUER.message({}), "get a token from the issuer it trusts");
+});
+
 test("STALE_BASE carries latest_version, null when the entity has no versions", () => {
   const none = renderRestError(apiError("STALE_BASE", { baseVersionId: "b", tipVersionId: undefined }, { details: [detail(StaleBaseSchema, {})] }));
   assert.equal(none.body, { error: none.body["error"]!, code: "STALE_BASE", latest_version: null });
