@@ -45,6 +45,7 @@ import { deadlineInterceptor } from "./rpc/deadline-interceptor.js";
 import { connectionKey, openStreamsInterceptor } from "./rpc/open-streams-interceptor.js";
 import { deadlineSignal } from "./rpc/deadline-signal.js";
 import { clientTimeoutMs } from "./rpc/timeout-headers.js";
+import { AbandonedWork, abandonedWorkInterceptor, abandonedWorkKey } from "./rpc/abandoned-work.js";
 import { errorInterceptor, toCatalogError } from "./rpc/error-interceptor.js";
 import { createInProcessCaller, createInProcessStreamCaller } from "./rpc/in-process-caller.js";
 import { noteRefusal, observeInterceptor, type RpcOutcome, recordRpc, rpcOutcomeKey } from "./rpc/observe-interceptor.js";
@@ -61,6 +62,8 @@ declare module "fastify" {
     auth: AuthResult | undefined;
     /** The unary API call's place at the call gate. */
     callPass: CallPass | undefined;
+    /** Work the call stopped waiting for that still runs: its place at the call gate is kept until it ends. */
+    abandonedWork: AbandonedWork | undefined;
   }
 }
 
@@ -291,8 +294,13 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     const delivered = (inner: CallPass): CallPass => ({
       begin: () => inner.begin(),
       end: () => {
-        inner.end();
         if (!closed && !untaken.has(reply.raw)) untaken.set(reply.raw, Date.now());
+        // Answered, but what it stopped waiting for (a transaction behind
+        // a row lock, a place in the pool's queue) keeps its place until
+        // it ends, at most a default deadline more.
+        const lingering = req.abandonedWork?.ended(limits.defaultDeadlineMs);
+        if (lingering === undefined) inner.end();
+        else void lingering.then(() => inner.end());
       },
       responded: () => inner.responded(),
       claim: (callerId) => inner.claim(callerId),
@@ -336,7 +344,8 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   // Outermost first: observe sees the catalog error the client gets.
   const everyCall: Interceptor[] = [observeInterceptor(deps.metrics), errorInterceptor(app.log), deadlineInterceptor(limits.defaultDeadlineMs)];
   const openInterceptors: Interceptor[] = [...everyCall, openStreamsInterceptor(limits.maxOpenStreams)];
-  const apiInterceptors: Interceptor[] = [...everyCall, authInterceptor(deps.authenticator)];
+  // Innermost: the signal it watches is the one the implementation is given.
+  const apiInterceptors: Interceptor[] = [...everyCall, authInterceptor(deps.authenticator), abandonedWorkInterceptor()];
   const apiServices = [EntityVersionsService, EntityAccessService, EntityEventsService];
   const specs = [
     createServiceImplSpec<typeof EntityVersionsService>(EntityVersionsService, deps.versions),
@@ -348,6 +357,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     const route = rpcRoute(req);
     if (route?.gateway === "rest") req.rpcOutcome.protocol = "rest";
     const values = createContextValues().set(rpcOutcomeKey, req.rpcOutcome);
+    if (req.callPass !== undefined) values.set(abandonedWorkKey, (req.abandonedWork ??= new AbandonedWork()));
     if (route?.authenticate === false) values.set(connectionKey, connectionOf(req));
     return req.auth === undefined ? values : values.set(authResultKey, req.auth);
   };
@@ -359,6 +369,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   app.decorateRequest("rpcOutcome", null as unknown as RpcOutcome);
   app.decorateRequest("auth", undefined);
   app.decorateRequest("callPass", undefined);
+  app.decorateRequest("abandonedWork", undefined);
   app.addHook("onRequest", async (req, reply) => {
     req.rpcOutcome = {};
     reply.header("x-request-id", req.id);

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import * as grpc from "@grpc/grpc-js";
-import knexFactory from "knex";
+import knexFactory, { type Knex } from "knex";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { PrivateMariaDb } from "../support/private-mariadb.js";
@@ -139,6 +139,35 @@ export function deadlinesSuite() {
     assert.equal(list.body.versions.map((v: { id: string }) => v.id), [v1.id], "nothing landed after the deadline");
     const states = await svc.rest.post(`/api/entities/${e}/versions/confirm`, body);
     assert.is(states.status, 201, "the upload is still there to confirm");
+  });
+
+  s("work a call stopped waiting for keeps its place at the call gate until it ends: short deadlines cannot start work without bound", async ({ mariadb }) => {
+    const capped = await startService("mysql", { db: { url: mariadb.url(), drop: async () => undefined }, env: { ...env, HTTP_MAX_CALLS_PER_CALLER: "3" } });
+    const holder = knexFactory({ client: "mysql2", connection: mariadb.url(), pool: { min: 0, max: 1 } });
+    let trx: Knex.Transaction | undefined;
+    try {
+      const e = newEntityId();
+      const v1 = (await push(capped, e, { setAsActive: true })).confirm!.body.version;
+      const v2 = (await push(capped, e, { base: v1.id })).confirm!.body.version;
+      // Another session holds the entity's row: each activation's transaction waits on it.
+      trx = await holder.transaction();
+      await trx("entities").where("id", e).forUpdate().first();
+      const activate = () => capped.rest.put(`/api/entities/${e}/active-version`, { version_id: v2.id }, { "grpc-timeout": "200m" });
+      const answers: string[] = [];
+      for (let i = 0; i < 5; i++) answers.push((await activate()).body.code);
+      // Three are answered at their deadline and still wait on the lock,
+      // holding the caller's three places; the others are refused.
+      assert.equal(answers, ["DEADLINE_EXCEEDED", "DEADLINE_EXCEEDED", "DEADLINE_EXCEEDED", "TOO_MANY_CALLS", "TOO_MANY_CALLS"]);
+      await trx!.commit();
+      // Their work ends (rolled back, past their deadlines), and the places come back.
+      await sleep(500);
+      const after = await capped.rest.put(`/api/entities/${e}/active-version`, { version_id: v2.id });
+      assert.is(after.status, 200, JSON.stringify(after.body));
+    } finally {
+      if (trx !== undefined && !trx.isCompleted()) await trx.rollback().catch(() => undefined);
+      await holder.destroy();
+      await capped.close();
+    }
   });
 
   return s;
