@@ -92,6 +92,7 @@ export class ApiClient {
     for (let attempt = 1; ; attempt++) {
       const last = attempt >= attempts;
       let res: Response;
+      let text: string;
       try {
         res = await fetch(url, {
           method,
@@ -103,6 +104,9 @@ export class ApiClient {
           ...(body === undefined ? {} : { body: JSON.stringify(body) }),
           signal: AbortSignal.timeout(callTimeoutMs),
         });
+        // A connection cut while the answer arrives is a network failure
+        // too: for a confirm, the very case its retry is for.
+        text = await res.text();
       } catch (error) {
         const cause = networkCause(error);
         const refused = refusedCodes.has(cause);
@@ -112,7 +116,6 @@ export class ApiClient {
         await sleep(wait);
         continue;
       }
-      const text = await res.text();
       const parsed = parseJson(text);
       if (res.ok) {
         if (parsed === undefined || !fromTheService(res)) throw this.#unexpected(res.status, text);
@@ -150,8 +153,14 @@ export class ApiClient {
       throw this.#unreachable(idle.signal.aborted ? `no answer for ${idleMs / 1000} s` : networkCause(error), error);
     }
     if (!res.ok || res.body === null || !fromTheService(res)) {
-      clearTimeout(timer);
-      const text = await res.text();
+      let text: string;
+      try {
+        text = await res.text();
+      } catch (error) {
+        throw this.#unreachable(idle.signal.aborted ? `no answer for ${idleMs / 1000} s` : networkCause(error), error);
+      } finally {
+        clearTimeout(timer);
+      }
       throw res.ok ? this.#unexpected(res.status, text) : this.#refusal(res.status, text, parseJson(text));
     }
     const decoder = new TextDecoder();

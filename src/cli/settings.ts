@@ -29,6 +29,27 @@ const nonEmpty = (value: string | undefined): string | undefined => (value === u
 /** A token as given: one pasted with its header's scheme ("Bearer eyJ…") is taken without it. */
 const bare = (token: string | undefined): string | undefined => nonEmpty(token?.replace(/^\s*bearer\s+/i, ""));
 
+/** A bearer token's characters (RFC 6750, b64token): what a JWT is written in. */
+const tokenPattern = /^[A-Za-z0-9\-._~+/]+=*$/;
+
+/**
+ * The token, when it can go in an Authorization header: one pasted across
+ * lines, or with a stray character, is refused here, naming where it came
+ * from and where the character is, never the token itself (HTTP would
+ * refuse the header, and its error quotes the whole value).
+ */
+function wellFormed(token: string, source: string): string {
+  if (tokenPattern.test(token)) return token;
+  const at = [...token].findIndex((c, i) => !/[A-Za-z0-9\-._~+/=]/.test(c) || (c === "=" && !/^=*$/.test(token.slice(i))));
+  const c = [...token][at] ?? "";
+  const what = /\s/.test(c) ? (c === "\n" || c === "\r" ? "a line break" : "a space") : `the character ${JSON.stringify(c)}`;
+  throw new CliError(
+    `${source} is not a bearer token: it holds ${what} at character ${at + 1}; a token is one line of letters, digits and -._~+/= (was it pasted across lines?).`,
+    "TOKEN_MALFORMED",
+    ExitCode.noAccess,
+  );
+}
+
 /**
  * Settings from flags, then the environment (ENTITY_VERSIONS_URL,
  * ENTITY_VERSIONS_TOKEN), then the development defaults: the local service
@@ -57,12 +78,22 @@ export function resolveSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = p
       ExitCode.usage,
     );
   }
+  if (url.username !== "" || url.password !== "") {
+    // Never sent (fetch refuses such URLs) and never printed back.
+    url.username = "";
+    url.password = "";
+    throw new CliError(
+      `${urlSource} holds a user name or password: the CLI signs in with a token (--token, ENTITY_VERSIONS_TOKEN); give the URL without them, ${JSON.stringify(url.toString().replace(/\/+$/, ""))}.`,
+      "INVALID_ARGUMENT",
+      ExitCode.usage,
+    );
+  }
   const base = url.toString().replace(/\/+$/, "");
 
   const flagToken = bare(flags.token);
-  if (flagToken !== undefined) return { url: base, urlSource, token: flagToken, tokenSource: "--token" };
+  if (flagToken !== undefined) return { url: base, urlSource, token: wellFormed(flagToken, "--token"), tokenSource: "--token" };
   const envToken = bare(env["ENTITY_VERSIONS_TOKEN"]);
-  if (envToken !== undefined) return { url: base, urlSource, token: envToken, tokenSource: "ENTITY_VERSIONS_TOKEN" };
+  if (envToken !== undefined) return { url: base, urlSource, token: wellFormed(envToken, "ENTITY_VERSIONS_TOKEN"), tokenSource: "ENTITY_VERSIONS_TOKEN" };
   const file = path.join(cwd, devTokenFile);
   let fileToken: string | undefined;
   try {
@@ -70,9 +101,10 @@ export function resolveSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = p
   } catch {
     fileToken = undefined;
   }
+  const fileSource = `./${devTokenFile.split(path.sep).join("/")}`;
   return fileToken === undefined
     ? { url: base, urlSource, token: undefined, tokenSource: undefined }
-    : { url: base, urlSource, token: fileToken, tokenSource: `./${devTokenFile.split(path.sep).join("/")}` };
+    : { url: base, urlSource, token: wellFormed(fileToken, fileSource), tokenSource: fileSource };
 }
 
 /** The token, or an error saying the three ways to give one (exit 4: no access without it). */

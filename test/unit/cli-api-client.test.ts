@@ -92,6 +92,29 @@ test("a dropped connection is retried; with attempts 1 it is not", async () => {
   }
 });
 
+test("an answer cut while its body arrives is a network failure: retried (a confirm's lost answer), and reported as one on the last attempt", async () => {
+  const cut: Step = (_req, res) => {
+    res.writeHead(200, { "content-type": "application/json", "x-request-id": "req-1", "content-length": "200" });
+    res.write('{"version": {"id": "v1"');
+    setTimeout(() => res.socket?.destroy(), 20);
+  };
+  const srv = await scripted([cut, answer(200, { version: { id: "v1" }, created: false })]);
+  try {
+    const done = await client(srv.url).api.call("POST", "/confirm", {}, { attempts: 4, retryRefused: true });
+    assert.equal([done.body, done.attempts], [{ version: { id: "v1" }, created: false }, 2]);
+  } finally {
+    await srv.close();
+  }
+  const always = await scripted([cut]);
+  try {
+    const error = await client(always.url).api.call("GET", "/v", undefined, { attempts: 1 }).then(() => undefined, (e: unknown) => e);
+    assert.instance(error, CliError);
+    assert.is((error as CliError).code, "SERVICE_UNREACHABLE");
+  } finally {
+    await always.close();
+  }
+});
+
 test("an error answer becomes a ServiceError with the service's code, message and body; 4xx are not retried", async () => {
   const srv = await scripted([answer(409, { error: "stale", code: "STALE_BASE", latest_version: null })]);
   try {

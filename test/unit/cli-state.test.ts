@@ -100,4 +100,41 @@ test("whoami's decoding: claims without the secret, expiry noticed", async () =>
 
 test.after(() => fs.rmSync(scratch, { recursive: true, force: true }));
 
+test("a token pasted across lines, or with a stray character, is refused naming its source and the place, never itself (exit 4)", () => {
+  const cwd = fs.mkdtempSync(path.join(os.tmpdir(), "ev-settings-"));
+  for (const [flags, env, source] of [
+    [{ token: "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJkZXYifQ\nSECRET-SIGNATURE" }, {}, "--token"],
+    [{}, { ENTITY_VERSIONS_TOKEN: "Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIi OiJkZXYifQ.SECRET-SIGNATURE" }, "ENTITY_VERSIONS_TOKEN"],
+  ] as const) {
+    const error = (() => {
+      try {
+        resolveSettings(flags, env, cwd);
+        return undefined;
+      } catch (e) {
+        return e;
+      }
+    })();
+    assert.instance(error, CliError);
+    assert.equal([(error as CliError).code, (error as CliError).exitCode], ["TOKEN_MALFORMED", 4]);
+    assert.ok((error as CliError).message.startsWith(`${source} is not a bearer token`), (error as CliError).message);
+    assert.not.ok((error as CliError).message.includes("SECRET"), "the token is not printed");
+  }
+  assert.is(resolveSettings({ token: "Bearer a.b-c_d~e+f/g==" }, {}, cwd).token, "a.b-c_d~e+f/g==");
+});
+
+test("a URL with a user name or password is a usage error that prints neither", () => {
+  const error = (() => {
+    try {
+      resolveSettings({ url: "http://admin:hunter2@localhost:18080", token: "t" }, {}, os.tmpdir());
+      return undefined;
+    } catch (e) {
+      return e;
+    }
+  })();
+  assert.instance(error, CliError);
+  assert.is((error as CliError).exitCode, 2);
+  assert.not.ok((error as CliError).message.includes("hunter2"));
+  assert.match((error as CliError).message, '"http://localhost:18080"');
+});
+
 test.run();
