@@ -165,7 +165,6 @@ function frameworkProblem(error: FastifyError): string {
   if (error.code === "FST_ERR_CTP_INVALID_JSON_BODY") {
     return 'the body is not valid JSON, or it has a "__proto__" key (or "constructor" with "prototype"), which no part of a request may have: send one JSON object of the request\'s fields (listed at /docs)';
   }
-  if (error.code === "FST_ERR_CTP_EMPTY_JSON_BODY") return "the body is empty: send a JSON object ({} when the request has no fields)";
   return error.message;
 }
 

@@ -175,6 +175,10 @@ function requestJson(binding: RestBinding, req: FastifyRequest): JsonObject {
       });
     }
     if (bound.has(path[0]!)) throw apiError("INVALID_ARGUMENT", { field: key, problem: "is set by the path; leave it out of the query" });
+    // As grpc-gateway filters it: the body's field is the body's alone.
+    if (binding.body !== undefined && path[0] === binding.body) {
+      throw apiError("INVALID_ARGUMENT", { field: key, problem: `is part of the body (${binding.body.name}); give it there, not in the query` });
+    }
     const last = path[path.length - 1]!;
     // Both spellings of one field (page_size and pageSize) are one parameter given twice.
     if (given.has(last) && last.fieldKind !== "list") throw apiError("INVALID_ARGUMENT", { field: last.name, problem: "is given more than once (as name and as jsonName); give it once" });
@@ -258,6 +262,10 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
   const parseJson = app.getDefaultJsonParser("error", "error");
   app.removeContentTypeParser("application/json");
   app.addContentTypeParser("application/json", { parseAs: "string" }, (req, text, done) => {
+    // No body is no body, whatever Content-Type says (clients that set it
+    // on every request, a PUT with Content-Length: 0): grpc-gateway reads
+    // it as the empty message, and a rule without a body never reads one.
+    if ((text as string).trim() === "") return done(null, undefined);
     parseJson(req, text as string, (error, body) => {
       if (error !== null) return done(error, undefined);
       const key = firstDuplicateKey(text as string);

@@ -190,6 +190,24 @@ export function protocolsSuite(backend: Backend) {
     }
   });
 
+  s("no body is no body, whatever Content-Type says (clients that set it on every request): a rule without a body is served, one with a body reads the empty message", async ({ svc }) => {
+    const e = newEntityId();
+    const v1 = (await push(svc, e, { setAsActive: true })).confirm!.body.version.id as string;
+    const v2 = (await push(svc, e, { base: v1 })).confirm!.body.version.id as string;
+    const auth = { authorization: svc.rest.defaultHeaders["authorization"]! };
+    const send = async (method: string, url: string, headers: Record<string, string>) => {
+      const res = await fetch(`${svc.url}${url}`, { method, headers: { ...auth, ...headers } });
+      return { status: res.status, body: (await res.json()) as { code?: string } };
+    };
+    const json = { "content-type": "application/json" };
+    assert.is((await send("PUT", `/api/entities/${e}/stores/public`, { ...json, "content-length": "0" })).status, 200);
+    assert.is((await send("DELETE", `/api/entities/${e}/stores/public`, json)).status, 200);
+    assert.is((await send("DELETE", `/api/entities/${e}/versions/${v2}`, json)).status, 200);
+    // A rule with a body: the empty message, refused for its missing fields, not as malformed JSON.
+    const empty = await send("POST", `/api/entities/${e}/versions/upload-url`, { ...json, "content-length": "0" });
+    assert.equal([empty.status, empty.body.code], [400, "INVALID_ARGUMENT"]);
+  });
+
   s("an unknown field or query parameter is answered with what the caller may have meant and the names there are; a body that is not JSON says what to send", async ({ svc }) => {
     const e = newEntityId();
     const field = await svc.rest.post(`/api/entities/${e}/versions/upload-url`, { version: "2024.01.01-000000", source_hash: "ab", base_version: "x" });
