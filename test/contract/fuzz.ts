@@ -49,6 +49,9 @@ function jsonKind(value: unknown): string {
 }
 
 const badIds = ["bad.id", "has space", "", "x".repeat(200), "%00", "..", "ü-umlaut", "a/b", "%2e%2e", "tab\there", "-leading-dash"];
+// A user or organization id is any 1 to 255 printable characters without
+// spaces ("a/b" and "bad.id" are ids): these are not.
+const badPrincipals = ["has space", "tab\there", "x".repeat(256), "ctl\u0085char", "bad\uFFFDchar"];
 // No null: proto3 JSON reads null as "unset", a valid request.
 const wrongTypes = [{}, [], true, 12.5, -1, "string", [1, "a"], { nested: { deep: [] } }];
 const badValues: Record<string, unknown[]> = {
@@ -117,7 +120,7 @@ export function fuzzSuite(backend: Backend) {
       switch (fault) {
         case "bad-path-id": {
           const variable = r.pick(b.variables).fieldPath[0]!.name;
-          pathValues[variable] = r.pick(variable === "entity_id" || variable === "version_id" ? badIds.filter((x) => x !== "" && x !== "..") : badIds.filter((x) => x !== "" && x !== ".." && x !== "-leading-dash" && x !== "ü-umlaut"));
+          pathValues[variable] = r.pick(variable === "entity_id" || variable === "version_id" ? badIds.filter((x) => x !== "" && x !== "..") : badPrincipals);
           break;
         }
         case "bad-auth":
