@@ -224,12 +224,14 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     // process in front of it on the entity, then decides again (SealTurns).
     let retried = false;
     for (;;) {
+      // A confirm of this entity that ends while this one decides may have moved the tip.
+      const decidedAt = this.#turns?.mark();
       const { outcome, entityExists, tip } = await this.#d.store.precheck(push);
       const refused = pushError(outcome, context, tip);
       if (refused !== undefined) throw refused;
       if (outcome.kind === "existing" && !outcome.activate) return { version: toVersionMessage(outcome.version), created: false };
       const create = outcome.kind === "create";
-      const release = create && this.#turns !== undefined ? await this.#turns.take(entityId, ctx.signal) : () => undefined;
+      const release = create && this.#turns !== undefined ? await this.#turns.take(entityId, ctx.signal, decidedAt) : () => undefined;
       if (release === undefined) continue;
       const id = this.#newId();
       let sealed: SealedUpload | undefined;

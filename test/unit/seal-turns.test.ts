@@ -48,4 +48,16 @@ test("a late release of a turn someone else now holds does not free theirs", asy
   second();
 });
 
+test("a turn of the entity that ended after the caller decided sends it to decide again; one that ended before, or another entity's, does not", async () => {
+  const turns = new SealTurns();
+  const before = turns.mark();
+  (await turns.take("e", never))!();
+  const decided = turns.mark();
+  assert.ok((await turns.take("e", never, before)) === undefined, "e's turn ended after the decision: decide again");
+  (await turns.take("other", never))!();
+  const release = await turns.take("e", never, decided);
+  assert.type(release, "function", "nothing of e ended since");
+  release!();
+});
+
 test.run();
