@@ -9,7 +9,7 @@ import { gzipSync } from "node:zlib";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { createTestDatabase, type TestDatabase } from "./support/env.js";
-import { flag, frameType, RawH2 } from "./support/raw-h2.js";
+import { flag, frameType, grpcStatusOf, RawH2 } from "./support/raw-h2.js";
 import { serviceEnv, spawnService, type TestService } from "./support/service.js";
 
 type Spawned = Awaited<ReturnType<typeof spawnService>>;
@@ -160,18 +160,12 @@ s("compressed messages hold MAX_REQUEST_BYTES of the budget from the start, howe
   assert.ok(framed.length < 1200, `${framed.length} bytes on the wire`);
   const session = http2.connect(svc.url);
   session.on("error", () => {});
-  const call = (body: Buffer, end: boolean) =>
-    new Promise<string>((resolve) => {
-      const req = session.request({ ":path": "/entityversions.v1.EntityVersionsService/GetActiveVersion", ":method": "POST", "content-type": "application/grpc", te: "trailers", "grpc-encoding": "gzip", ...svc.rest.defaultHeaders });
-      let status = "no status";
-      req.on("response", (h) => (status = String(h["grpc-status"] ?? status)));
-      req.on("trailers", (h) => (status = String(h["grpc-status"] ?? status)));
-      req.on("error", () => {});
-      req.on("close", () => resolve(status));
-      req.resume();
-      if (end) req.end(body);
-      else req.write(body.subarray(0, body.length - 1));
-    });
+  const call = (body: Buffer, end: boolean) => {
+    const req = session.request({ ":path": "/entityversions.v1.EntityVersionsService/GetActiveVersion", ":method": "POST", "content-type": "application/grpc", te: "trailers", "grpc-encoding": "gzip", ...svc.rest.defaultHeaders });
+    if (end) req.end(body);
+    else req.write(body.subarray(0, body.length - 1));
+    return grpcStatusOf(req);
+  };
   try {
     // Six stalled on one connection (its budget 3 MiB): three fit, held
     // until the body deadline; the others are refused at once.
@@ -319,17 +313,11 @@ s("HTTP/2: a refused request whose body ends just after its answer ends plainly,
 s("HTTP/2: a body refused past MAX_REQUEST_BYTES frees its stream and its bytes at once, not when the connection closes", async ({ svc }) => {
   const session = http2.connect(svc.url);
   session.on("error", () => {});
-  const call = (body: Buffer) =>
-    new Promise<string>((resolve) => {
-      const req = session.request({ ":path": "/entityversions.v1.EntityVersionsService/GetActiveVersion", ":method": "POST", "content-type": "application/grpc", te: "trailers", ...svc.rest.defaultHeaders });
-      let status = "no status";
-      req.on("response", (h) => (status = String(h["grpc-status"] ?? status)));
-      req.on("trailers", (h) => (status = String(h["grpc-status"] ?? status)));
-      req.on("error", () => {});
-      req.on("close", () => resolve(status));
-      req.resume();
-      req.end(body);
-    });
+  const call = (body: Buffer) => {
+    const req = session.request({ ":path": "/entityversions.v1.EntityVersionsService/GetActiveVersion", ":method": "POST", "content-type": "application/grpc", te: "trailers", ...svc.rest.defaultHeaders });
+    req.end(body);
+    return grpcStatusOf(req);
+  };
   try {
     // Each oversized body (the default 1 MiB limit) would hold its share of the connection's
     // 3 MiB budget for as long as its stream stayed open: the fourth would find none left.

@@ -1,3 +1,4 @@
+import type http2 from "node:http2";
 import net from "node:net";
 
 /** One HTTP/2 frame as received: its type, flags, stream and payload (RFC 9113, 4.1). */
@@ -93,4 +94,20 @@ export class RawH2 {
   close(): void {
     this.socket.destroy();
   }
+}
+
+/**
+ * The grpc-status a gRPC call on a node:http2 client stream ended with
+ * (from its headers, for a Trailers-Only answer, or its trailers), once
+ * the stream closes; "no status" when none came. Reads and drops the body.
+ */
+export function grpcStatusOf(req: http2.ClientHttp2Stream): Promise<string> {
+  return new Promise((resolve) => {
+    let status = "no status";
+    req.on("response", (h) => (status = String(h["grpc-status"] ?? status)));
+    req.on("trailers", (h) => (status = String(h["grpc-status"] ?? status)));
+    req.on("error", () => {});
+    req.on("close", () => resolve(status));
+    req.resume();
+  });
 }
