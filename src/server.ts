@@ -260,14 +260,6 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     done();
   });
   /**
-   * A unary call's place at the gate: at once, after waiting its turn (at
-   * most the default deadline; a client that leaves stops waiting), or a
-   * refusal. The place is given back when the answer is done; an answer
-   * the client does not take within `responseTimeoutMs` of the handler's
-   * return is dropped, so that a client that never reads (an HTTP/2 flow
-   * control window left at 0, a full TCP window) cannot hold places.
-   */
-  /**
    * How much longer a call may wait before it runs (for its place, for its
    * token's check): the server's default deadline, or what is left of its
    * client's own when that is shorter, counted from the call's arrival.
@@ -279,6 +271,16 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     });
     return client === undefined ? limits.defaultDeadlineMs : Math.min(limits.defaultDeadlineMs, Math.max(0, client - reply.elapsedTime));
   };
+  /**
+   * A unary call's place at the gate: at once, after waiting its turn (at
+   * most waitLimitMs; a client that leaves stops waiting), or a refusal
+   * ("client deadline" when its client's deadline passed while it
+   * waited). The place is given back when the answer is done and the work
+   * it abandoned has ended (AbandonedWork); an answer
+   * the client does not take within `responseTimeoutMs` of the handler's
+   * return is dropped, so that a client that never reads (an HTTP/2 flow
+   * control window left at 0, a full TCP window) cannot hold places.
+   */
   const admit = async (req: FastifyRequest, reply: FastifyReply): Promise<CallPass | CallRefusal | "client deadline"> => {
     const entry = gate.enter(connectionOf(req));
     if (isRefusal(entry)) return entry;

@@ -40,7 +40,7 @@ export async function* guardedBody(source: AsyncIterable<Uint8Array>, guard: Bod
       const next = await Promise.race([it.next(), timedOut, answered]);
       if (next.done === true) return;
       // The first prepaidBytes were taken from the ticket before reading began.
-      const uncovered = Math.min(next.value.byteLength, Math.max(0, next.value.byteLength - prepaidBytes));
+      const uncovered = Math.max(0, next.value.byteLength - prepaidBytes);
       prepaidBytes = Math.max(0, prepaidBytes - next.value.byteLength);
       const refused = uncovered === 0 ? undefined : guard.ticket.take(uncovered);
       if (refused !== undefined) throw apiError("IN_FLIGHT_BYTES_EXCEEDED", refused);

@@ -11,6 +11,11 @@ function grpcTimeoutMs(value: string): number | undefined {
   return parsed === null ? undefined : Number(parsed[1]) * grpcUnitMs[parsed[2]!]!;
 }
 
+/** A `connect-timeout-ms` value in milliseconds (the Connect protocol: at most 10 digits), or undefined when it is not one. */
+function connectTimeoutMs(value: string): number | undefined {
+  return /^\d{1,10}$/.test(value) ? Number(value) : undefined;
+}
+
 /**
  * Drops a client's deadline too long for a timer (gRPC `grpc-timeout`,
  * Connect `connect-timeout-ms`: both protocols allow years), which Connect
@@ -24,7 +29,7 @@ export function dropUntimeableDeadlines(header: Headers): void {
   const grpcTimeout = header.get("grpc-timeout");
   if (grpcTimeout !== null && (grpcTimeoutMs(grpcTimeout) ?? 0) > maxTimerMs) header.delete("grpc-timeout");
   const connectTimeout = header.get("connect-timeout-ms");
-  if (connectTimeout !== null && /^\d{1,10}$/.test(connectTimeout) && Number(connectTimeout) > maxTimerMs) header.delete("connect-timeout-ms");
+  if (connectTimeout !== null && (connectTimeoutMs(connectTimeout) ?? 0) > maxTimerMs) header.delete("connect-timeout-ms");
 }
 
 /**
@@ -36,8 +41,7 @@ export function dropUntimeableDeadlines(header: Headers): void {
 export function clientTimeoutMs(header: (name: string) => string | undefined): number | undefined {
   const grpcTimeout = header("grpc-timeout");
   const connectTimeout = header("connect-timeout-ms");
-  const ms =
-    grpcTimeout !== undefined ? grpcTimeoutMs(grpcTimeout) : connectTimeout !== undefined && /^\d{1,10}$/.test(connectTimeout) ? Number(connectTimeout) : undefined;
+  const ms = grpcTimeout !== undefined ? grpcTimeoutMs(grpcTimeout) : connectTimeout !== undefined ? connectTimeoutMs(connectTimeout) : undefined;
   return ms === undefined || ms > maxTimerMs ? undefined : ms;
 }
 
@@ -58,9 +62,8 @@ export function spendDeadline(header: Headers, elapsedMs: number): void {
     header.set("grpc-timeout", left <= 99_999_999 ? `${left}m` : `${Math.floor(left / 1000)}S`);
   }
   const connectTimeout = header.get("connect-timeout-ms");
-  if (connectTimeout !== null && /^\d{1,10}$/.test(connectTimeout)) {
-    header.set("connect-timeout-ms", String(Math.max(0, Math.floor(Number(connectTimeout) - elapsedMs))));
-  }
+  const connectMs = connectTimeout === null ? undefined : connectTimeoutMs(connectTimeout);
+  if (connectMs !== undefined) header.set("connect-timeout-ms", String(Math.max(0, Math.floor(connectMs - elapsedMs))));
 }
 
 /**
