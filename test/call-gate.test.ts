@@ -6,7 +6,7 @@ import http2 from "node:http2";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { createTestDatabase, type TestDatabase } from "./support/env.js";
-import { grpcStatusOf } from "./support/raw-h2.js";
+import { answerOf, grpcStatusOf } from "./support/raw-h2.js";
 import { newEntityId, push, serviceEnv, spawnService } from "./support/service.js";
 import { bearer, token } from "./support/tokens.js";
 
@@ -154,16 +154,9 @@ s("a client's deadline counts from its call's arrival: one that passes while the
     assert.is(grpcStatus, "4", "DEADLINE_EXCEEDED");
     assert.ok(waited < 2_500, `answered after ${waited} ms, for a deadline of 1 s`);
     // REST, with grpc-gateway's Grpc-Timeout, the same.
-    const rest = await new Promise<{ status: number; text: string }>((resolve) => {
-      const req = session.request({ ":method": "PUT", ":path": `/api/entities/${e}/active-version`, "content-type": "application/json", "grpc-timeout": "500m", authorization: auth });
-      let status = 0;
-      let text = "";
-      req.on("response", (h) => (status = Number(h[":status"])));
-      req.on("data", (d: Buffer) => (text += d.toString()));
-      req.on("error", () => {});
-      req.on("close", () => resolve({ status, text }));
-      req.end(JSON.stringify({ version_id: v2 }));
-    });
+    const put = session.request({ ":method": "PUT", ":path": `/api/entities/${e}/active-version`, "content-type": "application/json", "grpc-timeout": "500m", authorization: auth });
+    put.end(JSON.stringify({ version_id: v2 }));
+    const rest = await answerOf(put);
     assert.is(rest.status, 504, rest.text);
     assert.match(rest.text, /DEADLINE_EXCEEDED/);
     assert.is((await holder).code, "REQUEST_BODY_TIMEOUT");

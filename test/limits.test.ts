@@ -9,7 +9,7 @@ import { gzipSync } from "node:zlib";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { createTestDatabase, type TestDatabase } from "./support/env.js";
-import { flag, frameType, grpcStatusOf, RawH2 } from "./support/raw-h2.js";
+import { answerOf, flag, frameType, grpcStatusOf, RawH2 } from "./support/raw-h2.js";
 import { serviceEnv, spawnService, type TestService } from "./support/service.js";
 
 type Spawned = Awaited<ReturnType<typeof spawnService>>;
@@ -173,17 +173,9 @@ s("compressed messages hold MAX_REQUEST_BYTES of the budget from the start, howe
     await sleep(300);
     // A Connect GET with a compressed message on the same connection is refused too.
     const message = gzipSync(Buffer.from(JSON.stringify({ entityId: "missing" }))).toString("base64url");
-    const get = await new Promise<{ status: number; body: string }>((resolve) => {
-      const req = session.request({ ":path": `/entityversions.v1.EntityAccessService/GetEntityAccess?connect=v1&encoding=json&compression=gzip&base64=1&message=${message}`, ...svc.rest.defaultHeaders });
-      let status = 0;
-      let body = "";
-      req.on("response", (h) => (status = Number(h[":status"])));
-      req.on("data", (d: Buffer) => (body += d.toString()));
-      req.on("error", () => {});
-      req.on("close", () => resolve({ status, body }));
-    });
-    assert.is(get.status, 429, get.body);
-    assert.match(get.body, /IN_FLIGHT_BYTES_EXCEEDED/);
+    const get = await answerOf(session.request({ ":path": `/entityversions.v1.EntityAccessService/GetEntityAccess?connect=v1&encoding=json&compression=gzip&base64=1&message=${message}`, ...svc.rest.defaultHeaders }));
+    assert.is(get.status, 429, get.text);
+    assert.match(get.text, /IN_FLIGHT_BYTES_EXCEEDED/);
     const counts = (await Promise.all(stalled)).reduce<Record<string, number>>((acc, o) => ({ ...acc, [o]: (acc[o] ?? 0) + 1 }), {});
     assert.equal(counts, { "4": 3, "8": 3 }, JSON.stringify(counts));
     // Once they are gone, a compressed call is read and served (NOT_FOUND).

@@ -111,3 +111,15 @@ export function grpcStatusOf(req: http2.ClientHttp2Stream): Promise<string> {
     req.resume();
   });
 }
+
+/** The HTTP status and body text a node:http2 client stream was answered with, once it closes (status 0 when no headers came). */
+export function answerOf(req: http2.ClientHttp2Stream): Promise<{ status: number; text: string }> {
+  return new Promise((resolve) => {
+    let status = 0;
+    let text = "";
+    req.on("response", (h) => (status = Number(h[":status"])));
+    req.on("data", (d: Buffer) => (text += d.toString()));
+    req.on("error", () => {});
+    req.on("close", () => resolve({ status, text }));
+  });
+}
