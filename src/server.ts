@@ -364,9 +364,6 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   };
   const refused = (req: FastifyRequest) => req.auth !== undefined && "error" in req.auth;
 
-  // REST takes JSON only; Fastify's default text/plain parser would let a
-  // plain-text body through to a confusing "must be a JSON object".
-  app.removeContentTypeParser("text/plain");
   app.decorateRequest("rpcOutcome", null as unknown as RpcOutcome);
   app.decorateRequest("auth", undefined);
   app.decorateRequest("callPass", undefined);

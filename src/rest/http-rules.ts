@@ -25,7 +25,7 @@ export interface RestBinding {
   readonly verb: HttpVerb;
   /** The rule's path template, as written in the proto. */
   readonly template: string;
-  /** The same path in Fastify's syntax (`:p0` for variables, `::` for a custom method's literal colon). */
+  /** The same path in Fastify's syntax (`:p0` for variables, `::` for a custom method's literal colon, `:p0(^.+)` for a variable before it). */
   readonly routePath: string;
   readonly variables: readonly PathVariable[];
   /** The request field the body fills: "*" for the whole message, "" for no body. */
@@ -66,29 +66,25 @@ function binding(method: DescMethod, rule: HttpRule, where: string): RestBinding
   const verb = pattern.case.toUpperCase() as HttpVerb;
   const template = pattern.value;
   if (!template.startsWith("/")) throw new HttpRuleError(`${where}: path "${template}" must start with "/"`);
-  // A custom method (AIP-136) ends in `:verb`, as in `/things/{id}/events:watch`;
-  // Fastify takes a literal colon written as `::`.
+  // A custom method (AIP-136) ends in `:verb`, as in `/things/{id}/events:watch`
+  // or `/things/{id}:undelete`; Fastify takes a literal colon written as `::`.
   const verbMatch = customVerb.exec(template.slice(template.lastIndexOf("/")));
   const path = verbMatch === null ? template : template.slice(0, -verbMatch[0].length);
-  if (verbMatch !== null && !literalSegment.test(path.slice(path.lastIndexOf("/") + 1))) {
-    throw new HttpRuleError(`${where}: the custom method ":${verbMatch[1]}" must follow a literal segment, as in /things/{id}/events:${verbMatch[1]}`);
-  }
   const variables: PathVariable[] = [];
-  const segments = path
-    .slice(1)
-    .split("/")
-    .map((segment) => {
-      if (literalSegment.test(segment)) return segment;
-      const m = variableSegment.exec(segment);
-      if (m === null) {
-        throw new HttpRuleError(
-          `${where}: path segment "${segment}" is not supported: use literals or single-segment {field} variables`,
-        );
-      }
-      const param = `p${variables.length}`;
-      variables.push({ param, fieldPath: fieldPath(method.input, m[1]!, where) });
-      return `:${param}`;
-    });
+  const segments = path.slice(1).split("/");
+  const routeSegments = segments.map((segment, i) => {
+    if (literalSegment.test(segment)) return segment;
+    const m = variableSegment.exec(segment);
+    if (m === null) {
+      throw new HttpRuleError(`${where}: path segment "${segment}" is not supported: use literals or single-segment {field} variables`);
+    }
+    const param = `p${variables.length}`;
+    variables.push({ param, fieldPath: fieldPath(method.input, m[1]!, where) });
+    // A variable the verb follows is one with a pattern, which ends where
+    // the last ":verb" begins (the router's plain variables end only at "/"),
+    // as grpc-gateway splits the verb off the last segment.
+    return verbMatch !== null && i === segments.length - 1 ? `:${param}(^.+)` : `:${param}`;
+  });
   let body: RestBinding["body"];
   if (rule.body === "*") body = "*";
   else if (rule.body !== "") {
@@ -102,7 +98,7 @@ function binding(method: DescMethod, rule: HttpRule, where: string): RestBinding
       throw new HttpRuleError(`${where}: response_body "${rule.responseBody}" must be a message field of ${method.output.typeName}`);
     }
   }
-  const routePath = `/${segments.join("/")}${verbMatch === null ? "" : `::${verbMatch[1]}`}`;
+  const routePath = `/${routeSegments.join("/")}${verbMatch === null ? "" : `::${verbMatch[1]}`}`;
   return { method, verb, template, routePath, variables, body, responseBody };
 }
 
@@ -131,19 +127,61 @@ export function restBindings(services: readonly DescService[], httpRule: HttpRul
 }
 
 /**
- * The request field a query parameter sets (AIP-127): a scalar or repeated
- * scalar field, reached through message fields by a dotted path, each part
- * by its proto or JSON name; undefined when the key names no such field.
+ * Well-known message types a query parameter may set, as grpc-gateway
+ * reads them: each one's JSON is a single string or scalar (an RFC 3339
+ * time, "1.5s", comma-separated paths, a wrapped scalar), so it has one
+ * text form. Their own fields (`since.seconds`) are not parameters.
+ */
+export const queryWellKnownTypes: ReadonlySet<string> = new Set([
+  "google.protobuf.Timestamp",
+  "google.protobuf.Duration",
+  "google.protobuf.FieldMask",
+  "google.protobuf.DoubleValue",
+  "google.protobuf.FloatValue",
+  "google.protobuf.Int64Value",
+  "google.protobuf.UInt64Value",
+  "google.protobuf.Int32Value",
+  "google.protobuf.UInt32Value",
+  "google.protobuf.BoolValue",
+  "google.protobuf.StringValue",
+  "google.protobuf.BytesValue",
+]);
+
+/**
+ * The request field a query parameter sets (AIP-127, as grpc-gateway
+ * reads it): a scalar, enum or repeated scalar or enum field, or a
+ * well-known type with a one-string JSON form (queryWellKnownTypes),
+ * reached through message fields by a dotted path, each part by its proto
+ * or JSON name; undefined when the key names no such field. Fields a path
+ * variable sets are not excluded here: the caller checks that.
  */
 export function queryFieldPath(binding: RestBinding, key: string): DescField[] | undefined {
   const path: DescField[] = [];
-  let message = binding.method.input;
+  let message: DescMessage | undefined = binding.method.input;
   for (const name of key.split(".")) {
-    const field = message.fields.find((f) => f.name === name || f.jsonName === name);
+    // Inside a well-known type there are no parameters: its JSON is not its fields.
+    const field: DescField | undefined = message?.typeName.startsWith("google.protobuf.") === false ? message.fields.find((f) => f.name === name || f.jsonName === name) : undefined;
     if (field === undefined) return undefined;
     path.push(field);
-    if (field.fieldKind === "message") message = field.message;
+    message = field.fieldKind === "message" ? field.message : undefined;
   }
   const last = path[path.length - 1]!;
-  return last.fieldKind === "scalar" || (last.fieldKind === "list" && last.listKind === "scalar") ? path : undefined;
+  switch (last.fieldKind) {
+    case "scalar":
+    case "enum":
+      return path;
+    case "list":
+      return last.listKind === "message" ? undefined : path;
+    case "message":
+      return queryWellKnownTypes.has(last.message.typeName) ? path : undefined;
+    default:
+      return undefined;
+  }
+}
+
+/** Whether two field paths overlap: one is the other or lies inside it. */
+export function overlaps(a: readonly DescField[], b: readonly DescField[]): boolean {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return false;
+  return true;
 }

@@ -1,5 +1,5 @@
 import { Readable } from "node:stream";
-import { create, type DescField, type DescMethod, type DescService, type JsonObject, type JsonValue, type Message, ScalarType } from "@bufbuild/protobuf";
+import { create, type DescField, type DescMethod, type DescService, type JsonObject, type JsonValue, type Message } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ContextValues } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import FindMyWay from "find-my-way";
@@ -9,10 +9,11 @@ import type { RpcRouteConfig } from "../rpc/connect-routes.js";
 import { noteRefusal, type RpcOutcome } from "../rpc/observe-interceptor.js";
 import type { InProcessCallInit, InProcessCaller, InProcessStreamCaller } from "../rpc/in-process-caller.js";
 import { http } from "../../gen/google/api/annotations_pb.js";
-import { queryFieldPath, type RestBinding, restBindings } from "./http-rules.js";
+import { overlaps, queryFieldPath, type RestBinding, restBindings } from "./http-rules.js";
 import { firstDuplicateKey } from "./duplicate-keys.js";
 import { shownName, unknownNameProblem } from "./field-hint.js";
-import { integerScalars, isDecimalInteger, readRestJson, writeRestJson } from "./json-codec.js";
+import { readRestJson, writeRestJson } from "./json-codec.js";
+import { queryValue } from "./query-value.js";
 import { renderRestError } from "./rest-error.js";
 import { restTimeoutMs } from "../rpc/timeout-headers.js";
 
@@ -75,22 +76,6 @@ function bodyValues(json: JsonObject, path: readonly DescField[]): JsonValue[] {
   return level as JsonValue[];
 }
 
-function queryValue(key: string, field: DescField, values: string[]): JsonValue {
-  const one = (v: string): JsonValue => {
-    // proto3 JSON takes booleans only as JSON booleans; a query string has text.
-    if (field.scalar === ScalarType.BOOL && (v === "true" || v === "false")) return v === "true";
-    // What JSON's number parsing would also take (0x10, 1e1, +3) is not a proto3 JSON integer.
-    if (field.scalar !== undefined && integerScalars.has(field.scalar) && !isDecimalInteger(v)) {
-      throw apiError("INVALID_ARGUMENT", { field: key, problem: `must be a whole number in decimal digits, got "${v}"` });
-    }
-    return v;
-  };
-  if (field.fieldKind === "list") return values.map(one);
-  // http.proto repeats a parameter for repeated fields only.
-  if (values.length > 1) throw apiError("INVALID_ARGUMENT", { field: key, problem: `is given ${values.length} times; give it once` });
-  return one(values[0]!);
-}
-
 const pathFieldsOf = new WeakMap<RestBinding, ReadonlySet<DescField>>();
 
 /** The fields a binding's path variables set: not the caller's to send elsewhere. Memoised: every request asks. */
@@ -127,7 +112,6 @@ function sendsBody(req: FastifyRequest): boolean {
 function requestJson(binding: RestBinding, req: FastifyRequest): JsonObject {
   let json: JsonObject = {};
   const params = req.params as Record<string, string>;
-  const bound = pathFields(binding);
   if (binding.body === "*") {
     if (req.body !== undefined && req.body !== null) {
       if (!isJsonObject(req.body)) throw apiError("MALFORMED_REQUEST", { problem: "the body must be a JSON object" });
@@ -174,7 +158,8 @@ function requestJson(binding: RestBinding, req: FastifyRequest): JsonObject {
             : unknownNameProblem("query parameter", key, queryParameters(binding)),
       });
     }
-    if (bound.has(path[0]!)) throw apiError("INVALID_ARGUMENT", { field: key, problem: "is set by the path; leave it out of the query" });
+    // A nested variable ({shelf.name}) sets that field alone: shelf's other fields stay the query's.
+    if (binding.variables.some((v) => overlaps(v.fieldPath, path))) throw apiError("INVALID_ARGUMENT", { field: key, problem: "is set by the path; leave it out of the query" });
     // As grpc-gateway filters it: the body's field is the body's alone.
     if (binding.body !== undefined && path[0] === binding.body) {
       throw apiError("INVALID_ARGUMENT", { field: key, problem: `is part of the body (${binding.body.name}); give it there, not in the query` });
@@ -272,6 +257,16 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
       if (key === undefined) return done(null, body);
       done(apiError("MALFORMED_REQUEST", { problem: `the key ${JSON.stringify(shownName(key))} appears twice in one JSON object: give each field once` }), undefined);
     });
+  });
+  // REST takes JSON only: Fastify's default text/plain parser would let a
+  // plain-text body through to a confusing "must be a JSON object". Any
+  // other type is refused 415 unread, except with no body at all:
+  // again no body is no body (a DELETE whose client labels even nothing
+  // text/plain).
+  app.removeContentTypeParser("text/plain");
+  app.addContentTypeParser("*", (req, _payload, done) => {
+    if (!sendsBody(req)) return done(null, undefined);
+    done(apiError("UNSUPPORTED_MEDIA_TYPE", { contentType: req.headers["content-type"] ?? "(none)" }), undefined);
   });
   // The same router Fastify uses, holding only the REST routes: which
   // methods a path takes is then answered exactly as routing would.

@@ -76,15 +76,24 @@ test("path variables, nested ones by dotted name; query parameters for the field
   assert.equal(echo.parameters.map((p: Json) => `${p.in} ${p.name} ${JSON.stringify(p.schema)}`), [
     'path shelf.name {"type":"string"}',
     'path thing_id {"type":"string"}',
+    'query shelf.floor {"type":"integer","format":"int32"}',
     'query loud {"type":"boolean"}',
     'query tags {"type":"array","items":{"type":"string"}}',
     'query count {"type":"integer","format":"int64"}',
+    'query extras.colour {"type":"string","enum":["COLOUR_UNSPECIFIED","COLOUR_RED","COLOUR_BLUE"]}',
+    'query extras.colours {"type":"array","items":{"type":"string","enum":["COLOUR_UNSPECIFIED","COLOUR_RED","COLOUR_BLUE"]}}',
+    'query extras.at {"type":"string","format":"date-time"}',
+    'query extras.wait {"type":"string","pattern":"^-?[0-9]+(\\\\.[0-9]{1,9})?s$","examples":["1.500s"]}',
+    'query extras.mask {"type":"string","description":"Comma-separated field paths, by name (field_name) or JSON name (fieldName)."}',
+    'query extras.big {"type":"integer","format":"int64"}',
+    'query extras.maybe {"type":"boolean"}',
   ]);
+  const extras = ["colour", "colours", "at", "wait", "mask", "big", "maybe"].map((f) => `extras.${f}`);
   // The body field is the body: no note.text in the query; the other binding has no body.
   assert.equal(echo.requestBody.content["application/json"].schema, { ...ref("fixture.v1.Note-input"), description: "A note, from the body." });
-  assert.equal(op("/v1/things/{thing_id}", "get").parameters.map((p: Json) => p.name), ["thing_id", "shelf.name", "note.text", "loud", "tags", "count"]);
-  // Enums and well-known types are not query parameters the gateway takes; a recursive message is walked once.
-  assert.equal(op("/v1/shelves/{shelf_id}/shapes", "get").parameters.map((p: Json) => p.name), ["shelf_id", "limit", "kinds", "filter.min_size", "deep"]);
+  assert.equal(op("/v1/things/{thing_id}", "get").parameters.map((p: Json) => p.name), ["thing_id", "shelf.name", "shelf.floor", "note.text", "loud", "tags", "count", ...extras]);
+  // Enums and one-string well-known types are parameters, not their own fields; a recursive message is walked once.
+  assert.equal(op("/v1/shelves/{shelf_id}/shapes", "get").parameters.map((p: Json) => p.name), ["shelf_id", "limit", "kinds", "colour", "filter.min_size", "since", "deep"]);
 });
 
 test('body "*" is the request without its path fields; response_body is the field\'s message; created_when gives 201 and 200', () => {

@@ -72,7 +72,7 @@ test("an annotated RPC of another service is served: nested path variables, fiel
   assert.is(res.statusCode, 200, res.body);
   assert.is(res.headers["x-echo"], "1");
   assert.equal(res.json(), {
-    request: { shelf: { name: "top" }, thing_id: "t-1", note: { text: "hi" }, loud: true, tags: ["a", "b"], count: 7 },
+    request: { shelf: { name: "top", floor: 0 }, thing_id: "t-1", note: { text: "hi" }, loud: true, tags: ["a", "b"], count: 7 },
   });
   await app.close();
 });
@@ -136,6 +136,74 @@ test("the query, path and body do not contradict each other: a field is given on
   await app.close();
 });
 
+test("query parameters are read as grpc-gateway reads them: booleans as strconv.ParseBool, enums by name or number, one-string well-known types", async () => {
+  const app = await gateway();
+  const query = [
+    "loud=T",
+    "extras.colour=COLOUR_RED",
+    "extras.colours=2",
+    "extras.colours=COLOUR_RED",
+    "extras.at=2026-01-02T03:04:05Z",
+    "extras.wait=1.5s",
+    "extras.mask=thing_id,shelf.name,noteText",
+    "extras.big=12345678901234567",
+    "extras.maybe=0",
+  ].join("&");
+  const res = await app.inject({ method: "GET", url: `/v1/things/x?${query}` });
+  assert.is(res.statusCode, 200, res.body);
+  const { request } = res.json();
+  assert.is(request.loud, true);
+  assert.equal(request.extras, {
+    colour: "COLOUR_RED",
+    colours: ["COLOUR_BLUE", "COLOUR_RED"],
+    at: "2026-01-02T03:04:05Z",
+    wait: "1.500s",
+    mask: "thingId,shelf.name,noteText",
+    big: "12345678901234567",
+    maybe: false,
+  });
+  for (const [spelling, value] of [["1", true], ["t", true], ["TRUE", true], ["True", true], ["0", false], ["f", false], ["F", false], ["FALSE", false], ["False", false]] as const) {
+    const one = await app.inject({ method: "GET", url: `/v1/things/x?loud=${spelling}` });
+    assert.is(one.json().request.loud, value, spelling);
+  }
+  const refused = async (q: string, problem: RegExp) => {
+    const r = await app.inject({ method: "GET", url: `/v1/things/x?${q}` });
+    assert.is(r.statusCode, 400, `${q}: ${r.body}`);
+    assert.match(r.json().error, problem, q);
+  };
+  await refused("loud=yes", /^Invalid loud: must be true or false \(or 1 or 0\), got "yes"$/);
+  await refused("extras.maybe=2", /^Invalid extras\.maybe: must be true or false/);
+  await refused("extras.colour=PURPLE", /^Invalid extras\.colour: must be one of COLOUR_UNSPECIFIED, COLOUR_RED, COLOUR_BLUE \(or its number\), got "PURPLE"$/);
+  await refused("extras.colours=7", /^Invalid extras\.colours: must be one of/);
+  await refused("extras.big=1e3", /^Invalid extras\.big: must be a whole number in decimal digits/);
+  await refused("extras.at=yesterday", /^Invalid extras\.at: must be an RFC 3339 time such as 2024-01-02T03:04:05Z, got "yesterday"$/);
+  await refused("extras.wait=5m", /^Invalid extras\.wait: must be seconds followed by "s", such as 1\.5s, got "5m"$/);
+  // A well-known type's own fields are not parameters: its JSON is not its fields.
+  await refused("extras.at.seconds=1", /^Invalid extras\.at\.seconds: no such query parameter/);
+  await app.close();
+});
+
+test("a nested path variable sets that field alone: its siblings are still the query's", async () => {
+  const app = await gateway();
+  const res = await app.inject({ method: "POST", url: "/v1/shelves/top/things/t-1?shelf.floor=3", payload: { text: "hi" } });
+  assert.is(res.statusCode, 200, res.body);
+  assert.equal(res.json().request.shelf, { name: "top", floor: 3 });
+  const bound = await app.inject({ method: "POST", url: "/v1/shelves/top/things/t-1?shelf.name=other", payload: { text: "hi" } });
+  assert.equal([bound.statusCode, bound.json().error], [400, "Invalid shelf.name: is set by the path; leave it out of the query"]);
+  await app.close();
+});
+
+test("no body is no body whatever type it is labelled; a body of another type than JSON is refused unread", async () => {
+  const app = await gateway();
+  const empty = await app.inject({ method: "POST", url: "/v1/shelves/top/things/t-1", headers: { "content-type": "text/plain", "content-length": "0" } });
+  assert.is(empty.statusCode, 200, empty.body);
+  assert.equal(empty.json().request.thing_id, "t-1");
+  const text = await app.inject({ method: "POST", url: "/v1/shelves/top/things/t-1", headers: { "content-type": "text/plain" }, payload: "hello" });
+  // Rendered 415 by the server's error handler (test/contract/protocols.ts); this app has Fastify's own.
+  assert.match(text.json().message, /Content-Type text\/plain is not supported/);
+  await app.close();
+});
+
 test("64-bit integers are JSON numbers at any depth, through recursive messages and maps too", async () => {
   const putShapeResponse = registry.getMessage("fixture.v1.PutShapeResponse") as DescMessage;
   const app = Fastify();
@@ -162,10 +230,10 @@ test("64-bit integers are JSON numbers at any depth, through recursive messages 
 });
 
 /** The fixture's stream served by the gateway: each call plays `script` (a message, a wait, or an error). */
-async function streamingGateway(script: (input: Message) => AsyncIterable<Message>) {
+async function streamingGateway(script: (input: Message) => AsyncIterable<Message>, service: DescService = fixture) {
   const app = Fastify();
   registerRestGateway(app, {
-    services: [fixture],
+    services: [service],
     call: async () => {
       throw new Error("no unary call in this test");
     },
@@ -277,7 +345,7 @@ test("a client that goes away ends the stream: the handler's iteration is return
   }
 });
 
-test("a custom method's :verb is served as a literal route; after a variable it is refused at start-up", () => {
+test("a custom method's :verb is served after a literal segment or a variable, which then ends where the last :verb begins", async () => {
   const routes = restBindings([EntityEventsService], http).map((b) => `${b.method.name} ${b.verb} ${b.routePath}`);
   assert.equal(routes, ["ListEvents GET /api/entities/:p0/events", "WatchEvents GET /api/entities/:p0/events::watch"]);
   assert.not.ok(
@@ -288,7 +356,21 @@ test("a custom method's :verb is served as a literal route; after a variable it 
   const watch = set.file.find((f) => f.name === "fixture/v1/fixture.proto")!.service[0]!.method.find((m) => m.name === "WatchShapes")!;
   setExtension(watch.options!, http, create(HttpRuleSchema, { pattern: { case: "get", value: "/v1/shelves/{shelf_id}:watch" } }));
   const changed = createFileRegistry(set).getService("fixture.v1.FixtureService") as DescService;
-  assert.throws(() => restBindings([changed], http), /WatchShapes: the custom method ":watch" must follow a literal segment/);
+  assert.ok(restBindings([changed], http).some((b) => b.method.name === "WatchShapes" && b.routePath === "/v1/shelves/:p0(^.+)::watch"));
+  const { app, url } = await streamingGateway(async function* (input) {
+    yield shape((input as unknown as { shelfId: string }).shelfId);
+  }, changed);
+  try {
+    for (const [path, shelf] of [["top:watch", "top"], ["a:b:watch", "a:b"]] as const) {
+      const res = await fetch(`${url}/v1/shelves/${path}`);
+      assert.is(res.status, 200, path);
+      assert.is(JSON.parse((await res.text()).trim()).result.shape.id, shelf, path);
+    }
+    // Without the verb it is another route, which this service does not have.
+    assert.is((await fetch(`${url}/v1/shelves/top`)).status, 404);
+  } finally {
+    await app.close();
+  }
 });
 
 test.run();

@@ -123,11 +123,25 @@ function scalar(type: ScalarType, form: Form, int64AsNumber: boolean): Schema {
 
 /**
  * A query parameter's value: text the gateway hands to the JSON reader
- * (booleans as true or false), so a 64-bit integer is plain digits here.
+ * (booleans as true or false, enums by name), so a 64-bit integer is plain
+ * digits here.
  */
 export function queryValueSchema(field: DescField): Schema {
-  const type = field.scalar!;
-  const one = type === ScalarType.DOUBLE || type === ScalarType.FLOAT ? { type: "number" } : isInt64Field(field) ? { type: "integer", format: "int64" } : scalar(type, "request", false);
+  let one: Schema;
+  if (field.enum !== undefined) one = { type: "string", enum: field.enum.values.map((v) => v.name) };
+  else if (field.message !== undefined) {
+    // A wrapper is written as what it wraps; the others (Timestamp, Duration, FieldMask) as their JSON strings.
+    const wrapped = field.message.typeName.endsWith("Value") ? field.message.fields[0] : undefined;
+    one =
+      wrapped !== undefined
+        ? queryValueSchema(wrapped)
+        : field.message.typeName === "google.protobuf.FieldMask"
+          ? { type: "string", description: "Comma-separated field paths, by name (field_name) or JSON name (fieldName)." }
+          : (wellKnown(field.message, "request") ?? {});
+  } else {
+    const type = field.scalar!;
+    one = type === ScalarType.DOUBLE || type === ScalarType.FLOAT ? { type: "number" } : isInt64Field(field) ? { type: "integer", format: "int64" } : scalar(type, "request", false);
+  }
   return field.fieldKind === "list" ? { type: "array", items: one } : one;
 }
 

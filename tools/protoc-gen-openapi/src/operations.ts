@@ -33,11 +33,12 @@ export function requestMessage(binding: RestBinding): DescMessage | undefined {
 }
 
 /**
- * The query parameters of a binding (AIP-127): every scalar or repeated
- * scalar field the path and body do not set, nested ones by dotted path,
- * each one the gateway itself accepts (queryFieldPath). A rule with
- * body "*" takes none. Well-known types are not walked into: their JSON is
- * not their fields, so the gateway refuses them.
+ * The query parameters of a binding (AIP-127): every scalar, enum or
+ * repeated scalar or enum field the path and body do not set, nested ones
+ * by dotted path, and the well-known types written as one string
+ * (Timestamp, Duration, FieldMask, wrappers): each one the gateway itself
+ * accepts (queryFieldPath). A rule with body "*" takes none. Well-known
+ * types are not walked into: their JSON is not their fields.
  */
 function queryParameters(binding: RestBinding): Parameter[] {
   if (binding.body === "*") return [];
@@ -47,9 +48,9 @@ function queryParameters(binding: RestBinding): Parameter[] {
     for (const field of message.fields) {
       const key = `${prefix}${field.name}`;
       if (fromPath.has(key) || (prefix === "" && binding.body !== undefined && field === binding.body)) continue;
-      if (field.fieldKind === "message") {
+      if (field.fieldKind === "message" && !field.message.typeName.startsWith("google.protobuf.")) {
         const sub = field.message;
-        if (!sub.typeName.startsWith("google.protobuf.") && !seen.has(sub.typeName)) walk(sub, `${key}.`, new Set([...seen, sub.typeName]));
+        if (!seen.has(sub.typeName)) walk(sub, `${key}.`, new Set([...seen, sub.typeName]));
         continue;
       }
       if (queryFieldPath(binding, key) === undefined) continue;
