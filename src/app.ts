@@ -22,6 +22,7 @@ import { lockDataDir } from "./ops/data-dir-lock.js";
 import { createLogger } from "./ops/logger.js";
 import { Metrics, type PoolStats } from "./ops/metrics.js";
 import { Readiness } from "./ops/readiness.js";
+import { sharedReading } from "./ops/shared-reading.js";
 import { buildServer } from "./server.js";
 import { AccessStore } from "./store/access-store.js";
 import { openDatabase } from "./store/database.js";
@@ -105,6 +106,12 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
       azurite = await startEmbeddedAzurite({ location: config.blob.location, port: config.blob.port });
       stops.push(() => azurite!.stop());
       connectionString = azurite.connectionString;
+      if (!/^(127\.|localhost$|::1$|\[::1\]$)/.test(config.host)) {
+        logger.warn(
+          { host: config.host },
+          "HOST lets other machines call the API, but the embedded Azurite listens on 127.0.0.1 and the upload and download URLs point there: they work on this machine only. Set AZURE_STORAGE_CONNECTION_STRING to a blob store the clients can reach.",
+        );
+      }
     } else {
       connectionString = config.blob.connectionString;
     }
@@ -135,7 +142,8 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     const access = new AccessStore(db, { onEventsRecorded, maxEntries: config.limits.maxAccessEntries });
     const metrics = new Metrics({
       pool: () => (db.knex.client as { pool?: PoolStats }).pool,
-      pendingDeletions: () => uploads.pendingCount(),
+      // Scrapes need no token: however many come, one count per interval.
+      pendingDeletions: sharedReading(() => uploads.pendingCount(), 15_000),
       watches: () => hub.size,
     });
     const readiness = new Readiness([

@@ -89,19 +89,22 @@ export type PushOutcome<V extends DecidedVersion> =
  * transaction if it asked to, and activating it again would silently undo
  * an activation made since (a retry arrives after its answer was lost,
  * possibly long after). Nor does the retry of a confirm answered with a
- * duplicate it made active: the upload records that it did. Pure, so
+ * duplicate it made active: the upload records that it did, so such a
+ * confirm needs its upload issued (else upload-missing, though the
+ * duplicate is found first). Pure, so
  * the pre-check, the locked transaction and the grouped transaction all
  * decide with it, and the tests can walk its whole table.
  */
 export function decidePush<V extends DecidedVersion>(facts: PushFacts<V>, intent: PushIntent): PushOutcome<V> {
   if (facts.access === "hidden" || facts.access === "forbidden") return { kind: "refused", decision: facts.access };
   const confirm = intent.step === "confirm";
-  const existing = (version: V, reason: "retry" | "duplicate"): PushOutcome<V> => ({
-    kind: "existing",
-    version,
-    reason,
-    activate: reason === "duplicate" && confirm && intent.setAsActive && !version.isActive && facts.uploadActivatedId !== version.id,
-  });
+  const existing = (version: V, reason: "retry" | "duplicate"): PushOutcome<V> => {
+    const activate = reason === "duplicate" && confirm && intent.setAsActive && !version.isActive && facts.uploadActivatedId !== version.id;
+    // The upload records the activation, so that a retry does not repeat it:
+    // a confirm of an upload that is not there has nothing to record it on.
+    if (activate && !facts.uploadIssued) return { kind: "upload-missing" };
+    return { kind: "existing", version, reason, activate };
+  };
   if (confirm && facts.uploadVersion !== undefined) {
     const used = facts.uploadVersion;
     const same = used.sourceHash === intent.sourceHash && used.version === intent.version && used.fileSizeBytes === intent.fileSizeBytes;

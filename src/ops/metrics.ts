@@ -109,7 +109,7 @@ export class Metrics {
     });
     new Gauge({
       name: "entity_versions_blob_deletions_pending",
-      help: "Uploads whose blobs are queued for deletion (deleted versions, swept uploads).",
+      help: "Uploads whose blobs are queued for deletion (deleted versions, swept uploads), counted up to 100000 and at most 15 s old.",
       registers: [this.registry],
       async collect() {
         if (pendingDeletions === undefined) return;

@@ -1,3 +1,5 @@
+import { type SharedReading, sharedReading } from "./shared-reading.js";
+
 /** A dependency the service needs to serve: the database, the blob store. */
 export interface Probe {
   readonly name: string;
@@ -19,20 +21,19 @@ export interface ReadinessReport {
 export class Readiness {
   readonly #probes: readonly Probe[];
   readonly #timeoutMs: number;
-  readonly #cacheMs: number;
+  readonly #report: SharedReading<ReadinessReport>;
   #shuttingDown = false;
-  #cached: { at: number; report: Promise<ReadinessReport> } | undefined;
 
   constructor(probes: readonly Probe[], options: { timeoutMs?: number; cacheMs?: number } = {}) {
     this.#probes = probes;
     this.#timeoutMs = options.timeoutMs ?? 2_000;
-    this.#cacheMs = options.cacheMs ?? 1_000;
+    this.#report = sharedReading(() => this.#run(), options.cacheMs ?? 1_000);
   }
 
   /** From now on the service reports not ready (it is draining). */
   shutDown(): void {
     this.#shuttingDown = true;
-    this.#cached = undefined;
+    this.#report.reset();
   }
 
   async #run(): Promise<ReadinessReport> {
@@ -63,8 +64,6 @@ export class Readiness {
 
   /** The current report, at most cacheMs old. */
   check(): Promise<ReadinessReport> {
-    const now = Date.now();
-    if (this.#cached === undefined || now - this.#cached.at > this.#cacheMs) this.#cached = { at: now, report: this.#run() };
-    return this.#cached.report;
+    return this.#report();
   }
 }

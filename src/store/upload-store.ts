@@ -10,6 +10,9 @@ export interface DueDeletion {
   readonly attempts: number;
 }
 
+/** Where the pending-deletion gauge stops counting: a backlog past it reads as this many. */
+export const pendingCountMax = 100_000;
+
 /**
  * The "deleting" uploads: blobs the records no longer reference and that
  * must go. Rows are claimed by a conditional update (a lease), so replicas
@@ -80,9 +83,11 @@ export class UploadStore {
     return marked;
   }
 
-  /** Uploads marked for deletion and not yet done: the pending-deletion gauge. */
+  /** Uploads marked for deletion and not yet done, up to pendingCountMax: the pending-deletion gauge. */
   async pendingCount(): Promise<number> {
-    const row = await this.#knex("uploads").where("state", "deleting").count<{ n: number | string }[]>({ n: "*" }).first();
+    // Counted up to a bound, so that the cost of a scrape does not grow with a backlog.
+    const queued = this.#knex("uploads").select(this.#knex.raw("1")).where("state", "deleting").limit(pendingCountMax).as("queued");
+    const row = await this.#knex.from(queued).count<{ n: number | string }[]>({ n: "*" }).first();
     return Number(row?.n ?? 0);
   }
 

@@ -451,6 +451,26 @@ export function pushSuite(backend: Backend) {
     assert.is((await svc.rest.get(`/api/entities/${e}/events`)).body.events.length, events, "the retry records nothing");
   });
 
+  s("a deduplicated confirm that would activate needs an upload this service issued, which records it: else UPLOAD_NOT_FOUND and nothing changes", async ({ svc }) => {
+    const e = newEntityId();
+    const content = "the same source";
+    const hash = createHash("sha256").update(content).digest("hex");
+    const v1 = (await push(svc, e, { sourceHash: hash, content })).confirm!.body.version;
+    const v2 = (await push(svc, e, { base: v1.id, setAsActive: true })).confirm!.body.version;
+    // A path of the staging area's shape, and one of the layout before it, that no upload-url issued.
+    for (const storagePath of [`uploads/${e}/11111111-2222-4333-8444-555555555555/package`, `${e}/11111111-2222-4333-8444-555555555555/package`]) {
+      const body = { storage_path: storagePath, version: nextVersionString(), source_hash: hash, file_size_bytes: Buffer.byteLength(content), base_version_id: v2.id };
+      const events = (await svc.rest.get(`/api/entities/${e}/events`)).body.events.length;
+      const activating = await svc.rest.post(`/api/entities/${e}/versions/confirm`, { ...body, set_as_active: true });
+      assert.equal([activating.status, activating.body.code], [400, "UPLOAD_NOT_FOUND"], storagePath);
+      assert.is((await svc.rest.get(`/api/entities/${e}/active-version`)).body.id, v2.id, "the active version stays");
+      assert.is((await svc.rest.get(`/api/entities/${e}/events`)).body.events.length, events, "nothing is recorded");
+      // Without set_as_active it is answered the existing version, as upload-url would have.
+      const plain = await svc.rest.post(`/api/entities/${e}/versions/confirm`, body);
+      assert.equal([plain.status, plain.body.created, plain.body.version.id], [200, false, v1.id], storagePath);
+    }
+  });
+
   s("racing uploads of the same new source, confirmed with set_as_active: one version, and it is active", async ({ svc }) => {
     const e = newEntityId();
     const v0 = (await push(svc, e)).confirm!.body.version;

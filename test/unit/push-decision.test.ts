@@ -48,6 +48,8 @@ test("named cases", () => {
     ["deduplication with set_as_active activates the existing version", facts({ duplicate: v("d") }), intent({ setAsActive: true }), { kind: "existing", version: v("d"), reason: "duplicate", activate: true }],
     ["the retry of a confirm answered with a duplicate it made active activates nothing: a later activation stays", facts({ duplicate: v("d"), uploadActivatedId: "d" }), intent({ setAsActive: true }), { kind: "existing", version: v("d"), reason: "duplicate", activate: false }],
     ["… but a newer duplicate than the one it made active is activated", facts({ duplicate: v("d2"), uploadActivatedId: "d" }), intent({ setAsActive: true }), { kind: "existing", version: v("d2"), reason: "duplicate", activate: true }],
+    ["a duplicate a confirm would activate needs its upload issued, to record the activation on", facts({ duplicate: v("d"), uploadIssued: false }), intent({ setAsActive: true }), { kind: "upload-missing" }],
+    ["… one it would not activate is answered without it", facts({ duplicate: v("d"), uploadIssued: false }), intent(), { kind: "existing", version: v("d"), reason: "duplicate", activate: false }],
     ["an existing version already active is not activated again", facts({ duplicate: v("d", true) }), intent({ setAsActive: true }), { kind: "existing", version: v("d", true), reason: "duplicate", activate: false }],
     ["a reused upload answers its version, whatever force and the base say", facts({ uploadVersion: v("u"), tipVersionId: "newer" }), intent({ baseVersionId: "tip", force: true }), { kind: "existing", version: v("u"), reason: "retry", activate: false }],
     ["a retried confirm with set_as_active changes nothing: a later activation stays", facts({ uploadVersion: v("u") }), intent({ setAsActive: true }), { kind: "existing", version: v("u"), reason: "retry", activate: false }],
@@ -107,10 +109,12 @@ test("rules that hold over every combination", () => {
                         if (o.kind === "stale") assert.ok(!fresh && !retry && !dedup, label);
                         if (!fresh && !retry && !dedup) assert.is(o.kind, "stale", `push protection is never bypassed, force or not: ${label}`);
                         if (retry) assert.ok(o.kind === "existing" && o.reason === "retry", `a retried confirm is always answered its version: ${label}`);
+                        const activates = (version: V) => step === "confirm" && !retry && uploadActivatedId !== version.id && setAsActive && !version.isActive;
                         if (o.kind === "existing") {
-                          const activatedBefore = uploadActivatedId === o.version.id;
-                          assert.is(o.activate, step === "confirm" && !retry && !activatedBefore && setAsActive && !o.version.isActive, `activates exactly when asked and needed, never on a retry: ${label}`);
+                          assert.is(o.activate, activates(o.version), `activates exactly when asked and needed, never on a retry: ${label}`);
+                          assert.ok(!o.activate || uploadIssued, `activates only from an issued upload, which records it: ${label}`);
                         }
+                        if (!retry && dedup && activates(duplicate) && !uploadIssued) assert.is(o.kind, "upload-missing", label);
                         if (o.kind === "upload-missing") assert.is(step, "confirm");
                         assert.is.not(o.kind, "upload-used", `only a confirm naming another push is refused so: ${label}`);
                       }
