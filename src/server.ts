@@ -154,20 +154,6 @@ function dropAnswer(res: http.ServerResponse | http2.Http2ServerResponse): void 
   }
 }
 
-/**
- * A request Fastify could not read, said for the caller: its JSON parser's
- * own words name its content type, not what to send instead.
- */
-function frameworkProblem(error: FastifyError): string {
-  // Fastify's parser says the same of a "__proto__" key (or "constructor"
-  // holding "prototype"), which it refuses anywhere in a body, package_json
-  // included, as JavaScript would take it for the object's prototype.
-  if (error.code === "FST_ERR_CTP_INVALID_JSON_BODY") {
-    return 'the body is not valid JSON, or it has a "__proto__" key (or "constructor" with "prototype"), which no part of a request may have: send one JSON object of the request\'s fields (listed at /docs)';
-  }
-  return error.message;
-}
-
 /** A request's connection: its socket, or for HTTP/2 its session, whose streams share what the connection may hold. */
 function connectionOf(req: FastifyRequest): object {
   return req.raw instanceof http2.Http2ServerRequest ? (req.raw.stream.session ?? req.raw.socket) : req.raw.socket;
@@ -489,7 +475,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
           : status === 413
             ? apiError("REQUEST_TOO_LARGE", { limitBytes: deps.bodyLimitBytes })
             : status >= 400 && status < 500
-              ? apiError("MALFORMED_REQUEST", { problem: frameworkProblem(error) })
+              ? apiError("MALFORMED_REQUEST", { problem: error.message })
               : toError(error, `${req.method} ${req.url.split("?")[0]}`);
     noteRefusal(req.rpcOutcome, apiErr);
     return sendRestError(reply, apiErr);

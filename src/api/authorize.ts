@@ -17,11 +17,16 @@ export function requireCaller(ctx: HandlerContext): Caller {
  * PERMISSION_DENIED for a caller who may read the entity. A push refused
  * to a caller with the publisher role is the one exception: such a caller
  * would have claimed a free id, so the id is taken, and the message says
- * so (README: upload-url tells a publisher whether an id is taken).
+ * so (README: upload-url tells a publisher whether an id is taken). A
+ * push by a caller without the role (an admin is never refused) is told
+ * that it needs it.
  */
 export function refusal(decision: "hidden" | "forbidden", entityId: string, caller: Caller, push = false): ConnectError {
   if (decision === "hidden") {
-    return apiError("ENTITY_NOT_FOUND", push && caller.roles.includes(publisherRole) ? { entityId, taken: true } : { entityId });
+    if (!push) return apiError("ENTITY_NOT_FOUND", { entityId });
+    // The role is the caller's own to know about; whether the entity exists stays hidden.
+    if (caller.roles.includes(publisherRole)) return apiError("ENTITY_NOT_FOUND", { entityId, taken: true });
+    return apiError("ENTITY_NOT_FOUND", { entityId, pushWithoutRole: true });
   }
   return apiError("PERMISSION_DENIED", {
     entityId,

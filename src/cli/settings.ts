@@ -111,7 +111,7 @@ export function resolveSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = p
 export function requireToken(settings: Settings): string {
   if (settings.token !== undefined) return settings.token;
   throw new CliError(
-    `no token: pass --token, set ENTITY_VERSIONS_TOKEN, or run this where \`npm start\` wrote ./${devTokenFile.split(path.sep).join("/")} (mint one with \`npm run token -- --sub you --roles publisher\`).`,
+    `no token: pass --token, set ENTITY_VERSIONS_TOKEN, or run this where \`npm start\` wrote ./${devTokenFile.split(path.sep).join("/")} (mint one with \`npm run -s token -- --sub you --roles publisher\`).`,
     "NO_TOKEN",
     ExitCode.noAccess,
   );

@@ -147,12 +147,14 @@ export const catalog = Object.freeze({
     (p) => `${p.path} does not take ${p.method}; it takes ${p.allowed} (see /docs).`,
     { httpStatus: 405 },
   ),
-  ENTITY_NOT_FOUND: spec<{ entityId: string; taken?: true }>(
+  ENTITY_NOT_FOUND: spec<{ entityId: string; taken?: true; pushWithoutRole?: true }>(
     Code.NotFound,
     (p) =>
       p.taken === true
         ? `Entity id "${p.entityId}" is taken by another publisher's entity: push under another id, or ask one of its publishers to add you as a publisher.`
-        : `Entity "${p.entityId}" does not exist, or you have no access to it: check the id, or ask one of its publishers to share it with you. An entity is created by its first confirmed push.`,
+        : `Entity "${p.entityId}" does not exist, or you have no access to it: check the id, or ask one of its publishers to share it with you. An entity is created by its first confirmed push${
+            p.pushWithoutRole === true ? ", which needs the publisher role: your token does not carry it" : ""
+          }.`,
   ),
   VERSION_NOT_FOUND: spec<{ entityId: string; versionId: string }>(
     Code.NotFound,
@@ -169,7 +171,7 @@ export const catalog = Object.freeze({
         ? `Base version "${p.baseVersionId}" is not the tip: the entity has no versions, so push without base_version_id.`
         : p.baseVersionId === ""
           ? `A newer version was published: the entity already has versions, so base_version_id must name its tip "${p.tipVersionId}" (see latest_version). Reconcile with it and retry.`
-          : `A newer version was published after base version "${p.baseVersionId}": the tip is now "${p.tipVersionId}" (see latest_version). Reconcile with it and retry with that base_version_id.`,
+          : `Base version "${p.baseVersionId}" is not the tip "${p.tipVersionId}" (see latest_version): a newer version was published after it, or it is not a version of this entity. Reconcile with the tip and retry with its id as base_version_id.`,
   ),
   ACTIVE_VERSION_CHANGED: spec<{ entityId: string; expected: string; actual: string | undefined }>(
     Code.Aborted,

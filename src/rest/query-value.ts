@@ -18,8 +18,18 @@ function scalarValue(key: string, type: ScalarType, text: string): JsonValue {
   if (integerScalars.has(type) && !isDecimalInteger(text)) {
     throw apiError("INVALID_ARGUMENT", { field: key, problem: `must be a whole number in decimal digits, got "${text}"` });
   }
+  const range = ranges32.get(type);
+  if (range !== undefined && (BigInt(text) < range[0] || BigInt(text) > range[1])) {
+    throw apiError("INVALID_ARGUMENT", { field: key, problem: `must be a whole number from ${range[0]} to ${range[1]}, got ${text}` });
+  }
   return text;
 }
+
+/** The 32-bit integer types' ranges, said in the parameter's own words rather than the JSON reader's. */
+const ranges32: ReadonlyMap<ScalarType, readonly [bigint, bigint]> = new Map([
+  ...[ScalarType.INT32, ScalarType.SINT32, ScalarType.SFIXED32].map((t) => [t, [-(2n ** 31n), 2n ** 31n - 1n]] as const),
+  ...[ScalarType.UINT32, ScalarType.FIXED32].map((t) => [t, [0n, 2n ** 32n - 1n]] as const),
+]);
 
 /** An enum by value name or number, as grpc-gateway takes it; only values the enum defines. */
 function enumValue(key: string, desc: DescEnum, text: string): JsonValue {

@@ -9,13 +9,32 @@ import type { RpcRouteConfig } from "../rpc/connect-routes.js";
 import { noteRefusal, type RpcOutcome } from "../rpc/observe-interceptor.js";
 import type { InProcessCallInit, InProcessCaller, InProcessStreamCaller } from "../rpc/in-process-caller.js";
 import { http } from "../../gen/google/api/annotations_pb.js";
-import { overlaps, queryFieldPath, type RestBinding, restBindings } from "./http-rules.js";
+import { type HttpVerb, overlaps, queryFieldPath, type RestBinding, restBindings } from "./http-rules.js";
 import { firstDuplicateKey } from "./duplicate-keys.js";
 import { shownName, unknownNameProblem } from "./field-hint.js";
 import { readRestJson, writeRestJson } from "./json-codec.js";
 import { queryValue } from "./query-value.js";
 import { renderRestError } from "./rest-error.js";
 import { restTimeoutMs } from "../rpc/timeout-headers.js";
+
+/**
+ * Says which of its two refusals Fastify's JSON parser made: text that is
+ * not JSON (with JSON.parse's own words on where), or a "__proto__" key (or
+ * "constructor" holding "prototype"), refused anywhere in a body,
+ * package_json included, as JavaScript would take it for the prototype.
+ */
+function jsonProblem(text: string, error: Error): Error {
+  if ((error as { code?: string }).code !== "FST_ERR_CTP_INVALID_JSON_BODY") return error;
+  try {
+    JSON.parse(text);
+  } catch (syntax: unknown) {
+    const where = syntax instanceof SyntaxError ? ` (${syntax.message})` : "";
+    return apiError("MALFORMED_REQUEST", { problem: `the body is not valid JSON${where}: send one JSON object of the request's fields (listed at /docs)` });
+  }
+  return apiError("MALFORMED_REQUEST", {
+    problem: 'the body has a "__proto__" key (or "constructor" with "prototype"), which no part of a request may have: rename or remove it',
+  });
+}
 
 /** Options of the REST gateway. */
 export interface RestGatewayOptions {
@@ -170,7 +189,12 @@ function requestJson(binding: RestBinding, req: FastifyRequest): JsonObject {
     given.add(last);
     setPath(json, path, queryValue(key, last, Array.isArray(raw) ? raw : [raw]));
   }
-  for (const variable of binding.variables) setPath(json, variable.fieldPath, params[variable.param] ?? "");
+  for (const variable of binding.variables) {
+    const value = params[variable.param] ?? "";
+    // A trailing or doubled slash ("…/versions/"), not a field left out.
+    if (value === "") throw apiError("INVALID_ARGUMENT", { field: variable.fieldPath.map((f) => f.name).join("."), problem: 'is empty in the path: name one after its "/", or leave that "/" out' });
+    setPath(json, variable.fieldPath, value);
+  }
   return json;
 }
 
@@ -252,7 +276,7 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
     // it as the empty message, and a rule without a body never reads one.
     if ((text as string).trim() === "") return done(null, undefined);
     parseJson(req, text as string, (error, body) => {
-      if (error !== null) return done(error, undefined);
+      if (error !== null) return done(jsonProblem(text as string, error), undefined);
       const key = firstDuplicateKey(text as string);
       if (key === undefined) return done(null, body);
       done(apiError("MALFORMED_REQUEST", { problem: `the key ${JSON.stringify(shownName(key))} appears twice in one JSON object: give each field once` }), undefined);
@@ -265,7 +289,8 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
   // text/plain).
   app.removeContentTypeParser("text/plain");
   app.addContentTypeParser("*", (req, _payload, done) => {
-    if (!sendsBody(req)) return done(null, undefined);
+    // An unrouted request (a gRPC call of an unknown method) is answered by the not-found handler unread, as Fastify does without this parser.
+    if (!sendsBody(req) || req.is404) return done(null, undefined);
     done(apiError("UNSUPPORTED_MEDIA_TYPE", { contentType: req.headers["content-type"] ?? "(none)" }), undefined);
   });
   // The same router Fastify uses, holding only the REST routes: which
@@ -374,7 +399,48 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
       handler: (req, reply) => answer(req, reply, () => readRestJson(method.input, requestJson(binding, req), fieldNames)),
     });
   }
+  // A path of literal segments is its own resource, even where another
+  // method's route takes a variable there: GET …/versions/upload-url is
+  // upload-url with the wrong method (405, Allow: POST), not GetVersion of
+  // a version named "upload-url". Fastify prefers a literal segment to a
+  // variable of the same method only, so those methods get a route on the
+  // literal path that answers as an unrouted request is answered.
+  for (const [url, verbs] of shadowedMethods(bindings)) {
+    for (const verb of verbs) app.route({ method: verb, url, exposeHeadRoute: verb === "GET", handler: (_req, reply) => reply.callNotFound() });
+  }
   return {
-    allowedMethods: (path) => httpMethods.filter((m) => routes.find(m, path) !== null),
+    allowedMethods: (path) => {
+      // Only the most literal routes a path matches are its resource's.
+      const matched = httpMethods.flatMap((m) => {
+        const found = routes.find(m, path);
+        return found === null ? [] : [{ m, variables: Object.keys(found.params).length }];
+      });
+      const fewest = Math.min(...matched.map((f) => f.variables));
+      return matched.filter((f) => f.variables === fewest).map((f) => f.m);
+    },
   };
+}
+
+/**
+ * For each binding's route path, the methods a route with a variable where
+ * it has a literal segment would take from it (shadowedMethods above), less
+ * those it serves itself.
+ */
+function shadowedMethods(bindings: readonly RestBinding[]): Map<string, Set<HttpVerb>> {
+  const isVariable = (segment: string) => segment.startsWith(":") && !segment.includes("::");
+  const served = new Set(bindings.map((b) => `${b.verb} ${b.routePath}`));
+  const shadowed = new Map<string, Set<HttpVerb>>();
+  for (const literal of bindings) {
+    const ls = literal.routePath.split("/");
+    for (const other of bindings) {
+      const os = other.routePath.split("/");
+      if (other.verb === literal.verb || os.length !== ls.length || served.has(`${other.verb} ${literal.routePath}`)) continue;
+      const fits = ls.every((l, i) => l === os[i] || isVariable(os[i]!) || (isVariable(l) && isVariable(os[i]!)));
+      const takes = ls.some((l, i) => !isVariable(l) && isVariable(os[i]!));
+      if (!fits || !takes) continue;
+      const verbs = shadowed.get(literal.routePath) ?? new Set<HttpVerb>();
+      shadowed.set(literal.routePath, verbs.add(other.verb));
+    }
+  }
+  return shadowed;
 }

@@ -65,6 +65,7 @@ export function authSuite(backend: Backend) {
     const noRole = await reader.post(`/api/entities/${e}/versions/upload-url`, { version: "2026.01.01-000000", source_hash: "a".repeat(64) });
     assert.is(noRole.status, 404);
     assert.is(noRole.body.code, "ENTITY_NOT_FOUND");
+    assert.match(noRole.body.error, "An entity is created by its first confirmed push, which needs the publisher role: your token does not carry it.");
     const first = await push(svc, e);
     assert.is(first.confirm!.status, 201);
     const access = await svc.rest.get(`/api/entities/${e}/access`);
@@ -82,6 +83,7 @@ export function authSuite(backend: Backend) {
     const hidden = await reader.post(`/api/entities/${e}/versions/upload-url`, { version: "2026.01.01-000000", source_hash: "a".repeat(64) });
     assert.equal([hidden.status, hidden.body.code], [404, "ENTITY_NOT_FOUND"]);
     assert.match(hidden.body.error, "does not exist, or you have no access to it");
+    assert.is(hidden.body.error, noRole.body.error, "the same answer as for a free id: the role is the caller's own to know about");
   });
 
   s("an admin's first push makes it the first publisher: the entity is never left for a stranger to claim", async ({ svc }) => {

@@ -229,7 +229,7 @@ export function protocolsSuite(backend: Backend) {
       headers: { "content-type": "application/json", authorization: svc.rest.defaultHeaders["authorization"]! },
       body: "{version: 1}",
     });
-    assert.match(((await notJson.json()) as { error: string }).error, /^The request could not be read: the body is not valid JSON, or it has a "__proto__" key .*: send one JSON object/);
+    assert.match(((await notJson.json()) as { error: string }).error, /^The request could not be read: the body is not valid JSON \(Expected property name .*\): send one JSON object of the request's fields \(listed at \/docs\)/);
     // JSON.parse would keep the last of two equal keys; protojson refuses them.
     const keyTwice = await fetch(`${svc.url}/api/entities/${e}/versions/upload-url`, {
       method: "POST",
@@ -239,7 +239,7 @@ export function protocolsSuite(backend: Backend) {
     assert.equal([keyTwice.status, await keyTwice.json()], [400, { code: "MALFORMED_REQUEST", error: 'The request could not be read: the key "source_hash" appears twice in one JSON object: give each field once' }]);
     const proto = await svc.rest.post(`/api/entities/${e}/versions/confirm`, { storage_path: "x", package_json: JSON.parse('{"__proto__": {"x": 1}}') });
     assert.equal([proto.status, proto.body.code], [400, "MALFORMED_REQUEST"]);
-    assert.match(proto.body.error, '"__proto__" key');
+    assert.match(proto.body.error, 'the body has a "__proto__" key (or "constructor" with "prototype"), which no part of a request may have: rename or remove it');
     const inBody = await svc.rest.post(`/api/entities/${e}/versions/upload-url?version=1`, {});
     assert.match(inBody.body.error, /takes no query parameters: send its fields in the JSON body/);
     // A request whose rule has no body takes none (at most {}), rather than ignoring it.
@@ -297,9 +297,18 @@ export function protocolsSuite(backend: Backend) {
     assert.is(res.headers.get("allow"), "GET, HEAD, PUT");
     assert.is(json.code, "METHOD_NOT_ALLOWED");
     assert.match(json.error, /does not take POST; it takes GET, HEAD, PUT/);
-    // A literal segment of one route and a variable of another: GET reaches GetVersion, as routing does.
-    const upload = await svc.rest.get(`/api/entities/${e}/versions/upload-url`);
-    assert.is.not(upload.status, 405);
+    // A literal segment of one route where another method's route has a variable: the literal path is
+    // its own resource (upload-url, POST only), not GetVersion or DeleteVersion of a version named so.
+    for (const [method, path] of [["GET", "upload-url"], ["HEAD", "upload-url"], ["DELETE", "confirm"], ["PUT", "confirm"]] as const) {
+      const wrong = await fetch(`${svc.url}/api/entities/${e}/versions/${path}`, { method });
+      assert.equal([wrong.status, wrong.headers.get("allow")], [405, "POST"], `${method} ${path}`);
+      if (method !== "HEAD") assert.match(((await wrong.json()) as { error: string }).error, /does not take \w+; it takes POST/);
+    }
+    // Without a token too, as any wrong method: the method is wrong whoever calls.
+    const anonymous = await fetch(`${svc.url}/api/entities/${e}/versions/confirm`);
+    assert.is(anonymous.status, 405);
+    // Another value there is still a version id.
+    assert.is((await svc.rest.get(`/api/entities/${e}/versions/upload-urls`)).body.code, "ENTITY_NOT_FOUND");
     // RPC paths too: POST, and GET where Connect takes one (a method without side effects); never HEAD.
     const rpc = `${svc.url}/entityversions.v1.EntityVersionsService`;
     for (const [method, path, allow] of [

@@ -156,7 +156,7 @@ test("errors: each status lists its codes; a code with a detail has the detail's
   assert.is(detailError.properties.count.anyOf[0].type, "string", "details are proto3 JSON: 64-bit integers are strings");
   assert.is(put.responses["503"].headers["Retry-After"].required, true);
   assert.is(put.responses["401"].headers["WWW-Authenticate"].required, true);
-  assert.match(put.responses["409"].description, /- `STALE_BASE`: .*base version "\{baseVersionId\}"/);
+  assert.match(put.responses["409"].description, /- `STALE_BASE`: .*Base version "\{baseVersionId\}"/);
 });
 
 /** The components that successful answers reach: the messages in the form the gateway writes answers in. */
