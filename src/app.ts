@@ -188,6 +188,7 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
           uploadUrlTtlSeconds: config.uploadUrlTtlSeconds,
           downloadUrlTtlSeconds: config.downloadUrlTtlSeconds,
           copiesInTurn: config.confirmCopiesInTurn,
+          maxOpenUploadsPerEntity: config.limits.maxOpenUploadsPerEntity,
           limits: config.limits,
         },
       }),

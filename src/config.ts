@@ -136,6 +136,8 @@ export interface Limits {
   readonly maxServiceDependencies: number;
   /** Most publishers, shares and org stores each entity may list (each list on its own). */
   readonly maxAccessEntries: number;
+  /** Most uploads an entity may have issued and not yet confirmed (nor swept): upload-url refuses more. */
+  readonly maxOpenUploadsPerEntity: number;
   /** What a page of ListVersions' package_json and service_dependencies may cost to serve, in bytes (versionDataCost; one version at least). */
   readonly maxPageBytes: number;
 }
@@ -548,6 +550,7 @@ export function loadConfig(env: Env = process.env): Config {
         // confirm SQLite accepts.
         maxServiceDependencies: integer(env, "MAX_SERVICE_DEPENDENCIES", 100, 0, 992),
         maxAccessEntries: integer(env, "MAX_ACCESS_ENTRIES", 1000, 1, 1_000_000),
+        maxOpenUploadsPerEntity: integer(env, "MAX_OPEN_UPLOADS_PER_ENTITY", 1000, 1, 1_000_000),
         // A page of ListVersions holds at most this much package_json and
         // service_dependencies (one version at least), so that no request
         // can make the service read and send hundreds of megabytes at once.

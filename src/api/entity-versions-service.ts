@@ -50,6 +50,8 @@ export interface EntityVersionsSettings {
   readonly downloadUrlTtlSeconds: number;
   /** Confirms of one entity copy their uploads in turn (SealTurns); absent: on. */
   readonly copiesInTurn?: boolean;
+  /** Uploads an entity may have issued and not confirmed (MAX_OPEN_UPLOADS_PER_ENTITY). */
+  readonly maxOpenUploadsPerEntity: number;
   readonly limits: valid.Limits;
 }
 
@@ -181,7 +183,10 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     const uploadId = this.#newId();
     const { storagePath, lockPath } = uploadPaths(entityId, uploadId, "staging");
     const expiresAt = this.#expiry(this.#d.settings.uploadUrlTtlSeconds);
-    await this.#d.store.recordUpload(entityId, uploadId, this.#d.clock.now(), ctx.signal);
+    const { maxOpenUploadsPerEntity } = this.#d.settings;
+    if (!(await this.#d.store.recordUpload(entityId, uploadId, this.#d.clock.now(), maxOpenUploadsPerEntity, ctx.signal))) {
+      throw apiError("TOO_MANY_OPEN_UPLOADS", { entityId, limit: maxOpenUploadsPerEntity });
+    }
     return {
       uploadUrl: this.#d.blobs.signUploadUrl(storagePath, expiresAt),
       storagePath,

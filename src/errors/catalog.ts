@@ -260,6 +260,11 @@ export const catalog = Object.freeze({
     Code.FailedPrecondition,
     (p) => `Entity "${p.entityId}" already has ${p.limit} ${p.list}, as many as allowed: remove one first (an organization's store reaches all its members at once).`,
   ),
+  TOO_MANY_OPEN_UPLOADS: spec<{ entityId: string; limit: number }>(
+    Code.ResourceExhausted,
+    (p) =>
+      `Entity "${p.entityId}" already has ${p.limit} uploads issued and not confirmed (MAX_OPEN_UPLOADS_PER_ENTITY): confirm the pushes you started, or ask again once the sweeper has discarded those older than ORPHAN_GRACE_SECONDS. A client asking for upload URLs in a loop without confirming has a bug.`,
+  ),
   DATABASE_UNAVAILABLE: spec(
     Code.Unavailable,
     () => "The database is unavailable: nothing was changed; retry in a few seconds.",

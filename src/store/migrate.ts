@@ -8,6 +8,7 @@ import * as eventRetention from "./migrations/0006-event-retention.js";
 import * as versionBlobFolder from "./migrations/0007-version-blob-folder.js";
 import * as versionDataCost from "./migrations/0008-version-data-cost.js";
 import * as uploadActivated from "./migrations/0009-upload-activated.js";
+import * as openUploads from "./migrations/0010-open-uploads.js";
 
 // Imported statically so the same names land in knex_migrations whether the
 // code runs from TypeScript or from a build; never rename an entry.
@@ -21,6 +22,7 @@ const migrations: Record<string, Knex.Migration> = {
   "0007-version-blob-folder": versionBlobFolder,
   "0008-version-data-cost": versionDataCost,
   "0009-upload-activated": uploadActivated,
+  "0010-open-uploads": openUploads,
 };
 
 const source: Knex.MigrationSource<string> = {

@@ -448,9 +448,19 @@ export class VersionStore {
     return { outcome, entityExists: row?.entity_found != null, tip };
   }
 
-  /** Records an issued upload, so that confirm accepts its paths and the sweeper can find it. */
-  async recordUpload(entityId: string, uploadId: string, now: Date, signal?: AbortSignal): Promise<void> {
+  /**
+   * Records an issued upload, so that confirm accepts its paths and the
+   * sweeper can find it; false, recording nothing, when the entity already
+   * has `maxOpen` issued and not confirmed. Counted, then inserted, outside
+   * a transaction: calls racing at the bound may pass it by as many as run
+   * at once, which a bound against runaway clients can afford.
+   */
+  async recordUpload(entityId: string, uploadId: string, now: Date, maxOpen: number, signal?: AbortSignal): Promise<boolean> {
+    const open = this.#knex("uploads").select(this.#knex.raw("1")).where({ entity_id: entityId, state: "issued" }).limit(maxOpen).as("open");
+    const [row] = await untilAborted(Promise.resolve(this.#knex.from(open).count<{ n: number | string }[]>({ n: "*" })), signal);
+    if (Number(row?.n ?? 0) >= maxOpen) return false;
     await untilAborted(Promise.resolve(this.#knex("uploads").insert({ id: uploadId, entity_id: entityId, state: "issued", created_at: now, attempts: 0 })), signal);
+    return true;
   }
 
   /**

@@ -519,6 +519,43 @@ export function pushSuite(backend: Backend) {
     }
   });
 
+  s("an entity has at most MAX_OPEN_UPLOADS_PER_ENTITY uploads issued and not confirmed: past it upload-url is RESOURCE_EXHAUSTED, until one is confirmed", async () => {
+    const svc = await startService(backend, { env: { MAX_OPEN_UPLOADS_PER_ENTITY: "3" } });
+    try {
+      const e = newEntityId();
+      const first = await push(svc, e);
+      assert.is(first.confirm!.status, 201, "a confirmed upload is not open");
+      const base = first.confirm!.body.version.id as string;
+      const open = [];
+      for (let i = 0; i < 3; i++) open.push(await uploadOnly(svc, e, { base }));
+      assert.equal(open.map((u) => u.res.status), [200, 200, 200]);
+      const over = await svc.rest.post(`/api/entities/${e}/versions/upload-url`, { version: nextVersionString(), source_hash: newSourceHash(), base_version_id: base });
+      assert.equal([over.status, over.body.code], [429, "TOO_MANY_OPEN_UPLOADS"], JSON.stringify(over.body));
+      assert.match(over.body.error, `Entity "${e}" already has 3 uploads issued and not confirmed (MAX_OPEN_UPLOADS_PER_ENTITY)`);
+      const grpc = await svc.grpc.call("GetUploadUrl", { entity_id: e, version: nextVersionString(), source_hash: newSourceHash(), base_version_id: base });
+      assert.ok(!grpc.ok && grpc.error.code === 8 && grpc.error.reason === "TOO_MANY_OPEN_UPLOADS" && grpc.error.metadata["limit"] === "3", JSON.stringify(grpc));
+      // Published source is still answered: no upload is issued for it.
+      const dedup = await svc.rest.post(`/api/entities/${e}/versions/upload-url`, { version: nextVersionString(), source_hash: first.sourceHash });
+      assert.equal([dedup.status, dedup.body.existing_version?.id], [200, base]);
+      // Another entity has its own count.
+      assert.is((await uploadOnly(svc, newEntityId())).res.status, 200);
+      // Confirming one of them frees its place.
+      const u = open[0]!;
+      const confirmed = await svc.rest.post(`/api/entities/${e}/versions/confirm`, {
+        storage_path: u.res.body.storage_path,
+        version: u.version,
+        source_hash: u.sourceHash,
+        file_size_bytes: Buffer.byteLength(u.content),
+        base_version_id: base,
+      });
+      assert.is(confirmed.status, 201, JSON.stringify(confirmed.body));
+      const again = await uploadOnly(svc, e, { base: confirmed.body.version.id });
+      assert.is(again.res.status, 200, JSON.stringify(again.res.body));
+    } finally {
+      await svc.close();
+    }
+  });
+
   s("the most service_dependencies the settings allow (992 slugs of 63 characters) are stored and read back whole", async () => {
     const svc = await startService(backend, { env: { MAX_SERVICE_DEPENDENCIES: "992" } });
     try {

@@ -1,5 +1,6 @@
 import type { Knex } from "knex";
 import { versionDataCost } from "../../domain/version-data-cost.js";
+import { hasIndex } from "./has-index.js";
 
 /** Versions measured per round trip while the existing ones are measured. */
 const batchSize = 500;
@@ -58,15 +59,6 @@ export async function up(knex: Knex): Promise<void> {
       t.index(["entity_id", "seq", "data_cost"], indexName);
     });
   }
-}
-
-/** Whether the table has an index of this name (Knex's schema builder cannot tell). */
-async function hasIndex(knex: Knex, table: string, name: string): Promise<boolean> {
-  const found: unknown =
-    knex.client.config.client === "mysql2"
-      ? ((await knex.raw("select 1 from information_schema.statistics where table_schema = database() and table_name = ? and index_name = ? limit 1", [table, name])) as unknown as [unknown[]])[0]
-      : await knex.raw("select 1 from sqlite_master where type = 'index' and tbl_name = ? and name = ?", [table, name]);
-  return Array.isArray(found) && found.length > 0;
 }
 
 export async function down(knex: Knex): Promise<void> {
