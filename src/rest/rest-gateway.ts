@@ -209,11 +209,15 @@ function webHeaders(req: FastifyRequest): Headers {
   return headers;
 }
 
-/** A signal that aborts when the client goes away before its answer is written. */
+/**
+ * A signal that aborts when the client goes away before its answer is
+ * written. Asked as "was the answer ended", not "was it flushed": an
+ * HTTP/2 response whose stream the client reset reads as finished.
+ */
 function clientGone(reply: FastifyReply): AbortSignal {
   const controller = new AbortController();
   reply.raw.once("close", () => {
-    if (!reply.raw.writableFinished) controller.abort();
+    if (!reply.raw.writableEnded) controller.abort();
   });
   return controller.signal;
 }

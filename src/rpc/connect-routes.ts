@@ -72,8 +72,9 @@ const encoder = new TextEncoder();
  * Connect streaming), the bare message for Connect unary; `{}` in JSON.
  */
 function emptyMessageBody(contentType: string): Uint8Array {
-  const payload = /^application\/(?:grpc(?:-web)?\+json|connect\+json|json)\b/.test(contentType) ? encoder.encode("{}") : new Uint8Array(0);
-  if (!/^application\/(?:grpc|connect\+)/.test(contentType)) return payload;
+  // Media types are case-insensitive (RFC 9110, 8.3.1), and Connect reads them so.
+  const payload = /^application\/(?:grpc(?:-web)?\+json|connect\+json|json)\b/i.test(contentType) ? encoder.encode("{}") : new Uint8Array(0);
+  if (!/^application\/(?:grpc|connect\+)/i.test(contentType)) return payload;
   const envelope = new Uint8Array(5 + payload.byteLength);
   new DataView(envelope.buffer).setUint32(1, payload.byteLength);
   envelope.set(payload, 5);
@@ -87,8 +88,9 @@ async function* failing(error: unknown): AsyncGenerator<Uint8Array> {
 
 /** The protocol of a Connect router request, by its content type. */
 function protocolOf(contentType: string | undefined): string {
-  if (contentType?.startsWith("application/grpc-web") === true) return "grpc-web";
-  if (contentType?.startsWith("application/grpc") === true) return "grpc";
+  const type = contentType?.toLowerCase();
+  if (type?.startsWith("application/grpc-web") === true) return "grpc-web";
+  if (type?.startsWith("application/grpc") === true) return "grpc";
   return "connect";
 }
 

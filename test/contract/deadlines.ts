@@ -1,4 +1,6 @@
 import { createHash } from "node:crypto";
+import http from "node:http";
+import http2 from "node:http2";
 import * as grpc from "@grpc/grpc-js";
 import knexFactory, { type Knex } from "knex";
 import { suite } from "uvu";
@@ -117,6 +119,46 @@ export function deadlinesSuite() {
     assert.equal(list.body.versions.map((v: { id: string }) => v.id), [v1.id], "nothing landed after the deadline");
     const retry = await svc.rest.post(`/api/entities/${e}/versions/confirm`, body);
     assert.is(retry.status, 201, JSON.stringify(retry.body));
+  });
+
+  s("a REST call its client cancels stops, over HTTP/2 (RST_STREAM) and HTTP/1.1 (closing): nothing lands once the database wakes", async ({ svc, mariadb }) => {
+    const e = newEntityId();
+    const v1 = (await push(svc, e)).confirm!.body.version;
+    const auth = svc.rest.defaultHeaders["authorization"]!;
+    for (const transport of ["h2", "http1"] as const) {
+      const content = `cancelled over ${transport}`;
+      const up = await uploadOnly(svc, e, { base: v1.id, content, sourceHash: createHash("sha256").update(content).digest("hex") });
+      const body = JSON.stringify({ storage_path: up.res.body.storage_path, version: up.version, source_hash: up.sourceHash, file_size_bytes: Buffer.byteLength(content), base_version_id: v1.id });
+      // A deadline far off, so that only the cancellation can stop the call.
+      const headers = { authorization: auth, "content-type": "application/json", "grpc-timeout": "30S" };
+      const path = `/api/entities/${e}/versions/confirm`;
+      mariadb.freeze();
+      try {
+        if (transport === "h2") {
+          const session = http2.connect(svc.url);
+          session.on("error", () => undefined);
+          const stream = session.request({ ":method": "POST", ":path": path, ...headers });
+          stream.on("error", () => undefined);
+          stream.end(body);
+          await sleep(300);
+          stream.close(http2.constants.NGHTTP2_CANCEL);
+          await sleep(100);
+          session.close();
+        } else {
+          const req = http.request(`${svc.url}${path}`, { method: "POST", headers });
+          req.on("error", () => undefined);
+          req.end(body);
+          await sleep(300);
+          req.destroy();
+        }
+        await sleep(200);
+      } finally {
+        mariadb.thaw();
+      }
+      await sleep(700);
+      const list = await svc.rest.get(`/api/entities/${e}/versions`);
+      assert.equal(list.body.versions.map((v: { id: string }) => v.id), [v1.id], `nothing landed after the client cancelled over ${transport}`);
+    }
   });
 
   s("a confirm that reaches its deadline mid-transaction (blocked on the entity's lock) is rolled back when it resumes", async ({ svc, mariadb }) => {

@@ -289,6 +289,38 @@ export function protocolsSuite(backend: Backend) {
     }
   });
 
+  s("content types are read case-insensitively, as Connect reads them: a refusal from the headers and a Trailers-Only answer keep their protocol", async ({ svc }) => {
+    const rpc = "/entityversions.v1.EntityVersionsService/GetVersion";
+    const message = toBinary(GetVersionRequestSchema, create(GetVersionRequestSchema, { entityId: newEntityId(), versionId: "v" }));
+    const envelope = Buffer.concat([Buffer.from([0, 0, 0, 0, message.length]), message]);
+    const session = http2.connect(svc.url);
+    const call = (headers: Record<string, string>, body: Buffer | string) =>
+      new Promise<{ headers: http2.IncomingHttpHeaders; trailers: http2.IncomingHttpHeaders | undefined; text: string }>((resolve, reject) => {
+        const req = session.request({ ":method": "POST", ":path": rpc, te: "trailers", ...headers });
+        let answer: http2.IncomingHttpHeaders = {};
+        let trailers: http2.IncomingHttpHeaders | undefined;
+        let text = "";
+        req.on("response", (h) => (answer = h));
+        req.on("trailers", (h) => (trailers = h));
+        req.on("data", (d: Buffer) => (text += d.toString()));
+        req.on("error", reject);
+        req.on("close", () => resolve({ headers: answer, trailers, text }));
+        req.end(body);
+      });
+    try {
+      const auth = svc.rest.defaultHeaders["authorization"]!;
+      const anonymous = await call({ "content-type": "APPLICATION/GRPC" }, envelope);
+      assert.equal([anonymous.headers["grpc-status"], anonymous.trailers], ["16", undefined], JSON.stringify(anonymous));
+      const connect = await call({ "content-type": "Application/JSON", "connect-protocol-version": "1" }, "{}");
+      assert.equal([connect.headers[":status"], JSON.parse(connect.text).code], [401, "unauthenticated"], connect.text);
+      const missing = await call({ "content-type": "Application/gRPC", authorization: auth }, envelope);
+      assert.equal([missing.headers["grpc-status"], missing.trailers], ["5", undefined], "Trailers-Only, as for application/grpc");
+      assert.not.match(String(missing.headers["grpc-message"]), "%20", "the minimal percent-encoding gRPC clients read whole");
+    } finally {
+      session.close();
+    }
+  });
+
   s("a REST path called with a method it does not take is 405, naming the methods it takes", async ({ svc }) => {
     const e = newEntityId();
     const res = await fetch(`${svc.url}/api/entities/${e}/active-version`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
