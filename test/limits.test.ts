@@ -356,4 +356,30 @@ s("an idle HTTP/2 session is closed after HTTP_IDLE_TIMEOUT_MS", async ({ svc })
   assert.ok(closed >= 1500 && closed < 6000, `closed after ${closed} ms`);
 });
 
+s("a session whose only stream is a quiet health Watch is not idle: it stays open, and the Watch goes on, past HTTP_IDLE_TIMEOUT_MS", async ({ svc }) => {
+  const session = http2.connect(svc.url);
+  session.on("error", () => {});
+  let closed = false;
+  session.once("close", () => (closed = true));
+  const watch = session.request({ ":method": "POST", ":path": "/grpc.health.v1.Health/Watch", "content-type": "application/grpc", te: "trailers" });
+  let status: string | undefined;
+  let messages = 0;
+  watch.on("data", () => messages++);
+  watch.on("trailers", (h) => (status = String(h["grpc-status"])));
+  watch.on("error", () => {});
+  // An empty HealthCheckRequest: the server's own status.
+  watch.end(Buffer.from([0, 0, 0, 0, 0]));
+  try {
+    // Two idle timeouts and more, with nothing to send after the first status.
+    await sleep(5_000);
+    assert.equal([closed, watch.closed, status, messages], [false, false, undefined, 1], "the session and its Watch are open, the Watch answered once");
+    // Once the Watch ends, the session is idle again, and closed.
+    watch.close(http2.constants.NGHTTP2_CANCEL);
+    await sleep(4_500);
+    assert.ok(closed, "closed once idle");
+  } finally {
+    session.destroy();
+  }
+});
+
 s.run();

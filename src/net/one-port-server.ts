@@ -70,9 +70,27 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
     { settings: { maxConcurrentStreams: options.maxConcurrentStreams ?? 100, maxHeaderListSize: maxHeaderListBytes } },
     handler as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void,
   );
-  // Node applies the server's timeout to each session; with no "timeout"
-  // listener, an idle session is destroyed (GOAWAY when it can).
+  // Node applies the server's timeout to each session. An idle one is
+  // closed (GOAWAY). One with a stream open is not idle, only quiet (a
+  // health Watch sends nothing while the status holds): it is pinged
+  // instead, which proves the peer is there and is traffic to proxies, and
+  // is destroyed when the ping fails or is still unanswered a period later.
   h2.setTimeout(idleTimeoutMs);
+  const openStreams = new WeakMap<http2.ServerHttp2Session, number>();
+  const pinging = new WeakSet<http2.ServerHttp2Session>();
+  const onQuiet = (session: http2.ServerHttp2Session): void => {
+    if ((openStreams.get(session) ?? 0) === 0) return void session.close();
+    // The last quiet period's ping still unanswered: the peer is gone.
+    if (pinging.has(session)) return void session.destroy();
+    pinging.add(session);
+    session.ping((error) => {
+      pinging.delete(session);
+      if (error !== null) session.destroy();
+    });
+    // Node's listener of a session's timeout fires once: this one watches the next quiet period.
+    session.setTimeout(idleTimeoutMs, () => onQuiet(session));
+  };
+  h2.on("timeout", onQuiet);
   const sessions = new Set<http2.ServerHttp2Session>();
   const responses = new Set<http.ServerResponse>();
   let closing = false;
@@ -87,6 +105,11 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
   });
   h2.on("session", (session) => {
     sessions.add(session);
+    openStreams.set(session, 0);
+    session.on("stream", (stream) => {
+      openStreams.set(session, (openStreams.get(session) ?? 0) + 1);
+      stream.once("close", () => openStreams.set(session, (openStreams.get(session) ?? 1) - 1));
+    });
     session.once("close", () => sessions.delete(session));
     if (closing) session.close();
   });

@@ -8,6 +8,15 @@ import {
 import type { Readiness } from "./readiness.js";
 
 /**
+ * Why a watch ended, as its status: the deadline (DEADLINE_EXCEEDED), the
+ * server stopping (SHUTTING_DOWN, UNAVAILABLE) or the client going away.
+ * Never OK: a watch that ends with OK tells its client that it completed.
+ */
+function endOf(signal: AbortSignal): ConnectError {
+  return signal.reason instanceof ConnectError ? signal.reason : new ConnectError("the watch was cancelled", Code.Canceled);
+}
+
+/**
  * grpc.health.v1.Health: the server ("") and each served service are
  * SERVING when the service is ready (database and blob store reachable, not
  * shutting down) and NOT_SERVING otherwise. Watch sends the status at once
@@ -43,7 +52,7 @@ export class HealthService implements ServiceImpl<typeof Health> {
         if (ctx.signal.aborted) resolve();
         else ctx.signal.addEventListener("abort", () => resolve(), { once: true });
       });
-      return;
+      throw endOf(ctx.signal);
     }
     let last: Status | undefined;
     while (!ctx.signal.aborted) {
@@ -64,6 +73,7 @@ export class HealthService implements ServiceImpl<typeof Health> {
         ctx.signal.addEventListener("abort", done, { once: true });
       });
     }
+    throw endOf(ctx.signal);
   }
 
   async list() {

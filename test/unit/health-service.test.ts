@@ -1,5 +1,5 @@
 import { getEventListeners } from "node:events";
-import { createHandlerContext } from "@connectrpc/connect";
+import { Code, ConnectError, createHandlerContext } from "@connectrpc/connect";
 import { test } from "uvu";
 import * as assert from "uvu/assert";
 import { EntityVersionsService } from "../../gen/entityversions/v1/entity_versions_pb.js";
@@ -19,6 +19,17 @@ function watchContext(requestSignal: AbortSignal) {
   });
 }
 
+/** The code of the ConnectError a watch's step failed with; undefined when it did not fail. */
+async function codeOf(step: Promise<unknown>): Promise<Code | undefined> {
+  try {
+    await step;
+    return undefined;
+  } catch (error) {
+    if (!(error instanceof ConnectError)) throw error;
+    return error.code;
+  }
+}
+
 test("a long health Watch holds one abort listener, however many intervals it waits", async () => {
   const health = new HealthService(new Readiness([{ name: "database", check: async () => undefined }], { cacheMs: 0 }), [EntityVersionsService], { watchIntervalMs: 1 });
   const requestSignal = new AbortController();
@@ -33,7 +44,7 @@ test("a long health Watch holds one abort listener, however many intervals it wa
   const listeners = getEventListeners(ctx.signal, "abort").length - connects;
   assert.ok(listeners <= 1, `${listeners} abort listeners of the watch's`);
   requestSignal.abort();
-  assert.is((await pending).done, true, "the watch ends with its call");
+  assert.is(await codeOf(pending), Code.Canceled, "the watch ends with its call, never with OK");
   assert.ok(getEventListeners(ctx.signal, "abort").length <= connects, "none left by the watch");
 });
 
@@ -48,7 +59,19 @@ test("a Watch of an unknown service sends SERVICE_UNKNOWN and stays open until i
   await new Promise((resolve) => setTimeout(resolve, 50));
   assert.is(settled, false, "the watch is still open");
   requestSignal.abort();
-  assert.is((await pending).done, true, "the watch ends with its call");
+  assert.is(await codeOf(pending), Code.Canceled, "the watch ends with its call");
+});
+
+test("a Watch ends with why it ended, never OK: DEADLINE_EXCEEDED at the client's deadline, the server's reason when it stops", async () => {
+  const health = new HealthService(new Readiness([{ name: "database", check: async () => undefined }], { cacheMs: 0 }), [EntityVersionsService], { watchIntervalMs: 5 });
+  for (const reason of [new ConnectError("the operation timed out", Code.DeadlineExceeded), new ConnectError("shutting down", Code.Unavailable)]) {
+    const requestSignal = new AbortController();
+    const watch = health.watch({ service: "" } as Parameters<HealthService["watch"]>[0], watchContext(requestSignal.signal));
+    assert.is((await watch.next()).value?.status, 1, "SERVING");
+    const pending = watch.next();
+    requestSignal.abort(reason);
+    assert.is(await codeOf(pending), reason.code, reason.message);
+  }
 });
 
 test.run();
