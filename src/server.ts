@@ -154,6 +154,15 @@ function dropAnswer(res: http.ServerResponse | http2.Http2ServerResponse): void 
   }
 }
 
+/** What is left of the deadline the request's client set (grpc-timeout, connect-timeout-ms), counted from its arrival; undefined when it set none. */
+function clientDeadlineLeftMs(req: FastifyRequest, reply: FastifyReply): number | undefined {
+  const client = clientTimeoutMs((name) => {
+    const value = req.headers[name];
+    return Array.isArray(value) ? value[0] : value;
+  });
+  return client === undefined ? undefined : Math.max(0, client - reply.elapsedTime);
+}
+
 /** A request's connection: its socket, or for HTTP/2 its session, whose streams share what the connection may hold. */
 function connectionOf(req: FastifyRequest): object {
   return req.raw instanceof http2.Http2ServerRequest ? (req.raw.stream.session ?? req.raw.socket) : req.raw.socket;
@@ -251,11 +260,8 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
    * client's own when that is shorter, counted from the call's arrival.
    */
   const waitLimitMs = (req: FastifyRequest, reply: FastifyReply): number => {
-    const client = clientTimeoutMs((name) => {
-      const value = req.headers[name];
-      return Array.isArray(value) ? value[0] : value;
-    });
-    return client === undefined ? limits.defaultDeadlineMs : Math.min(limits.defaultDeadlineMs, Math.max(0, client - reply.elapsedTime));
+    const client = clientDeadlineLeftMs(req, reply);
+    return client === undefined ? limits.defaultDeadlineMs : Math.min(limits.defaultDeadlineMs, client);
   };
   /**
    * A unary call's place at the gate: at once, after waiting its turn (at
@@ -315,7 +321,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
         resolve();
       }),
     );
-    return { ticket, timeoutMs: limits.bodyTimeoutMs, answered };
+    return { ticket, timeoutMs: limits.bodyTimeoutMs, deadlineMs: clientDeadlineLeftMs(req, reply), answered };
   };
   // Calls still running shutdownTimeoutMs after close() began are aborted
   // (SHUTTING_DOWN), whatever their protocol.

@@ -356,6 +356,52 @@ s("an idle HTTP/2 session is closed after HTTP_IDLE_TIMEOUT_MS", async ({ svc })
   assert.ok(closed >= 1500 && closed < 6000, `closed after ${closed} ms`);
 });
 
+s("a body that has not come by the client's deadline is DEADLINE_EXCEEDED at that deadline, before REQUEST_BODY_TIMEOUT_MS", async ({ svc }) => {
+  const session = http2.connect(svc.url);
+  session.on("error", () => {});
+  try {
+    const started = Date.now();
+    const req = session.request({ ":method": "POST", ":path": confirmPath, "content-type": "application/grpc", te: "trailers", "grpc-timeout": "400m", authorization: svc.rest.defaultHeaders["authorization"]! });
+    req.write(frame(10).subarray(0, 3)); // part of a frame header, then nothing
+    const status = await grpcStatusOf(req);
+    const ms = Date.now() - started;
+    assert.is(status, "4", "DEADLINE_EXCEEDED");
+    assert.ok(ms < 1_400, `answered after ${ms} ms, not at REQUEST_BODY_TIMEOUT_MS (1500)`);
+  } finally {
+    session.destroy();
+  }
+});
+
+s("a bidirectional stream (reflection) has no whole-body timeout: it lasts past REQUEST_BODY_TIMEOUT_MS, and ends at its client's deadline", async ({ svc }) => {
+  const listServices = Buffer.from([0x3a, 1, 0x2a]); // ServerReflectionRequest{list_services: "*"}
+  const request = Buffer.concat([Buffer.from([0, 0, 0, 0, listServices.length]), listServices]);
+  const session = http2.connect(svc.url);
+  session.on("error", () => {});
+  const open = (headers: Record<string, string>) => {
+    const req = session.request({ ":method": "POST", ":path": "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", "content-type": "application/grpc", te: "trailers", ...headers });
+    let answers = 0;
+    req.on("data", () => answers++);
+    req.write(request);
+    return { req, answers: () => answers, status: grpcStatusOf(req) };
+  };
+  try {
+    const lasting = open({});
+    await sleep(2_500);
+    assert.equal([lasting.req.closed, lasting.answers() > 0], [false, true], "open past the body timeout, its request answered");
+    lasting.req.write(request);
+    await sleep(300);
+    assert.ok(!lasting.req.closed, "and still taking requests");
+    lasting.req.end();
+    assert.is(await lasting.status, "0");
+    const started = Date.now();
+    const bounded = open({ "grpc-timeout": "500m" });
+    assert.is(await bounded.status, "4", "DEADLINE_EXCEEDED");
+    assert.ok(Date.now() - started < 1_400, `ended after ${Date.now() - started} ms`);
+  } finally {
+    session.destroy();
+  }
+});
+
 s("a session whose only stream is a quiet health Watch is not idle: it stays open, and the Watch goes on, past HTTP_IDLE_TIMEOUT_MS", async ({ svc }) => {
   const session = http2.connect(svc.url);
   session.on("error", () => {});

@@ -5,8 +5,14 @@ import type { BodyTicket } from "./body-budget.js";
 export interface BodyGuard {
   /** The request's share of the body budget. */
   readonly ticket: BodyTicket;
-  /** How long the whole body may take to arrive. */
-  readonly timeoutMs: number;
+  /**
+   * How long the whole body may take to arrive (REQUEST_BODY_TIMEOUT);
+   * undefined for a stream of requests (a bidirectional call), which may
+   * last as long as its call.
+   */
+  readonly timeoutMs: number | undefined;
+  /** What is left of the client's own deadline, when it set one: past it, reading ends DEADLINE_EXCEEDED. */
+  readonly deadlineMs?: number | undefined;
   /**
    * Settles when the request has been answered (or its client went away):
    * whoever was reading the body may have stopped, so reading ends too.
@@ -17,7 +23,7 @@ export interface BodyGuard {
 /**
  * A request body read against its guard: each chunk is counted against the
  * connection's and the process's budget before it is passed on, and the
- * whole body must arrive within the timeout. Past either, reading stops with
+ * whole body must arrive within the timeout and the client's deadline. Past either, reading stops with
  * the catalog's error (IN_FLIGHT_BYTES_EXCEEDED, REQUEST_BODY_TIMEOUT),
  * which every protocol answers in its own form, so a client that sends
  * slowly or too much holds neither memory nor a stream for long. Once the
@@ -29,8 +35,15 @@ export interface BodyGuard {
 export async function* guardedBody(source: AsyncIterable<Uint8Array>, guard: BodyGuard, prepaidBytes = 0): AsyncGenerator<Uint8Array, void, undefined> {
   const it = source[Symbol.asyncIterator]();
   let timer: NodeJS.Timeout | undefined;
+  // The nearer of the two limits; a client's deadline is its to set, and
+  // holds for the body as for the rest of the call.
+  const { timeoutMs, deadlineMs } = guard;
+  const byDeadline = deadlineMs !== undefined && (timeoutMs === undefined || deadlineMs < timeoutMs);
+  const limitMs = byDeadline ? deadlineMs : timeoutMs;
   const timedOut = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(apiError("REQUEST_BODY_TIMEOUT", { timeoutMs: guard.timeoutMs })), guard.timeoutMs);
+    if (limitMs === undefined) return;
+    const error = () => (byDeadline ? apiError("DEADLINE_EXCEEDED", {}) : apiError("REQUEST_BODY_TIMEOUT", { timeoutMs: limitMs }));
+    timer = setTimeout(() => reject(error()), limitMs);
   });
   // Settled by the timer even when nobody races it any more.
   timedOut.catch(() => undefined);
