@@ -62,6 +62,8 @@ declare module "fastify" {
     auth: AuthResult | undefined;
     /** The unary API call's place at the call gate. */
     callPass: CallPass | undefined;
+    /** Whether the request's log line is written (finishRequest). */
+    finished: boolean;
     /** Work the call stopped waiting for that still runs: its place at the call gate is kept until it ends. */
     abandonedWork: AbandonedWork | undefined;
   }
@@ -360,9 +362,15 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   app.decorateRequest("auth", undefined);
   app.decorateRequest("callPass", undefined);
   app.decorateRequest("abandonedWork", undefined);
+  app.decorateRequest("finished", false);
   app.addHook("onRequest", async (req, reply) => {
     req.rpcOutcome = {};
     reply.header("x-request-id", req.id);
+    // Fastify runs onResponse once an answer is written; one whose
+    // HTTP/1.1 client left first never is, and is finished here.
+    reply.raw.once("close", () => {
+      if (!reply.raw.writableEnded) finishRequest(req, reply);
+    });
     if (req.raw instanceof http2.Http2ServerRequest) endUnreadStream(req.raw);
     const route = rpcRoute(req);
     // Let in first, before its token or body costs anything.
@@ -439,7 +447,11 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     if (!(req.raw instanceof http2.Http2ServerRequest) && !req.raw.complete) reply.header("connection", "close");
     return payload;
   });
-  app.addHook("onResponse", async (req, reply) => {
+  app.addHook("onResponse", async (req, reply) => finishRequest(req, reply));
+  /** Counts a call no interceptor recorded, and writes the request's one log line. */
+  function finishRequest(req: FastifyRequest, reply: FastifyReply): void {
+    if (req.finished) return;
+    req.finished = true;
     const o = req.rpcOutcome;
     const route = rpcRoute(req);
     // The client went away before its answer was written (an HTTP/2
@@ -461,7 +473,8 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       {
         method: req.method,
         path: req.url.split("?")[0],
-        ...(o.rpc === undefined ? {} : { rpc: o.rpc, protocol: o.protocol, code: o.code }),
+        // A call its client left may still be running: canceled is what its client got.
+        ...(o.rpc === undefined ? {} : { rpc: o.rpc, protocol: o.protocol, code: o.code ?? (gone ? "canceled" : undefined) }),
         ...(o.reason === undefined ? {} : { reason: o.reason }),
         // nginx's 499: the client closed the request before the answer.
         status: gone ? 499 : reply.statusCode,
@@ -469,7 +482,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       },
       "request",
     );
-  });
+  }
 
   app.setErrorHandler((error: FastifyError, req, reply) => {
     const status = error.statusCode ?? 500;

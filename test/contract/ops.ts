@@ -1,4 +1,5 @@
 import { execFile } from "node:child_process";
+import http from "node:http";
 import path from "node:path";
 import { promisify } from "node:util";
 import * as grpc from "@grpc/grpc-js";
@@ -7,8 +8,10 @@ import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { rawGrpc } from "../support/grpc-client.js";
 import type { Backend } from "../support/env.js";
-import { memoryLogger, newEntityId, push, startService, type TestService } from "../support/service.js";
+import { blobStoreWith, memoryLogger, newEntityId, push, startService, type TestService, uploadOnly } from "../support/service.js";
 import { serviceSuite } from "../support/suite.js";
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 const run = promisify(execFile);
 
@@ -294,6 +297,62 @@ export function logsSuite(backend: Backend) {
       assert.ok(requests.every((l) => typeof l["reqId"] === "string"));
       assert.not.match(logs, /sig=|SharedKey|Bearer|eyJ/);
       assert.not.match(logs, p.res.body.upload_url.split("?")[1]!);
+    } finally {
+      await svc.close();
+    }
+  });
+
+  s("a call its client cancels over HTTP/1.1 is still one line, 499 canceled, and counted", async () => {
+    const { logger, text } = memoryLogger();
+    const slowStat = { slow: false };
+    const svc = await startService(backend, {
+      logger,
+      // A confirm's check of its upload takes long enough to be cancelled while it runs.
+      blobStore: (store) =>
+        blobStoreWith(store, {
+          stat: async (path, signal) => {
+            if (slowStat.slow) await new Promise((resolve) => (signal?.addEventListener("abort", resolve), setTimeout(resolve, 5_000)));
+            return store.stat(path, signal);
+          },
+        }),
+    });
+    try {
+      const e = newEntityId();
+      const v1 = (await push(svc, e)).confirm!.body.version;
+      const up = await uploadOnly(svc, e, { base: v1.id });
+      const body = JSON.stringify({ storage_path: up.res.body.storage_path, version: up.version, source_hash: up.sourceHash, file_size_bytes: Buffer.byteLength(up.content), base_version_id: v1.id });
+      const auth = svc.rest.defaultHeaders["authorization"]!;
+      slowStat.slow = true;
+      for (const [id, path, type] of [
+        ["cancel-rest", `/api/entities/${e}/versions/confirm`, "application/json"],
+        ["cancel-connect", "/entityversions.v1.EntityVersionsService/ConfirmUpload", "application/json"],
+      ] as const) {
+        const req = http.request(`${svc.url}${path}`, { method: "POST", headers: { authorization: auth, "content-type": type, "x-request-id": id } });
+        req.on("error", () => undefined);
+        // Connect's body is the whole request message; REST's path holds the entity.
+        req.end(id === "cancel-connect" ? JSON.stringify({ ...JSON.parse(body), entity_id: e }) : body);
+        await sleep(300);
+        req.destroy();
+      }
+      await sleep(1_500);
+      slowStat.slow = false;
+      const requests = text()
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l) as Record<string, unknown>)
+        .filter((l) => l["msg"] === "request");
+      for (const id of ["cancel-rest", "cancel-connect"]) {
+        const lines = requests.filter((l) => l["reqId"] === id);
+        assert.equal(
+          lines.map((l) => [l["rpc"], l["status"], l["code"]]),
+          [["entityversions.v1.EntityVersionsService/ConfirmUpload", 499, "canceled"]],
+          `${id}: ${JSON.stringify(lines)}`,
+        );
+      }
+      const metrics = await (await fetch(`${svc.url}/metrics`)).text();
+      for (const protocol of ["rest", "connect"]) {
+        assert.match(metrics, `entity_versions_rpc_requests_total{rpc="entityversions.v1.EntityVersionsService/ConfirmUpload",protocol="${protocol}",code="canceled"} 1`);
+      }
     } finally {
       await svc.close();
     }
