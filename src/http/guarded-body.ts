@@ -6,11 +6,11 @@ export interface BodyGuard {
   /** The request's share of the body budget. */
   readonly ticket: BodyTicket;
   /**
-   * How long the whole body may take to arrive (REQUEST_BODY_TIMEOUT);
-   * undefined for a stream of requests (a bidirectional call), which may
-   * last as long as its call.
+   * How long the whole body may take to arrive (REQUEST_BODY_TIMEOUT), a
+   * bidirectional call's stream of requests too: its bytes count against
+   * the budget until its call ends, so it may not stay open at will.
    */
-  readonly timeoutMs: number | undefined;
+  readonly timeoutMs: number;
   /** What is left of the client's own deadline, when it set one: past it, reading ends DEADLINE_EXCEEDED. */
   readonly deadlineMs?: number | undefined;
   /**
@@ -38,10 +38,9 @@ export async function* guardedBody(source: AsyncIterable<Uint8Array>, guard: Bod
   // The nearer of the two limits; a client's deadline is its to set, and
   // holds for the body as for the rest of the call.
   const { timeoutMs, deadlineMs } = guard;
-  const byDeadline = deadlineMs !== undefined && (timeoutMs === undefined || deadlineMs < timeoutMs);
+  const byDeadline = deadlineMs !== undefined && deadlineMs < timeoutMs;
   const limitMs = byDeadline ? deadlineMs : timeoutMs;
   const timedOut = new Promise<never>((_, reject) => {
-    if (limitMs === undefined) return;
     const error = () => (byDeadline ? apiError("DEADLINE_EXCEEDED", {}) : apiError("REQUEST_BODY_TIMEOUT", { timeoutMs: limitMs }));
     timer = setTimeout(() => reject(error()), limitMs);
   });

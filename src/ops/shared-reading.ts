@@ -7,20 +7,22 @@ export interface SharedReading<T> {
 
 /**
  * A reading that many callers share: at most one read is in flight, and
- * its outcome, value or failure, is reused for `maxAgeMs`. Unauthenticated
+ * its outcome, value or failure, is reused for `maxAgeMs` after it came. Unauthenticated
  * callers (metrics scrapes, readiness probes) then cost one read per
  * interval however many of them there are, so that a flood of them cannot
  * take the database pool from the API's calls.
  */
 export function sharedReading<T>(read: () => Promise<T>, maxAgeMs: number, now: () => number = Date.now): SharedReading<T> {
-  let last: { at: number; value: Promise<T> } | undefined;
+  // Its age counts from when it settled: a read still running (a database
+  // that hangs) is shared however long it takes, never joined by another.
+  let last: { settledAt: number | undefined; value: Promise<T> } | undefined;
   const get = (): Promise<T> => {
-    const at = now();
-    if (last === undefined || at - last.at > maxAgeMs) {
-      const value = read();
-      // Kept and handed out as it is; a caller that drops it must not leave an unhandled rejection.
-      value.catch(() => undefined);
-      last = { at, value };
+    if (last === undefined || (last.settledAt !== undefined && now() - last.settledAt > maxAgeMs)) {
+      const reading: { settledAt: number | undefined; value: Promise<T> } = { settledAt: undefined, value: read() };
+      const settled = () => void (reading.settledAt = now());
+      // Also keeps a rejection nobody waits for from being unhandled.
+      reading.value.then(settled, settled);
+      last = reading;
     }
     return last.value;
   };

@@ -1,3 +1,4 @@
+import { Http2ServerRequest } from "node:http2";
 import { Readable } from "node:stream";
 import { create, type DescField, type DescMethod, type DescService, type JsonObject, type JsonValue, type Message } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ContextValues } from "@connectrpc/connect";
@@ -121,6 +122,19 @@ function bodyFields(binding: RestBinding): string[] {
   return binding.method.input.fields.filter((f) => !bound.has(f)).map((f) => f.name);
 }
 
+/** Requests whose body a parser here read (or found absent): an undefined body is then no body. */
+const bodyRead = new WeakSet<FastifyRequest>();
+
+/**
+ * Whether a body may follow the request's headers: HTTP/2 unless they
+ * ended the stream or said Content-Length: 0; HTTP/1.1 when they announce
+ * one (sendsBody).
+ */
+function mayCarryBody(req: FastifyRequest): boolean {
+  if (req.raw instanceof Http2ServerRequest) return !req.raw.stream.endAfterHeaders && req.headers["content-length"] !== "0";
+  return sendsBody(req);
+}
+
 /** Whether the request's headers announce a body (RFC 9112 6.3). */
 function sendsBody(req: FastifyRequest): boolean {
   const length = req.headers["content-length"];
@@ -154,10 +168,10 @@ function requestJson(binding: RestBinding, req: FastifyRequest): JsonObject {
     json[binding.body.name] = req.body as JsonValue;
   } else if (binding.body === undefined) {
     // http.proto: a rule without `body` has no request body; what was sent
-    // would be ignored. Fastify does not read a GET's body: it is refused
-    // from its headers.
+    // would be ignored. A body Fastify did not read (a GET's, a DELETE's
+    // without Content-Type) is refused from its headers.
     const parsed = req.body !== undefined && req.body !== null && !(isJsonObject(req.body) && Object.keys(req.body).length === 0);
-    if (parsed || (req.body === undefined && sendsBody(req))) {
+    if (parsed || (req.body === undefined && !bodyRead.has(req) && sendsBody(req))) {
       const query = queryParameters(binding);
       throw apiError("MALFORMED_REQUEST", {
         problem: `${req.method} ${req.url.split("?")[0]} takes no body${parsed ? " (at most {})" : ""}: its fields go in the path${query.length > 0 ? ` and the query (${query.join(", ")})` : ""}`,
@@ -275,6 +289,7 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
   const parseJson = app.getDefaultJsonParser("error", "error");
   app.removeContentTypeParser("application/json");
   app.addContentTypeParser("application/json", { parseAs: "string" }, (req, text, done) => {
+    bodyRead.add(req);
     // No body is no body, whatever Content-Type says (clients that set it
     // on every request, a PUT with Content-Length: 0): grpc-gateway reads
     // it as the empty message, and a rule without a body never reads one.
@@ -288,14 +303,33 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
   });
   // REST takes JSON only: Fastify's default text/plain parser would let a
   // plain-text body through to a confusing "must be a JSON object". Any
-  // other type is refused 415 unread, except with no body at all:
-  // again no body is no body (a DELETE whose client labels even nothing
-  // text/plain).
+  // other type is refused 415, except with no body at all: again no body
+  // is no body (a DELETE whose client labels even nothing text/plain).
+  // Whether one comes is known only by waiting for its first byte or its
+  // end: HTTP/2 needs no Content-Length, and a chunked body may be empty.
   app.removeContentTypeParser("text/plain");
-  app.addContentTypeParser("*", (req, _payload, done) => {
+  app.addContentTypeParser("*", (req, payload, done) => {
     // An unrouted request (a gRPC call of an unknown method) is answered by the not-found handler unread, as Fastify does without this parser.
-    if (!sendsBody(req) || req.is404) return done(null, undefined);
-    done(apiError("UNSUPPORTED_MEDIA_TYPE", { contentType: req.headers["content-type"] ?? "(none)" }), undefined);
+    if (req.is404) return done(null, undefined);
+    bodyRead.add(req);
+    if (!mayCarryBody(req)) return done(null, undefined);
+    let settled = false;
+    const settle = (body: boolean) => {
+      if (settled) return;
+      settled = true;
+      payload.off("data", onData).off("end", onEnd).off("error", onError);
+      // The rest is left unread: the answer closes the connection or the stream.
+      payload.pause();
+      done(body ? apiError("UNSUPPORTED_MEDIA_TYPE", { contentType: req.headers["content-type"] ?? "(none)" }) : null, undefined);
+    };
+    const onData = (chunk: Uint8Array) => chunk.byteLength > 0 && settle(true);
+    const onEnd = () => settle(false);
+    const onError = (error: Error) => {
+      if (settled) return;
+      settled = true;
+      done(error, undefined);
+    };
+    payload.on("data", onData).once("end", onEnd).once("error", onError);
   });
   // The same router Fastify uses, holding only the REST routes: which
   // methods a path takes is then answered exactly as routing would.
@@ -431,7 +465,8 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
  * those it serves itself.
  */
 function shadowedMethods(bindings: readonly RestBinding[]): Map<string, Set<HttpVerb>> {
-  const isVariable = (segment: string) => segment.startsWith(":") && !segment.includes("::");
+  // A variable before a custom verb (":p0(^.+)::undelete") is a variable too.
+  const isVariable = (segment: string) => segment.startsWith(":");
   const served = new Set(bindings.map((b) => `${b.verb} ${b.routePath}`));
   const shadowed = new Map<string, Set<HttpVerb>>();
   for (const literal of bindings) {

@@ -177,18 +177,10 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
       gateway: "connect",
       unary: handler.method.methodKind === "unary",
     };
-    // A stream of requests (a bidirectional call: reflection) lasts as long
-    // as its call, so its body has no whole-body timeout; the client's
-    // deadline still holds.
-    const streamsRequests = handler.method.methodKind === "bidi_streaming" || handler.method.methodKind === "client_streaming";
-    const bodyGuardOf = (req: FastifyRequest, reply: FastifyReply): BodyGuard => {
-      const guard = opts.bodyGuard(req, reply);
-      return streamsRequests ? { ...guard, timeoutMs: undefined } : guard;
-    };
     /** Answers the call through Connect's handler for its protocol. */
     const serve = async (req: FastifyRequest, reply: FastifyReply, outcome: RpcOutcome): Promise<void> => {
       const closed = new Promise<void>((resolve) => reply.raw.once("close", () => resolve()));
-      const guard = opts.refused(req) ? undefined : bodyGuardOf(req, reply);
+      const guard = opts.refused(req) ? undefined : opts.bodyGuard(req, reply);
       // A compressed message inflates to as much as readMaxBytes, and the
       // decoded message (its unknown fields views of the inflated bytes)
       // lives as long as the call: the budget that holds request bodies

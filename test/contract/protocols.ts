@@ -207,6 +207,40 @@ export function protocolsSuite(backend: Backend) {
     const plain = { "content-type": "text/plain", "content-length": "0" };
     assert.is((await send("PUT", `/api/entities/${e}/stores/public`, plain)).status, 200);
     assert.is((await send("DELETE", `/api/entities/${e}/stores/public`, plain)).status, 200);
+    // Told by its end rather than by a header: an empty chunked HTTP/1.1 body, and over HTTP/2
+    // an empty DATA frame after headers that neither end the stream nor give a length.
+    const e2 = newEntityId();
+    const deletable = (await push(svc, e2)).confirm!.body.version.id as string;
+    const chunked = await new Promise<number>((resolve, reject) => {
+      const req = http.request(`${svc.url}/api/entities/${e}/stores/public`, { method: "PUT", headers: { ...auth, "content-type": "text/plain", "transfer-encoding": "chunked" } }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on("error", reject);
+      req.end();
+    });
+    assert.is(chunked, 200, "an empty chunked body");
+    const session = http2.connect(svc.url);
+    session.on("error", () => undefined);
+    const h2 = (method: string, path: string, body: string | undefined) =>
+      new Promise<number>((resolve) => {
+        const req = session.request({ ":method": method, ":path": path, ...auth, "content-type": "text/plain" }, { endStream: false });
+        let status = 0;
+        req.on("response", (h) => (status = Number(h[":status"])));
+        req.on("error", () => undefined);
+        req.on("close", () => resolve(status));
+        req.resume();
+        req.end(body);
+      });
+    try {
+      assert.is(await h2("DELETE", `/api/entities/${e}/stores/public`, undefined), 200, "HTTP/2, an empty DATA frame");
+      // A body that does come, without a Content-Length, is still another type than JSON.
+      assert.is(await h2("POST", `/api/entities/${e}/versions/upload-url`, "hello"), 415, "HTTP/2, text without a length");
+      assert.is(await h2("DELETE", `/api/entities/${e2}/versions/${deletable}`, "hello"), 415, "and nothing is deleted");
+    } finally {
+      session.close();
+    }
+    assert.is((await svc.rest.get(`/api/entities/${e2}/versions/${deletable}`)).status, 200);
     // A rule with a body: the empty message, refused for its missing fields, not as malformed JSON.
     const empty = await send("POST", `/api/entities/${e}/versions/upload-url`, { ...json, "content-length": "0" });
     assert.equal([empty.status, empty.body.code], [400, "INVALID_ARGUMENT"]);

@@ -376,6 +376,29 @@ test("a custom method's :verb is served after a literal segment or a variable, w
   } finally {
     await app.close();
   }
+  // A verb route beside another method's plain variable route: neither is the other's literal resource.
+  const echo = set.file.find((f) => f.name === "fixture/v1/fixture.proto")!.service[0]!.method.find((m) => m.name === "Echo")!;
+  setExtension(
+    echo.options!,
+    http,
+    create(HttpRuleSchema, { pattern: { case: "post", value: "/v1/things/{thing_id}:undelete" }, body: "note", additionalBindings: [{ pattern: { case: "get", value: "/v1/things/{thing_id}" } }] }),
+  );
+  const verbs = createFileRegistry(set).getService("fixture.v1.FixtureService") as DescService;
+  const app2 = Fastify();
+  registerRestGateway(app2, {
+    services: [verbs],
+    call: async (_method, input) => ({ message: create(echoResponse, { request: input } as never) as Message, header: new Headers(), trailer: new Headers() }),
+    callStream: noStreams,
+    contextValues: () => createContextValues(),
+    outcome: () => ({}),
+    refused: () => false,
+    toError: (error) => ConnectError.from(error),
+  });
+  const served = await app2.inject({ method: "GET", url: "/v1/things/x:undelete" });
+  assert.equal([served.statusCode, served.json().request?.thing_id], [200, "x:undelete"], served.body);
+  const verb = await app2.inject({ method: "POST", url: "/v1/things/x:undelete", payload: { text: "t" } });
+  assert.equal([verb.statusCode, verb.json().request?.thing_id], [200, "x"], verb.body);
+  await app2.close();
 });
 
 test.run();

@@ -32,6 +32,29 @@ test("callers at once share one read; a later one reads again once the reading i
   release(9);
 });
 
+test("a read still running is shared however long it takes: a hung dependency gets one read, not one per interval", async () => {
+  let reads = 0;
+  let release!: (n: number) => void;
+  let clock = 0;
+  const reading = sharedReading(
+    () => {
+      reads++;
+      return new Promise<number>((resolve) => (release = resolve));
+    },
+    1_000,
+    () => clock,
+  );
+  const first = reading();
+  clock = 60_000;
+  const later = reading();
+  assert.is(reads, 1, "still one read in flight a minute later");
+  release(5);
+  assert.equal(await Promise.all([first, later]), [5, 5]);
+  clock = 61_000;
+  assert.is(await reading(), 5, "fresh: its age counts from when it came");
+  assert.is(reads, 1);
+});
+
 test("a failed read is shared too, for its age, and is not an unhandled rejection when nobody waits for it", async () => {
   let reads = 0;
   let clock = 0;
