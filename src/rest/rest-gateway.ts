@@ -460,9 +460,9 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
 }
 
 /**
- * For each binding's route path, the methods a route with a variable where
- * it has a literal segment would take from it (shadowedMethods above), less
- * those it serves itself.
+ * For each binding's route path, the methods of other routes that have a
+ * variable where it has a literal segment, and so would take its requests
+ * of those methods, less the methods it serves itself.
  */
 function shadowedMethods(bindings: readonly RestBinding[]): Map<string, Set<HttpVerb>> {
   // A variable before a custom verb (":p0(^.+)::undelete") is a variable too.
@@ -474,7 +474,7 @@ function shadowedMethods(bindings: readonly RestBinding[]): Map<string, Set<Http
     for (const other of bindings) {
       const os = other.routePath.split("/");
       if (other.verb === literal.verb || os.length !== ls.length || served.has(`${other.verb} ${literal.routePath}`)) continue;
-      const fits = ls.every((l, i) => l === os[i] || isVariable(os[i]!) || (isVariable(l) && isVariable(os[i]!)));
+      const fits = ls.every((l, i) => l === os[i] || isVariable(os[i]!));
       const takes = ls.some((l, i) => !isVariable(l) && isVariable(os[i]!));
       if (!fits || !takes) continue;
       const verbs = shadowed.get(literal.routePath) ?? new Set<HttpVerb>();
