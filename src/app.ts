@@ -23,6 +23,7 @@ import { createLogger } from "./ops/logger.js";
 import { Metrics, type PoolStats } from "./ops/metrics.js";
 import { Readiness } from "./ops/readiness.js";
 import { sharedReading } from "./ops/shared-reading.js";
+import { untilAborted } from "./store/abandon.js";
 import { buildServer } from "./server.js";
 import { AccessStore } from "./store/access-store.js";
 import { openDatabase } from "./store/database.js";
@@ -143,7 +144,8 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     const metrics = new Metrics({
       pool: () => (db.knex.client as { pool?: PoolStats }).pool,
       // Scrapes need no token: however many come, one count per interval.
-      pendingDeletions: sharedReading(() => uploads.pendingCount(), 15_000),
+      // A count that never answers (a partitioned network) gives up, so the next scrape reads again.
+      pendingDeletions: sharedReading(() => untilAborted(uploads.pendingCount(), AbortSignal.timeout(5_000)), 15_000),
       watches: () => hub.size,
     });
     const readiness = new Readiness([

@@ -313,6 +313,9 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
     if (req.is404) return done(null, undefined);
     bodyRead.add(req);
     if (!mayCarryBody(req)) return done(null, undefined);
+    const unsupported = () => apiError("UNSUPPORTED_MEDIA_TYPE", { contentType: req.headers["content-type"] ?? "(none)" });
+    // A length says a body comes: refused at once, unread.
+    if (req.headers["content-length"] !== undefined) return done(unsupported(), undefined);
     let settled = false;
     const settle = (body: boolean) => {
       if (settled) return;
@@ -320,7 +323,7 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
       payload.off("data", onData).off("end", onEnd).off("error", onError);
       // The rest is left unread: the answer closes the connection or the stream.
       payload.pause();
-      done(body ? apiError("UNSUPPORTED_MEDIA_TYPE", { contentType: req.headers["content-type"] ?? "(none)" }) : null, undefined);
+      done(body ? unsupported() : null, undefined);
     };
     const onData = (chunk: Uint8Array) => chunk.byteLength > 0 && settle(true);
     const onEnd = () => settle(false);
