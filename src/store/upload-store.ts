@@ -1,4 +1,5 @@
 import type { Knex } from "knex";
+import { countUpTo } from "./count-up-to.js";
 import type { Database } from "./database.js";
 
 /** An upload whose blobs are due for deletion. */
@@ -86,9 +87,7 @@ export class UploadStore {
   /** Uploads marked for deletion and not yet done, up to pendingCountMax: the pending-deletion gauge. */
   async pendingCount(): Promise<number> {
     // Counted up to a bound, so that the cost of a scrape does not grow with a backlog.
-    const queued = this.#knex("uploads").select(this.#knex.raw("1")).where("state", "deleting").limit(pendingCountMax).as("queued");
-    const row = await this.#knex.from(queued).count<{ n: number | string }[]>({ n: "*" }).first();
-    return Number(row?.n ?? 0);
+    return countUpTo(this.#knex, this.#knex("uploads").where("state", "deleting"), pendingCountMax);
   }
 
   /** Schedules the next attempt after a failed one. */

@@ -7,6 +7,7 @@ import { versionDataCost } from "../domain/version-data-cost.js";
 import { type AccessFactRow, type ChangeAuthorization, type RefusedChange, refusedUnderLock, toAccessFacts } from "./access-store.js";
 import { confirmGrouper } from "./confirm-grouper.js";
 import type { Database, Dialect } from "./database.js";
+import { countUpTo } from "./count-up-to.js";
 import { type ChangeContext, insertEvents, type NewEvent, numberEvents, recordEvents } from "./event-log.js";
 import { preparedRunner } from "./prepared.js";
 import { readBatcher, type RunBatched } from "./read-batcher.js";
@@ -456,9 +457,8 @@ export class VersionStore {
    * at once, which a bound against runaway clients can afford.
    */
   async recordUpload(entityId: string, uploadId: string, now: Date, maxOpen: number, signal?: AbortSignal): Promise<boolean> {
-    const open = this.#knex("uploads").select(this.#knex.raw("1")).where({ entity_id: entityId, state: "issued" }).limit(maxOpen).as("open");
-    const [row] = await untilAborted(Promise.resolve(this.#knex.from(open).count<{ n: number | string }[]>({ n: "*" })), signal);
-    if (Number(row?.n ?? 0) >= maxOpen) return false;
+    const open = await untilAborted(countUpTo(this.#knex, this.#knex("uploads").where({ entity_id: entityId, state: "issued" }), maxOpen), signal);
+    if (open >= maxOpen) return false;
     await untilAborted(Promise.resolve(this.#knex("uploads").insert({ id: uploadId, entity_id: entityId, state: "issued", created_at: now, attempts: 0 })), signal);
     return true;
   }
