@@ -563,6 +563,12 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     shutdownSignal: shutdown.signal,
     successStatus,
     toError,
+    // Read as every body is read: a client that neither sends nor ends its
+    // body is answered at the body timeout or its deadline, not held.
+    bodyArrives: async (req, reply) => {
+      for await (const chunk of guardedBody(req.raw, bodyGuard(req, reply))) if (chunk.byteLength > 0) return true;
+      return false;
+    },
   });
 
   app.setNotFoundHandler((req, reply) => {

@@ -372,6 +372,27 @@ s("a body that has not come by the client's deadline is DEADLINE_EXCEEDED at tha
   }
 });
 
+s("HTTP/2: a REST GET whose headers leave a body open that never comes is answered REQUEST_BODY_TIMEOUT, or DEADLINE_EXCEEDED at its client's deadline", async ({ svc }) => {
+  const session = http2.connect(svc.url);
+  session.on("error", () => {});
+  try {
+    const ask = async (headers: Record<string, string>) => {
+      const started = Date.now();
+      const req = session.request({ ":method": "GET", ":path": "/api/entities/never-ends/versions", authorization: svc.rest.defaultHeaders["authorization"]!, ...headers }, { endStream: false });
+      const { status, text } = await answerOf(req);
+      return { status, code: (JSON.parse(text) as { code: string }).code, ms: Date.now() - started };
+    };
+    const timedOut = await ask({});
+    assert.equal([timedOut.status, timedOut.code], [408, "REQUEST_BODY_TIMEOUT"]);
+    assert.ok(timedOut.ms >= 1_400, `answered after ${timedOut.ms} ms, at REQUEST_BODY_TIMEOUT_MS (1500)`);
+    const deadline = await ask({ "grpc-timeout": "400m" });
+    assert.equal([deadline.status, deadline.code], [504, "DEADLINE_EXCEEDED"]);
+    assert.ok(deadline.ms < 1_400, `answered after ${deadline.ms} ms, at the client's deadline`);
+  } finally {
+    session.destroy();
+  }
+});
+
 s("a bidirectional stream (reflection) ends at its client's deadline while it waits for the next request; without one, at REQUEST_BODY_TIMEOUT_MS, since its bytes count until it ends", async ({ svc }) => {
   const listServices = Buffer.from([0x3a, 1, 0x2a]); // ServerReflectionRequest{list_services: "*"}
   const request = Buffer.concat([Buffer.from([0, 0, 0, 0, listServices.length]), listServices]);

@@ -57,6 +57,14 @@ export interface RestGatewayOptions {
   readonly callPass?: (req: FastifyRequest) => CallPass | undefined;
   /** Aborts calls still running when the server stops waiting for them. */
   readonly shutdownSignal?: AbortSignal;
+  /**
+   * Whether a body arrives that no parser read (a GET's, or an HTTP/2
+   * DELETE's with no Content-Length): true at its first byte, false at its
+   * end, read against the same time and memory bounds as every body. Asked
+   * only of rules that take no body, when the headers leave one possible;
+   * without it, such a request is judged from its headers alone.
+   */
+  readonly bodyArrives?: (req: FastifyRequest, reply: FastifyReply) => Promise<boolean>;
   /** The HTTP status of a successful response; 200 when omitted. */
   readonly successStatus?: (method: DescMethod, response: Message) => number;
   /**
@@ -135,14 +143,23 @@ function mayCarryBody(req: FastifyRequest): boolean {
   return sendsBody(req);
 }
 
+/**
+ * Whether a body may follow the headers without their saying how long it
+ * is: HTTP/2 with no Content-Length, or a chunked HTTP/1.1 body, which
+ * may yet be empty. Only its arrival tells.
+ */
+function unannouncedBody(req: FastifyRequest): boolean {
+  return mayCarryBody(req) && req.headers["content-length"] === undefined;
+}
+
 /** Whether the request's headers announce a body (RFC 9112 6.3). */
 function sendsBody(req: FastifyRequest): boolean {
   const length = req.headers["content-length"];
   return req.headers["transfer-encoding"] !== undefined || (length !== undefined && length !== "0");
 }
 
-/** Builds the request JSON from body, query and path, as AIP-127 maps them. */
-function requestJson(binding: RestBinding, req: FastifyRequest): JsonObject {
+/** Builds the request JSON from body, query and path, as AIP-127 maps them; `bodyCame` is what a probe of an unread body found. */
+function requestJson(binding: RestBinding, req: FastifyRequest, bodyCame?: boolean): JsonObject {
   let json: JsonObject = {};
   const params = req.params as Record<string, string>;
   if (binding.body === "*") {
@@ -169,9 +186,9 @@ function requestJson(binding: RestBinding, req: FastifyRequest): JsonObject {
   } else if (binding.body === undefined) {
     // http.proto: a rule without `body` has no request body; what was sent
     // would be ignored. A body Fastify did not read (a GET's, a DELETE's
-    // without Content-Type) is refused from its headers.
+    // without Content-Type) is refused when it came, or else from its headers.
     const parsed = req.body !== undefined && req.body !== null && !(isJsonObject(req.body) && Object.keys(req.body).length === 0);
-    if (parsed || (req.body === undefined && !bodyRead.has(req) && sendsBody(req))) {
+    if (parsed || (req.body === undefined && !bodyRead.has(req) && (bodyCame ?? sendsBody(req)))) {
       const query = queryParameters(binding);
       throw apiError("MALFORMED_REQUEST", {
         problem: `${req.method} ${req.url.split("?")[0]} takes no body${parsed ? " (at most {})" : ""}: its fields go in the path${query.length > 0 ? ` and the query (${query.join(", ")})` : ""}`,
@@ -437,7 +454,23 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
         // A stream's refusal has been sent already.
         return reply.sent ? reply : reply.send(body);
       },
-      handler: (req, reply) => answer(req, reply, () => readRestJson(method.input, requestJson(binding, req), fieldNames)),
+      handler: async (req, reply) => {
+        // A body no parser read is waited for, first byte or end, only
+        // where the headers leave it open and do not announce its length.
+        let bodyCame: boolean | undefined;
+        let probeFailed: unknown;
+        if (binding.body === undefined && options.bodyArrives !== undefined && req.body === undefined && !bodyRead.has(req) && unannouncedBody(req)) {
+          try {
+            bodyCame = await options.bodyArrives(req, reply);
+          } catch (error) {
+            probeFailed = error;
+          }
+        }
+        return answer(req, reply, () => {
+          if (probeFailed !== undefined) throw probeFailed;
+          return readRestJson(method.input, requestJson(binding, req, bodyCame), fieldNames);
+        });
+      },
     });
   }
   // A path of literal segments is its own resource, even where another

@@ -7,6 +7,7 @@ import { GetVersionRequestSchema, GetVersionResponseSchema } from "../../gen/ent
 import type { Backend } from "../support/env.js";
 import { newEntityId, push } from "../support/service.js";
 import { serviceSuite } from "../support/suite.js";
+import { answerOf } from "../support/raw-h2.js";
 
 function h2Request(url: string, path: string, headers: Record<string, string>, method = "GET"): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
@@ -298,6 +299,39 @@ export function protocolsSuite(backend: Backend) {
     });
     assert.equal([getWithBody.status, getWithBody.body.code], [400, "MALFORMED_REQUEST"]);
     assert.match(getWithBody.body.error, /GET \/api\/entities\/[\w-]+\/versions takes no body: its fields go in the path and the query \(page_size, page_token\)/);
+    // A body with no length is told by its arrival: a chunked GET that ends empty is no body, one that sends bytes is refused.
+    const chunkedGet = (body: string) =>
+      new Promise<{ status: number; code?: string }>((resolve, reject) => {
+        const r = http.request(`${svc.url}/api/entities/${e}/versions`, { method: "GET", headers: { authorization: svc.rest.defaultHeaders["authorization"]!, "transfer-encoding": "chunked" } }, (res) => {
+          let text = "";
+          res.on("data", (c: Buffer) => (text += c.toString()));
+          res.on("end", () => resolve({ status: res.statusCode!, code: (JSON.parse(text) as { code?: string }).code }));
+        });
+        r.on("error", reject);
+        r.end(body);
+      });
+    assert.equal(await chunkedGet(""), { status: 200, code: undefined }, "an empty chunked GET body is no body");
+    assert.equal(await chunkedGet('{"page_size":1}'), { status: 400, code: "MALFORMED_REQUEST" }, "a chunked GET body that comes");
+    // Over HTTP/2 a body needs neither Content-Type nor Content-Length; Fastify reads none for a GET or such a DELETE, so its arrival decides.
+    const e3 = newEntityId();
+    const deletable = (await push(svc, e3)).confirm!.body.version.id as string;
+    const session = http2.connect(svc.url);
+    session.on("error", () => undefined);
+    const h2 = async (method: string, path: string, body: string) => {
+      const req = session.request({ ":method": method, ":path": path, authorization: svc.rest.defaultHeaders["authorization"]! }, { endStream: false });
+      const answered = answerOf(req);
+      req.end(body);
+      const { status, text } = await answered;
+      return { status, code: (JSON.parse(text) as { code?: string }).code };
+    };
+    try {
+      assert.equal(await h2("GET", `/api/entities/${e}/versions`, "{}x"), { status: 400, code: "MALFORMED_REQUEST" }, "HTTP/2 GET with an unannounced body");
+      assert.equal(await h2("DELETE", `/api/entities/${e3}/versions/${deletable}`, '{"force":true}'), { status: 400, code: "MALFORMED_REQUEST" }, "HTTP/2 DELETE with an unannounced body");
+      assert.is((await svc.rest.get(`/api/entities/${e3}/versions/${deletable}`)).status, 200, "and nothing is deleted");
+      assert.equal(await h2("GET", `/api/entities/${e}/versions`, ""), { status: 200, code: undefined }, "HTTP/2 GET whose stream ends with an empty DATA frame");
+    } finally {
+      session.close();
+    }
     // The path's fields are the path's.
     const other = await svc.rest.get(`/api/entities/${e}/versions?entity_id=${newEntityId()}`);
     assert.equal([other.status, other.body.code], [400, "INVALID_ARGUMENT"]);
