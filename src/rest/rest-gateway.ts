@@ -501,8 +501,13 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
  * of those methods, less the methods it serves itself.
  */
 function shadowedMethods(bindings: readonly RestBinding[]): Map<string, Set<HttpVerb>> {
-  // A variable before a custom verb (":p0(^.+)::undelete") is a variable too.
+  // A variable before a custom verb (":p0(^.+)::undelete") is a variable too,
+  // but takes only a segment that ends with that verb.
   const isVariable = (segment: string) => segment.startsWith(":");
+  const takesSegment = (variable: string, literal: string) => {
+    const verb = /^:[^(:]+(?:\([^)]*\))?::(.+)$/.exec(variable)?.[1];
+    return verb === undefined || (literal.endsWith(`::${verb}`) && literal.length > verb.length + 2);
+  };
   const served = new Set(bindings.map((b) => `${b.verb} ${b.routePath}`));
   const shadowed = new Map<string, Set<HttpVerb>>();
   for (const literal of bindings) {
@@ -510,7 +515,7 @@ function shadowedMethods(bindings: readonly RestBinding[]): Map<string, Set<Http
     for (const other of bindings) {
       const os = other.routePath.split("/");
       if (other.verb === literal.verb || os.length !== ls.length || served.has(`${other.verb} ${literal.routePath}`)) continue;
-      const fits = ls.every((l, i) => l === os[i] || isVariable(os[i]!));
+      const fits = ls.every((l, i) => l === os[i] || (isVariable(os[i]!) && takesSegment(os[i]!, l)));
       const takes = ls.some((l, i) => !isVariable(l) && isVariable(os[i]!));
       if (!fits || !takes) continue;
       const verbs = shadowed.get(literal.routePath) ?? new Set<HttpVerb>();

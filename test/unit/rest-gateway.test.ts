@@ -381,7 +381,7 @@ test("a custom method's :verb is served after a literal segment or a variable, w
   setExtension(
     echo.options!,
     http,
-    create(HttpRuleSchema, { pattern: { case: "post", value: "/v1/things/{thing_id}:undelete" }, body: "note", additionalBindings: [{ pattern: { case: "get", value: "/v1/things/{thing_id}" } }] }),
+    create(HttpRuleSchema, { pattern: { case: "post", value: "/v1/things/{thing_id}:undelete" }, body: "note", additionalBindings: [{ pattern: { case: "get", value: "/v1/things/{thing_id}" } }, { pattern: { case: "get", value: "/v1/things/special" } }] }),
   );
   const verbs = createFileRegistry(set).getService("fixture.v1.FixtureService") as DescService;
   const app2 = Fastify();
@@ -398,6 +398,10 @@ test("a custom method's :verb is served after a literal segment or a variable, w
   assert.equal([served.statusCode, served.json().request?.thing_id], [200, "x:undelete"], served.body);
   const verb = await app2.inject({ method: "POST", url: "/v1/things/x:undelete", payload: { text: "t" } });
   assert.equal([verb.statusCode, verb.json().request?.thing_id], [200, "x"], verb.body);
+  // The verb's variable takes only segments ending in the verb: a literal without it is not shadowed, so it has no 405 route of the verb's method.
+  assert.not.ok(app2.hasRoute({ method: "POST", url: "/v1/things/special" }), "no stand-in POST route on a literal the verb route cannot take");
+  const literal = await app2.inject({ method: "POST", url: "/v1/things/special:undelete", payload: { text: "t" } });
+  assert.equal([literal.statusCode, literal.json().request?.thing_id], [200, "special"], literal.body);
   await app2.close();
 });
 
