@@ -444,7 +444,13 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   app.addHook("onSend", async (req, reply, payload) => {
     // HTTP/1.1 cannot read the next request on this connection before the
     // rest of an unread body: close the connection after this answer.
-    if (!(req.raw instanceof http2.Http2ServerRequest) && !req.raw.complete) reply.header("connection", "close");
+    if (!(req.raw instanceof http2.Http2ServerRequest)) {
+      if (!req.raw.complete) reply.header("connection", "close");
+    } else if (reply.hasHeader("connection")) {
+      // HTTP/2 has no such header (Fastify sets it on a body its parser
+      // refused): Node would drop it with a process warning.
+      reply.removeHeader("connection");
+    }
     return payload;
   });
   app.addHook("onResponse", async (req, reply) => finishRequest(req, reply));

@@ -233,12 +233,19 @@ export function protocolsSuite(backend: Backend) {
         req.resume();
         req.end(body);
       });
+    // The service runs in this process: Node warns here of a Connection header written to HTTP/2.
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.message);
+    process.on("warning", onWarning);
     try {
       assert.is(await h2("DELETE", `/api/entities/${e}/stores/public`, undefined), 200, "HTTP/2, an empty DATA frame");
       // A body that does come, without a Content-Length, is still another type than JSON.
       assert.is(await h2("POST", `/api/entities/${e}/versions/upload-url`, "hello"), 415, "HTTP/2, text without a length");
       assert.is(await h2("DELETE", `/api/entities/${e2}/versions/${deletable}`, "hello"), 415, "and nothing is deleted");
+      await new Promise((resolve) => setImmediate(resolve));
+      assert.equal(warnings.filter((w) => /connection header/i.test(w)), [], "a refused HTTP/2 body's answer carries no Connection header");
     } finally {
+      process.off("warning", onWarning);
       session.close();
     }
     assert.is((await svc.rest.get(`/api/entities/${e2}/versions/${deletable}`)).status, 200);
