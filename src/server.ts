@@ -165,6 +165,12 @@ function clientDeadlineLeftMs(req: FastifyRequest, reply: FastifyReply): number 
   return client === undefined ? undefined : Math.max(0, client - reply.elapsedTime);
 }
 
+/**
+ * The largest request message of the services whose calls stay open
+ * (events, health, reflection): a few names and a page token each.
+ */
+const smallMessageBytes = 16 * 1024;
+
 /** A request's connection: its socket, or for HTTP/2 its session, whose streams share what the connection may hold. */
 function connectionOf(req: FastifyRequest): object {
   return req.raw instanceof http2.Http2ServerRequest ? (req.raw.stream.session ?? req.raw.socket) : req.raw.socket;
@@ -531,12 +537,26 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     routes: (router: ConnectRouter) => {
       router.service(EntityVersionsService, deps.versions);
       router.service(EntityAccessService, deps.access);
+    },
+  });
+  // Streams hold what they were sent, and what it may inflate to, for as
+  // long as they stay open: watches for hours. Their requests are a few
+  // names, so their messages are held to streamReadMaxBytes, and so are
+  // health's and reflection's, which need no token.
+  const streamReadMaxBytes = Math.min(deps.bodyLimitBytes, smallMessageBytes);
+  await app.register(connectRoutes, {
+    ...connectOptions,
+    readMaxBytes: streamReadMaxBytes,
+    authenticate: true,
+    interceptors: apiInterceptors,
+    routes: (router: ConnectRouter) => {
       router.service(EntityEventsService, deps.events);
     },
   });
   // Health and reflection answer without a token: load balancers and tools.
   await app.register(connectRoutes, {
     ...connectOptions,
+    readMaxBytes: streamReadMaxBytes,
     authenticate: false,
     interceptors: openInterceptors,
     routes: (router: ConnectRouter) => {

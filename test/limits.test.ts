@@ -185,6 +185,41 @@ s("compressed messages hold MAX_REQUEST_BYTES of the budget from the start, howe
   }
 });
 
+s("streams that stay open (here health Watch, which needs no token) with compressed messages hold only their small messages' worth of the budget: calls with bodies go on", async ({ svc }) => {
+  // The empty message, gzipped: a few bytes on the wire.
+  const gz = gzipSync(Buffer.alloc(0));
+  const framed = Buffer.concat([Buffer.from([1]), Buffer.alloc(4), gz]);
+  framed.writeUInt32BE(gz.length, 1);
+  const sessions = Array.from({ length: 4 }, () => {
+    const session = http2.connect(svc.url);
+    session.on("error", () => {});
+    return session;
+  });
+  const open: http2.ClientHttp2Stream[] = [];
+  try {
+    // 4 connections × 20 health watches (under HTTP_MAX_OPEN_STREAMS): at MAX_REQUEST_BYTES each they held 80 MiB of a 6 MiB budget.
+    for (const session of sessions) {
+      for (let i = 0; i < 20; i++) {
+        const req = session.request({ ":path": "/grpc.health.v1.Health/Watch", ":method": "POST", "content-type": "application/grpc", te: "trailers", "grpc-encoding": "gzip" });
+        req.on("error", () => {});
+        req.resume();
+        req.end(framed);
+        open.push(req);
+      }
+    }
+    const firsts = await Promise.all(open.map((req) => new Promise<boolean>((resolve) => {
+      req.once("data", () => resolve(true));
+      req.once("close", () => resolve(false));
+    })));
+    assert.ok(firsts.every(Boolean), "every watch is answered SERVING and stays open");
+    // A call with a body, from another client, is read and served.
+    const r = await svc.rest.post(`/api/entities/${"budget-" + Date.now()}/versions/upload-url`, { version: "2024.01.01-000000", source_hash: "ab" });
+    assert.is.not(r.body.code, "IN_FLIGHT_BYTES_EXCEEDED", JSON.stringify(r.body));
+  } finally {
+    for (const session of sessions) session.destroy();
+  }
+});
+
 s("HTTP/1.1: a caller without a token is answered before it sends its body; a stalled body gets 408; many bodies at once get 429", async ({ svc }) => {
   const url = new URL(`${svc.url}/api/entities/some-entity/versions/upload-url`);
   const send = (headers: Record<string, string>, body: Buffer | undefined, stall: boolean) =>
