@@ -530,53 +530,37 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     jsonOptions: { ignoreUnknownFields: false },
     shutdownSignal: shutdown.signal,
   };
-  await app.register(connectRoutes, {
-    ...connectOptions,
-    authenticate: true,
-    interceptors: apiInterceptors,
-    routes: (router: ConnectRouter) => {
-      router.service(EntityVersionsService, deps.versions);
-      router.service(EntityAccessService, deps.access);
-    },
+  /** One Connect plugin: its services' routes, who may call them, and how large a message they take. */
+  const serveConnect = (authenticate: boolean, interceptors: Interceptor[], readMaxBytes: number, routes: (router: ConnectRouter) => void) =>
+    app.register(connectRoutes, { ...connectOptions, authenticate, interceptors, readMaxBytes, routes });
+  await serveConnect(true, apiInterceptors, deps.bodyLimitBytes, (router) => {
+    router.service(EntityVersionsService, deps.versions);
+    router.service(EntityAccessService, deps.access);
   });
   // Streams hold what they were sent, and what it may inflate to, for as
   // long as they stay open: watches for hours. Their requests are a few
   // names, so their messages are held to streamReadMaxBytes, and so are
   // health's and reflection's, which need no token.
   const streamReadMaxBytes = Math.min(deps.bodyLimitBytes, smallMessageBytes);
-  await app.register(connectRoutes, {
-    ...connectOptions,
-    readMaxBytes: streamReadMaxBytes,
-    authenticate: true,
-    interceptors: apiInterceptors,
-    routes: (router: ConnectRouter) => {
-      router.service(EntityEventsService, deps.events);
-    },
-  });
+  await serveConnect(true, apiInterceptors, streamReadMaxBytes, (router) => router.service(EntityEventsService, deps.events));
   // Health and reflection answer without a token: load balancers and tools.
-  await app.register(connectRoutes, {
-    ...connectOptions,
-    readMaxBytes: streamReadMaxBytes,
-    authenticate: false,
-    interceptors: openInterceptors,
-    routes: (router: ConnectRouter) => {
-      router.service(Health, new HealthService(deps.readiness, apiServices));
-      const reflection = new ReflectionService(
-        [...apiServices, Health, ServerReflection, ServerReflectionV1alpha].map((s) => s.typeName),
-        [
-          file_entityversions_v1_entity_versions,
-          file_entityversions_v1_entity_access,
-          file_entityversions_v1_entity_events,
-          file_grpc_health_v1_health,
-          file_grpc_reflection_v1_reflection,
-          file_grpc_reflection_v1alpha_reflection,
-          // The error details every error carries, so tools can decode them.
-          file_google_rpc_error_details,
-        ],
-        );
-      router.service(ServerReflection, reflection);
-      router.service(ServerReflectionV1alpha, reflection.v1alpha());
-    },
+  await serveConnect(false, openInterceptors, streamReadMaxBytes, (router) => {
+    router.service(Health, new HealthService(deps.readiness, apiServices));
+    const reflection = new ReflectionService(
+      [...apiServices, Health, ServerReflection, ServerReflectionV1alpha].map((s) => s.typeName),
+      [
+        file_entityversions_v1_entity_versions,
+        file_entityversions_v1_entity_access,
+        file_entityversions_v1_entity_events,
+        file_grpc_health_v1_health,
+        file_grpc_reflection_v1_reflection,
+        file_grpc_reflection_v1alpha_reflection,
+        // The error details every error carries, so tools can decode them.
+        file_google_rpc_error_details,
+      ],
+    );
+    router.service(ServerReflection, reflection);
+    router.service(ServerReflectionV1alpha, reflection.v1alpha());
   });
   const restRoutes = registerRestGateway(app, {
     services: apiServices,
