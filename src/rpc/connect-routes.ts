@@ -1,7 +1,6 @@
 import http2 from "node:http2";
 import { type ConnectRouter, type ConnectRouterOptions, type ContextValues, ConnectError, createConnectRouter } from "@connectrpc/connect";
 import {
-  compressionBrotli,
   compressionGzip,
   universalRequestFromNodeRequest,
   universalResponseToNodeResponse,
@@ -10,6 +9,7 @@ import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from "fastif
 import { apiError } from "../errors/api-error.js";
 import type { CallPass } from "../http/call-gate.js";
 import { type BodyGuard, guardedBody } from "../http/guarded-body.js";
+import { compressionBrotliBounded } from "./brotli.js";
 import { lowercaseEncodingNames, namesCompression, withEmptyGetMessage } from "./encoding-names.js";
 import { minimalGrpcMessage } from "./grpc-message.js";
 import { codeName, noteRefusal, type RpcOutcome } from "./observe-interceptor.js";
@@ -163,7 +163,7 @@ async function messageless(res: UniversalResponse): Promise<{ res: UniversalResp
  * encoding) is still noted for the request's metrics and log line.
  */
 export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (instance, opts, done) => {
-  const router = createConnectRouter({ acceptCompression: [compressionGzip, compressionBrotli], ...opts });
+  const router = createConnectRouter({ acceptCompression: [compressionGzip, compressionBrotliBounded], ...opts });
   const readMaxBytes = opts.readMaxBytes ?? 0xffffffff;
   opts.routes(router);
   // Connect reads its bodies itself: no Fastify parser may consume them

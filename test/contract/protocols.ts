@@ -1,6 +1,6 @@
 import http from "node:http";
 import http2 from "node:http2";
-import { gzipSync } from "node:zlib";
+import { brotliCompressSync, constants as zlibConstants, gzipSync } from "node:zlib";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import * as assert from "uvu/assert";
 import { GetVersionRequestSchema, GetVersionResponseSchema } from "../../gen/entityversions/v1/entity_versions_pb.js";
@@ -72,6 +72,31 @@ export function protocolsSuite(backend: Backend) {
       });
       assert.equal([zipped.status, ((await zipped.json()) as { version: { id: string } }).version.id], [200, v.id], coding);
     }
+  });
+
+  s("an answer asked for in brotli is compressed at quality 4, the cost of gzip, not Node's default 11", async ({ svc }) => {
+    const e = newEntityId();
+    let base: string | undefined;
+    for (let i = 0; i < 4; i++) base = (await push(svc, e, base === undefined ? {} : { base })).confirm!.body.version.id as string;
+    const listed = (acceptEncoding: string) =>
+      new Promise<{ encoding: string | undefined; body: Buffer }>((resolve, reject) => {
+        const r = http.request(
+          `${svc.url}/entityversions.v1.EntityVersionsService/ListVersions`,
+          { method: "POST", headers: { "content-type": "application/json", "accept-encoding": acceptEncoding, ...svc.rest.defaultHeaders } },
+          (res) => {
+            const chunks: Buffer[] = [];
+            res.on("data", (c: Buffer) => chunks.push(c));
+            res.on("end", () => resolve({ encoding: res.headers["content-encoding"], body: Buffer.concat(chunks) }));
+          },
+        );
+        r.on("error", reject);
+        r.end(JSON.stringify({ entityId: e }));
+      });
+    const plain = await listed("identity");
+    assert.ok(plain.body.length > 1024, `an answer past Connect's compressMinBytes (${plain.body.length} bytes)`);
+    const br = await listed("br");
+    assert.is(br.encoding, "br");
+    assert.ok(br.body.equals(brotliCompressSync(plain.body, { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 4 } })), "quality 4's bytes");
   });
 
   s("Connect binary (application/proto) reaches the same service", async ({ svc }) => {
