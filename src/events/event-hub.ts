@@ -6,8 +6,8 @@ import type { EventRecord } from "../store/event-log.js";
 export interface EventSource {
   /** Up to `limit` of the entity's events after `afterSeq`, oldest first. */
   after(entityId: string, afterSeq: number, limit: number, signal?: AbortSignal): Promise<EventRecord[]>;
-  /** Up to `limit` events of the given entities, each after its own number, ordered by entity and number: one query. */
-  poll(cursors: ReadonlyMap<string, number>, limit: number): Promise<EventRecord[]>;
+  /** Up to `limit` events of the given entities, each after its own number, ordered by entity and number: one query, given up when `signal` aborts. */
+  poll(cursors: ReadonlyMap<string, number>, limit: number, signal?: AbortSignal): Promise<EventRecord[]>;
 }
 
 /** How the hub polls, keeps streams alive, and bounds them. */
@@ -20,6 +20,13 @@ export interface EventHubOptions {
   readonly maxWatches: number;
   /** Watches one caller may have open on this process at once. */
   readonly maxWatchesPerCaller: number;
+  /**
+   * How long one poll may take before it is given up and tried again
+   * (default pollTimeoutMs()): a query on a connection that never answers
+   * would otherwise hold every watch of the process, keep-alives still
+   * telling their clients they are live.
+   */
+  readonly pollTimeoutMs?: number;
   /** Told of the first failed poll of a run of failures (each next poll retries), and when polls succeed again. */
   readonly onPollError?: (error: unknown) => void;
   readonly onPollRecovered?: () => void;
@@ -30,6 +37,11 @@ export interface EventHubOptions {
    * them end with EVENTS_EXPIRED.
    */
   readonly onGap?: (entityId: string, afterSeq: number, nextSeq: number) => void;
+}
+
+/** A poll's default time limit: several intervals, and never under 5 s, so that a slow database is not read as a dead one. */
+export function pollTimeoutMs(pollIntervalMs: number): number {
+  return Math.max(5_000, 4 * pollIntervalMs);
 }
 
 /** Most events a poll reads; when it reads this many, it reads again at once. */
@@ -94,6 +106,12 @@ export class Watch {
    * database, which says whether it can go on (EVENTS_EXPIRED otherwise).
    */
   #kept = false;
+  /**
+   * The entity's last event when the watch started: known to exist, so
+   * read at once even while the hub's cursor, set by an earlier watch,
+   * waits for the next poll to reach it.
+   */
+  #known = 0;
 
   /** Made by EventHub.open only. */
   constructor(hub: EventHub, channel: Channel, entityId: string, callerId: string) {
@@ -116,6 +134,7 @@ export class Watch {
   start(afterSeq: number, lastEventSeq: number): void {
     this.#position = afterSeq;
     this.#kept = afterSeq >= lastEventSeq;
+    this.#known = lastEventSeq;
     this.#channel.cursor ??= lastEventSeq;
     this.#hub.scheduled();
   }
@@ -140,17 +159,18 @@ export class Watch {
       if (signal.aborted) throw signal.reason;
       const position = this.#position!;
       const { cursor, recent } = this.#channel;
-      if (cursor !== undefined && cursor > position) {
+      const last = Math.max(cursor ?? 0, this.#known);
+      if (last > position) {
         const first = recent[0];
         const events =
-          this.#kept && first !== undefined && first.seq <= position + 1
+          this.#kept && first !== undefined && first.seq <= position + 1 && cursor !== undefined && cursor > position
             ? recent.slice(position + 1 - first.seq, position + 1 - first.seq + replayBatch)
-            : await this.#hub.source.after(this.entityId, position, replayBatch, signal);
+            : await this.#read(position, signal);
         // Numbers have no gaps and the events up to the cursor were read:
         // a first event past position + 1, or none, means those between
         // were deleted for age while this watch was behind.
         if (events[0]?.seq !== position + 1) {
-          throw apiError("EVENTS_EXPIRED", { entityId: this.entityId, afterEventId: String(position), prunedThrough: String((events[0]?.seq ?? cursor + 1) - 1) });
+          throw apiError("EVENTS_EXPIRED", { entityId: this.entityId, afterEventId: String(position), prunedThrough: String((events[0]?.seq ?? last + 1) - 1) });
         }
         this.#kept = true;
         this.#lastSentAt = Date.now();
@@ -162,6 +182,24 @@ export class Watch {
         return [];
       }
       await this.#sleep(this.#hub.options.keepaliveMs - quietFor, signal);
+    }
+  }
+
+  /**
+   * Reads the events after `position` from the database, given up as a
+   * poll is: a watch's stream has no deadline, and one waiting on a
+   * connection that never answers would send nothing, not even
+   * keep-alives. Given up, it ends DATABASE_UNAVAILABLE, which clients
+   * resume from.
+   */
+  async #read(position: number, signal: AbortSignal): Promise<EventRecord[]> {
+    const { options } = this.#hub;
+    const timeout = AbortSignal.timeout(options.pollTimeoutMs ?? pollTimeoutMs(options.pollIntervalMs));
+    try {
+      return await this.#hub.source.after(this.entityId, position, replayBatch, AbortSignal.any([signal, timeout]));
+    } catch (error) {
+      if (timeout.aborted && !signal.aborted) throw apiError("DATABASE_UNAVAILABLE", {}, { cause: error });
+      throw error;
     }
   }
 
@@ -331,7 +369,7 @@ export class EventHub {
     this.#polling = true;
     let more = false;
     try {
-      const events = await this.source.poll(cursors, pollLimit);
+      const events = await this.source.poll(cursors, pollLimit, AbortSignal.timeout(this.options.pollTimeoutMs ?? pollTimeoutMs(this.options.pollIntervalMs)));
       // More than one read holds: read the same again at once.
       more = events.length >= pollLimit;
       if (more) {

@@ -182,4 +182,60 @@ test("a change recorded here reads only its entity, and the full poll of every w
   await hub.close(0);
 });
 
+test("a poll that never answers (a dead connection) is given up at pollTimeoutMs and read again: watches still get other replicas' events", async () => {
+  class StallingLog extends MemoryLog {
+    stalls = 1;
+    override async poll(cursors: ReadonlyMap<string, number>, limit: number, signal?: AbortSignal): Promise<EventRecord[]> {
+      if (this.stalls-- > 0) return new Promise((_, reject) => signal?.addEventListener("abort", () => reject(signal.reason)));
+      return super.poll(cursors, limit);
+    }
+  }
+  const log = new StallingLog();
+  log.append("e", 1);
+  const errors: unknown[] = [];
+  const hub = new EventHub(log, { pollIntervalMs: 50, pollTimeoutMs: 200, keepaliveMs: 10_000, maxWatches: 10, maxWatchesPerCaller: 10, onPollError: (error) => errors.push(error) });
+  const watch = hub.open("e", "alice");
+  watch.start(1, 1);
+  // Written on another replica: only a poll brings it.
+  log.append("e", 1);
+  const next = await Promise.race([watch.next(never), new Promise<"stalled">((resolve) => setTimeout(() => resolve("stalled"), 3_000))]);
+  assert.not.equal(next, "stalled", "the stalled poll held the watch");
+  assert.equal((next as EventRecord[]).map((e) => e.seq), [2]);
+  assert.is(errors.length, 1, "the given-up poll is reported once");
+  watch.close();
+});
+
+test("a watch resumed behind events its start read as existing gets them at once, though the hub's cursor (set by an earlier watch) waits for the next poll", async () => {
+  const log = new MemoryLog();
+  log.append("e", 1);
+  const hub = hubOver(log);
+  const live = hub.open("e", "alice");
+  live.start(1, 1);
+  // Written on another replica; the next poll is 10 s away.
+  log.append("e", 2);
+  const resumed = hub.open("e", "bob");
+  resumed.start(1, 3);
+  const next = await Promise.race([resumed.next(never), new Promise<"waited">((resolve) => setTimeout(() => resolve("waited"), 1_000))]);
+  assert.not.equal(next, "waited", "it waited for the poller");
+  assert.equal((next as EventRecord[]).map((e) => e.seq), [2, 3]);
+  for (const w of [live, resumed]) w.close();
+});
+
+test("a watch's own read that never answers ends it DATABASE_UNAVAILABLE at pollTimeoutMs, which clients resume from", async () => {
+  class StallingReads extends MemoryLog {
+    override async after(_entityId: string, _afterSeq: number, _limit: number, signal?: AbortSignal): Promise<EventRecord[]> {
+      return new Promise((_, reject) => signal?.addEventListener("abort", () => reject(signal.reason)));
+    }
+  }
+  const log = new StallingReads();
+  log.append("e", 3);
+  const hub = new EventHub(log, { pollIntervalMs: 10_000, pollTimeoutMs: 200, keepaliveMs: 10_000, maxWatches: 10, maxWatchesPerCaller: 10 });
+  const watch = hub.open("e", "alice");
+  watch.start(1, 3);
+  const ended = await Promise.race([rejection(watch.next(never)), new Promise<"stalled">((resolve) => setTimeout(() => resolve("stalled"), 3_000))]);
+  assert.not.equal(ended, "stalled", "the watch waited on its read");
+  assert.is((ended as { reason: string | undefined }).reason, "DATABASE_UNAVAILABLE");
+  watch.close();
+});
+
 test.run();
