@@ -60,6 +60,16 @@ async function rejection(promise: Promise<unknown>): Promise<{ reason: string | 
   throw new Error("next() did not reject");
 }
 
+/** The promise's value, or "waited" when it has not settled within `ms`: a test that fails rather than hangs. */
+async function within<T>(promise: Promise<T>, ms: number): Promise<T | "waited"> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([promise, new Promise<"waited">((resolve) => (timer = setTimeout(() => resolve("waited"), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 test("a watch replays, then follows, each event once and in order", async () => {
   const log = new MemoryLog();
   log.append("e", 5);
@@ -198,11 +208,12 @@ test("a poll that never answers (a dead connection) is given up at pollTimeoutMs
   watch.start(1, 1);
   // Written on another replica: only a poll brings it.
   log.append("e", 1);
-  const next = await Promise.race([watch.next(never), new Promise<"stalled">((resolve) => setTimeout(() => resolve("stalled"), 3_000))]);
-  assert.not.equal(next, "stalled", "the stalled poll held the watch");
+  const next = await within(watch.next(never), 3_000);
+  assert.not.equal(next, "waited", "the stalled poll held the watch");
   assert.equal((next as EventRecord[]).map((e) => e.seq), [2]);
   assert.is(errors.length, 1, "the given-up poll is reported once");
   watch.close();
+  await hub.close(0);
 });
 
 test("a watch resumed behind events its start read as existing gets them at once, though the hub's cursor (set by an earlier watch) waits for the next poll", async () => {
@@ -215,10 +226,11 @@ test("a watch resumed behind events its start read as existing gets them at once
   log.append("e", 2);
   const resumed = hub.open("e", "bob");
   resumed.start(1, 3);
-  const next = await Promise.race([resumed.next(never), new Promise<"waited">((resolve) => setTimeout(() => resolve("waited"), 1_000))]);
+  const next = await within(resumed.next(never), 1_000);
   assert.not.equal(next, "waited", "it waited for the poller");
   assert.equal((next as EventRecord[]).map((e) => e.seq), [2, 3]);
   for (const w of [live, resumed]) w.close();
+  await hub.close(0);
 });
 
 test("a watch's own read that never answers ends it DATABASE_UNAVAILABLE at pollTimeoutMs, which clients resume from", async () => {
@@ -232,10 +244,11 @@ test("a watch's own read that never answers ends it DATABASE_UNAVAILABLE at poll
   const hub = new EventHub(log, { pollIntervalMs: 10_000, pollTimeoutMs: 200, keepaliveMs: 10_000, maxWatches: 10, maxWatchesPerCaller: 10 });
   const watch = hub.open("e", "alice");
   watch.start(1, 3);
-  const ended = await Promise.race([rejection(watch.next(never)), new Promise<"stalled">((resolve) => setTimeout(() => resolve("stalled"), 3_000))]);
-  assert.not.equal(ended, "stalled", "the watch waited on its read");
+  const ended = await within(rejection(watch.next(never)), 3_000);
+  assert.not.equal(ended, "waited", "the watch waited on its read");
   assert.is((ended as { reason: string | undefined }).reason, "DATABASE_UNAVAILABLE");
   watch.close();
+  await hub.close(0);
 });
 
 test.run();
