@@ -1,3 +1,4 @@
+import fs from "node:fs";
 import path from "node:path";
 import { connectionStringParts } from "./blob/connection-string.js";
 import { azuriteKey } from "./blob/embedded-azurite.js";
@@ -17,6 +18,8 @@ export type DatabaseConfig =
       readonly confirmGroupMax: number;
       /** The hot reads as server-side prepared statements (mysql2 execute); off: plain queries. */
       readonly preparedStatements: boolean;
+      /** TLS to the server (DATABASE_URL's `ssl-mode`, `ssl-ca`); undefined: none. */
+      readonly tls?: DatabaseTls;
     }
   | { readonly kind: "sqlite"; readonly file: string };
 
@@ -250,6 +253,9 @@ function optional(env: Env, name: string): string | undefined {
   return raw === undefined || raw === "" ? undefined : raw;
 }
 
+/** Production's bounds on how long a withdrawn key keeps working, and how often anyone may make the service fetch the JWKS. */
+const productionAuthCeilings = { jwksMaxAgeSeconds: 600, tokenCacheSeconds: 300, jwksCooldownSecondsMin: 5 } as const;
+
 function auth(env: Env, production: boolean): AuthConfig {
   const p = problemsOf();
   const jwtSecret = p.check(() => secret(env, "AUTH_JWT_SECRET"));
@@ -293,6 +299,20 @@ function auth(env: Env, production: boolean): AuthConfig {
   const jwksCooldownSeconds = p.check(() => integer(env, "AUTH_JWKS_COOLDOWN_SECONDS", 30, 0, 3600));
   const jwksMaxAgeSeconds = p.check(() => integer(env, "AUTH_JWKS_MAX_AGE_SECONDS", 60, 1, 24 * 3600));
   const tokenCacheSeconds = p.check(() => integer(env, "AUTH_TOKEN_CACHE_SECONDS", 30, 0, 3600));
+  if (production) {
+    // A key withdrawn from the JWKS (a leaked one) keeps verifying for the
+    // set's age plus a token's time in the cache.
+    if (jwksMaxAgeSeconds !== undefined && jwksMaxAgeSeconds > productionAuthCeilings.jwksMaxAgeSeconds) {
+      p.problem(`NODE_ENV=production takes at most ${productionAuthCeilings.jwksMaxAgeSeconds} s of AUTH_JWKS_MAX_AGE_SECONDS (a key withdrawn from the JWKS verifies tokens that long), got ${jwksMaxAgeSeconds}: lower it (60 by default).`);
+    }
+    if (tokenCacheSeconds !== undefined && tokenCacheSeconds > productionAuthCeilings.tokenCacheSeconds) {
+      p.problem(`NODE_ENV=production takes at most ${productionAuthCeilings.tokenCacheSeconds} s of AUTH_TOKEN_CACHE_SECONDS (a token whose key was withdrawn is trusted that long), got ${tokenCacheSeconds}: lower it (30 by default).`);
+    }
+    // Any token naming an unknown kid, which takes no credential to make, fetches the JWKS.
+    if (jwksCooldownSeconds !== undefined && jwksCooldownSeconds < productionAuthCeilings.jwksCooldownSecondsMin) {
+      p.problem(`NODE_ENV=production needs AUTH_JWKS_COOLDOWN_SECONDS of at least ${productionAuthCeilings.jwksCooldownSecondsMin} (a token with an unknown kid, which anyone can make, fetches the JWKS again), got ${jwksCooldownSeconds}: raise it (30 by default).`);
+    }
+  }
   p.done();
   // Every read above succeeded (done() threw otherwise).
   return Object.freeze({
@@ -352,7 +372,43 @@ function watch(env: Env, http: HttpLimits): WatchConfig {
   });
 }
 
-function database(env: Env, dataDir: string): DatabaseConfig {
+/**
+ * TLS to MySQL, as MySQL's own clients name it (`--ssl-mode`): REQUIRED
+ * encrypts without checking the certificate, VERIFY_CA checks it against
+ * the CAs, VERIFY_IDENTITY also checks it names the host.
+ */
+export interface DatabaseTls {
+  readonly mode: "REQUIRED" | "VERIFY_CA" | "VERIFY_IDENTITY";
+  /** A PEM file of the CAs to trust instead of Node's own (`ssl-ca`). */
+  readonly caFile?: string;
+}
+
+const sslModes = ["DISABLED", "REQUIRED", "VERIFY_CA", "VERIFY_IDENTITY"] as const;
+
+/** DATABASE_URL's query: TLS settings only; anything else would be dropped unseen, so it is refused. */
+function databaseTls(url: URL): DatabaseTls | undefined {
+  let mode: (typeof sslModes)[number] = "DISABLED";
+  let caFile: string | undefined;
+  for (const [key, value] of url.searchParams) {
+    if (key === "ssl-mode") {
+      const named = sslModes.find((m) => m === value.toUpperCase());
+      if (named === undefined) throw new ConfigError(`DATABASE_URL's ssl-mode "${value}" is not one of ${sslModes.join(", ")}.`);
+      mode = named;
+    } else if (key === "ssl-ca") {
+      if (!fs.existsSync(value)) throw new ConfigError(`DATABASE_URL's ssl-ca "${value}" is not a file here: name a PEM file of the CA certificates to trust.`);
+      caFile = value;
+    } else {
+      throw new ConfigError(`DATABASE_URL's parameter "${key}" is not one this service reads: it takes ssl-mode (${sslModes.join(", ")}) and ssl-ca (a PEM file), e.g. mysql://user:password@host/db?ssl-mode=VERIFY_IDENTITY.`);
+    }
+  }
+  if (mode === "DISABLED") {
+    if (caFile !== undefined) throw new ConfigError("DATABASE_URL gives ssl-ca without ssl-mode: add ssl-mode=VERIFY_CA or VERIFY_IDENTITY to use it.");
+    return undefined;
+  }
+  return caFile === undefined ? { mode } : { mode, caFile };
+}
+
+function database(env: Env, dataDir: string, production: boolean): DatabaseConfig {
   // Read whatever the database: a typo in a MySQL setting is refused on
   // SQLite too, not found out on the day the service moves to MySQL.
   const pool = {
@@ -371,17 +427,27 @@ function database(env: Env, dataDir: string): DatabaseConfig {
     if (file === "") throw new ConfigError(`DATABASE_URL "sqlite:" needs a file path, e.g. sqlite:./data/entity-versions.db.`);
     return { kind: "sqlite", file };
   }
+  const encodeHint = "percent-encode any of @ : / ? # % in the user name or password (encodeURIComponent)";
   let url: URL;
   try {
     url = new URL(raw);
   } catch {
-    throw new ConfigError("DATABASE_URL must be mysql://user:password@host:port/database or sqlite:<file>.");
+    throw new ConfigError(`DATABASE_URL must be mysql://user:password@host:port/database or sqlite:<file>; ${encodeHint}.`);
   }
   if (url.protocol !== "mysql:") {
     throw new ConfigError(`DATABASE_URL scheme "${url.protocol}" is not supported: use mysql://user:password@host:port/database or sqlite:<file>.`);
   }
   if (url.pathname.length <= 1) throw new ConfigError("DATABASE_URL must name the database: mysql://user:password@host:port/database.");
-  return { kind: "mysql", url: raw, ...pool };
+  try {
+    for (const part of [url.username, url.password, url.pathname]) decodeURIComponent(part);
+  } catch {
+    throw new ConfigError(`DATABASE_URL has a "%" that starts no escape: ${encodeHint} ("%" is "%25").`);
+  }
+  if (production && url.password === "") {
+    throw new ConfigError("NODE_ENV=production needs a password in DATABASE_URL (mysql://user:password@host/database): a database anyone on the network can log in to could rewrite every version.");
+  }
+  const tls = databaseTls(url);
+  return { kind: "mysql", url: raw, ...pool, ...(tls === undefined ? {} : { tls }) };
 }
 
 function blob(env: Env, dataDir: string, production: boolean): BlobConfig {
@@ -396,6 +462,12 @@ function blob(env: Env, dataDir: string, production: boolean): BlobConfig {
     if (!/AccountName=[^;]+/i.test(connectionString) || !/AccountKey=[^;]+/i.test(connectionString)) {
       throw new ConfigError(
         "AZURE_STORAGE_CONNECTION_STRING must carry AccountName and AccountKey (the service signs SAS URLs with the key).",
+      );
+    }
+    // Without either, the SDK fails at start-up with words that do not say which part is missing.
+    if (!/^\s*UseDevelopmentStorage\s*=/i.test(connectionString) && connectionStringParts(connectionString, "BlobEndpoint").length === 0 && connectionStringParts(connectionString, "DefaultEndpointsProtocol").length === 0) {
+      throw new ConfigError(
+        "AZURE_STORAGE_CONNECTION_STRING must say where the blobs are: DefaultEndpointsProtocol=https (with EndpointSuffix, core.windows.net by default) or BlobEndpoint=https://…, as the storage account's Access keys page gives it.",
       );
     }
     if (production) {
@@ -509,7 +581,7 @@ export function loadConfig(env: Env = process.env): Config {
     port: read(() => integer(env, "PORT", 8080, 0, 65535)),
     logLevel,
     dataDir,
-    database: read(() => Object.freeze(database(env, dataDir))),
+    database: read(() => Object.freeze(database(env, dataDir, production))),
     blob: read(() => Object.freeze(blob(env, dataDir, production))),
     uploadUrlTtlSeconds,
     downloadUrlTtlSeconds: read(() => integer(env, "DOWNLOAD_URL_TTL_SECONDS", 300, 10, 7 * 24 * 3600)),

@@ -1,7 +1,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import knexFactory, { type Knex } from "knex";
-import type { DatabaseConfig } from "../config.js";
+import type { DatabaseConfig, DatabaseTls } from "../config.js";
 
 type Conn = { query: (sql: string, cb: (err: unknown) => void) => void };
 const query = (conn: Conn, sql: string) => new Promise<void>((resolve, reject) => conn.query(sql, (err) => (err ? reject(err) : resolve())));
@@ -27,9 +27,18 @@ export interface Database {
   readonly preparedStatements: boolean;
 }
 
-function mysqlConnection(url: string): Knex.MySql2ConnectionConfig {
+/** mysql2's TLS options for the configured ssl-mode (MySQL's own clients' meanings); `verifyIdentity` is mysql2's, which Knex's types do not list. */
+function mysqlTls(tls: DatabaseTls): NonNullable<Knex.MySql2ConnectionConfig["ssl"]> {
+  if (tls.mode === "REQUIRED") return { rejectUnauthorized: false };
+  const ca = tls.caFile === undefined ? {} : { ca: fs.readFileSync(tls.caFile, "utf8") };
+  const options = { ...ca, rejectUnauthorized: true, verifyIdentity: tls.mode === "VERIFY_IDENTITY" };
+  return options as NonNullable<Knex.MySql2ConnectionConfig["ssl"]>;
+}
+
+function mysqlConnection(url: string, tls: DatabaseTls | undefined): Knex.MySql2ConnectionConfig {
   const u = new URL(url);
   return {
+    ...(tls === undefined ? {} : { ssl: mysqlTls(tls) }),
     host: u.hostname,
     port: u.port === "" ? 3306 : Number(u.port),
     user: decodeURIComponent(u.username),
@@ -74,7 +83,7 @@ export function openDatabase(config: DatabaseConfig, logger?: DatabaseLogger): D
     const knex = knexFactory({
       ...(log === undefined ? {} : { log }),
       client: "mysql2",
-      connection: mysqlConnection(config.url),
+      connection: mysqlConnection(config.url, config.tls),
       pool: {
         min: 0,
         max: config.poolMax,

@@ -66,6 +66,11 @@ test("production refuses weak settings, each with a message naming the variable"
     [{ AZURE_STORAGE_CONNECTION_STRING: "UseDevelopmentStorage=true;DevelopmentStorageProxyUri=https://10.0.0.5;AccountName=acct;AccountKey=c29tZXRoaW5nZWxzZQ==" }, "UseDevelopmentStorage"],
     [{ ORPHAN_GRACE_SECONDS: "600" }, "ORPHAN_GRACE_SECONDS"],
     [{ UPLOAD_URL_TTL_SECONDS: "86400" }, "ORPHAN_GRACE_SECONDS"],
+    // A key withdrawn from the JWKS would verify for a day; anyone could make it fetch the JWKS at will.
+    [{ AUTH_JWKS_MAX_AGE_SECONDS: "86400" }, "AUTH_JWKS_MAX_AGE_SECONDS"],
+    [{ AUTH_TOKEN_CACHE_SECONDS: "3600" }, "AUTH_TOKEN_CACHE_SECONDS"],
+    [{ AUTH_JWKS_COOLDOWN_SECONDS: "0" }, "AUTH_JWKS_COOLDOWN_SECONDS"],
+    [{ DATABASE_URL: "mysql://root@db:3306/versions" }, "password in DATABASE_URL"],
   ];
   for (const [change, name] of cases) {
     try {
@@ -85,6 +90,18 @@ test("a JWKS is fetched again after AUTH_JWKS_MAX_AGE_SECONDS (60 by default): h
   assert.is(loadConfig({}).auth.jwksMaxAgeSeconds, 60);
   assert.is(loadConfig({ AUTH_JWKS_MAX_AGE_SECONDS: "5" }).auth.jwksMaxAgeSeconds, 5);
   assert.throws(() => loadConfig({ AUTH_JWKS_MAX_AGE_SECONDS: "0" }), /AUTH_JWKS_MAX_AGE_SECONDS/);
+});
+
+test("DATABASE_URL's ssl-mode and ssl-ca set TLS to MySQL, as MySQL's clients name them; without them, none", () => {
+  const tls = (url: string) => {
+    const db = loadConfig({ DATABASE_URL: url }).database;
+    return db.kind === "mysql" ? db.tls : "sqlite";
+  };
+  assert.is(tls("mysql://u:p@db/x"), undefined);
+  assert.equal(tls("mysql://u:p@db/x?ssl-mode=VERIFY_IDENTITY"), { mode: "VERIFY_IDENTITY" });
+  assert.equal(tls("mysql://u:p@db/x?ssl-mode=required"), { mode: "REQUIRED" });
+  assert.equal(tls("mysql://u:p@db/x?ssl-mode=VERIFY_CA&ssl-ca=/etc/hostname"), { mode: "VERIFY_CA", caFile: "/etc/hostname" });
+  assert.is(tls("mysql://u:p@db/x?ssl-mode=DISABLED"), undefined);
 });
 
 test("MySQL and Azure come from DATABASE_URL and AZURE_STORAGE_CONNECTION_STRING", () => {
@@ -113,8 +130,16 @@ test("a bad value stops the start with a message naming the variable", () => {
     [{ DATABASE_URL: "postgres://x/y" }, "DATABASE_URL"],
     [{ DATABASE_URL: "mysql://u:p@db:3306" }, "DATABASE_URL"],
     [{ DATABASE_URL: "sqlite:" }, "DATABASE_URL"],
+    // Parameters the driver never saw were dropped unseen (a TLS setting above all).
+    [{ DATABASE_URL: "mysql://u:p@db:3306/x?ssl=true" }, 'parameter "ssl" is not one this service reads'],
+    [{ DATABASE_URL: "mysql://u:p@db:3306/x?ssl-mode=ON" }, "ssl-mode"],
+    [{ DATABASE_URL: "mysql://u:p@db:3306/x?ssl-mode=VERIFY_CA&ssl-ca=/no/such/ca.pem" }, "ssl-ca"],
+    [{ DATABASE_URL: "mysql://u:p@db:3306/x?ssl-ca=/etc/hostname" }, "without ssl-mode"],
+    [{ DATABASE_URL: "mysql://u:p#w@db:3306/x" }, "percent-encode"],
+    [{ DATABASE_URL: "mysql://u:100%@db:3306/x" }, '"%" is "%25"'],
     [{ AZURE_STORAGE_CONTAINER: "Bad_Name" }, "AZURE_STORAGE_CONTAINER"],
     [{ AZURE_STORAGE_CONNECTION_STRING: "UseDevelopmentStorage=true" }, "AZURE_STORAGE_CONNECTION_STRING"],
+    [{ AZURE_STORAGE_CONNECTION_STRING: "AccountName=acct;AccountKey=a2V5" }, "must say where the blobs are"],
     [{ UPLOAD_URL_TTL_SECONDS: "1" }, "UPLOAD_URL_TTL_SECONDS"],
     [{ LOG_LEVEL: "loud" }, "LOG_LEVEL"],
     [{ PAGE_MAX_BYTES: "1000" }, "PAGE_MAX_BYTES"],
