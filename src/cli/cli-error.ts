@@ -41,7 +41,12 @@ const tokenHint =
   "The service refused the token: pass a valid one with --token or ENTITY_VERSIONS_TOKEN (`entity-versions whoami` shows what it holds).";
 
 /** What to type next, for the service errors whose own message speaks REST. */
+const wrongRoot =
+  "the CLI calls the API under the service's root URL: check that --url (or ENTITY_VERSIONS_URL) is that root, e.g. http://localhost:8080, not a page under it such as /docs; else the service is older than this CLI.";
+
 const hintsByCode: Readonly<Record<string, string[]>> = {
+  ROUTE_NOT_FOUND: [wrongRoot],
+  METHOD_NOT_ALLOWED: [wrongRoot],
   NO_ACTIVE_VERSION: ["activate one with `entity-versions activate ENTITY VERSION_ID` (`entity-versions list ENTITY` shows the ids)."],
   ACTIVE_VERSION_NOT_DELETABLE: ["activate another version first with `entity-versions activate ENTITY VERSION_ID`."],
   VERSION_ALREADY_EXISTS: ["choose another --version, or leave it out to use the current time."],

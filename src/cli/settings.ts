@@ -57,6 +57,13 @@ function wellFormed(token: string, source: string): string {
  * who ran `npm start` in this folder needs no configuration at all.
  */
 export function resolveSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): Settings {
+  // Given but empty is a script's unset variable (--token "$DEPLOY_TOKEN"),
+  // not "not given": falling back would act as another identity, or service.
+  for (const [flag, value, read] of [["--url", flags.url, nonEmpty], ["--token", flags.token, bare]] as const) {
+    if (value !== undefined && read(value) === undefined) {
+      throw new CliError(`${flag} is empty: give its value, or leave the flag out (was the variable it came from unset?).`, "INVALID_ARGUMENT", ExitCode.usage);
+    }
+  }
   const flagUrl = nonEmpty(flags.url);
   const envUrl = nonEmpty(env["ENTITY_VERSIONS_URL"]);
   const [rawUrl, urlSource] =

@@ -131,6 +131,19 @@ test("an error answer becomes a ServiceError with the service's code, message an
   }
 });
 
+test("ROUTE_NOT_FOUND and METHOD_NOT_ALLOWED point at --url: the CLI was given a page under the service, or the service is older", async () => {
+  for (const [status, code] of [[404, "ROUTE_NOT_FOUND"], [405, "METHOD_NOT_ALLOWED"]] as const) {
+    const srv = await scripted([answer(status, { error: "No route GET /docs/api/x", code })]);
+    try {
+      const error = await client(srv.url).api.call("GET", "/api/x", undefined).then(() => undefined, (e: unknown) => e);
+      assert.instance(error, ServiceError);
+      assert.match((error as ServiceError).hints.join("\n"), /check that --url \(or ENTITY_VERSIONS_URL\) is that root/);
+    } finally {
+      await srv.close();
+    }
+  }
+});
+
 test("an answer that is not the API's JSON says so and names the URL", async () => {
   const srv = await scripted([answer(502, "<html>bad gateway</html>")]);
   try {

@@ -31,6 +31,10 @@ test("settings: flags, then the environment, then the development defaults", () 
   // A token pasted with its scheme, as an Authorization header carries it.
   assert.is(resolveSettings({ token: "Bearer eyJ.abc.def" }, env, cwd).token, "eyJ.abc.def");
   assert.is(resolveSettings({}, { ENTITY_VERSIONS_TOKEN: "bearer  eyJ.x.y" }, cwd).token, "eyJ.x.y");
+  // Given but empty (a script's unset variable) is a usage error, not another identity or service.
+  for (const flags of [{ token: "" }, { token: "Bearer " }, { url: " " }]) {
+    assert.throws(() => resolveSettings(flags, env, cwd), (e: unknown) => e instanceof CliError && e.exitCode === ExitCode.usage && /is empty/.test(e.message), JSON.stringify(flags));
+  }
   const bare = resolveSettings({}, {}, cwd);
   assert.is(bare.url, "http://localhost:8080");
   assert.is(bare.token, undefined);
