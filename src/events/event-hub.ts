@@ -1,5 +1,6 @@
 import type { ConnectError } from "@connectrpc/connect";
 import { apiError } from "../errors/api-error.js";
+import { deadlineSignal } from "../rpc/deadline-signal.js";
 import type { EventRecord } from "../store/event-log.js";
 
 /** Where the hub reads events from: the event log. */
@@ -193,13 +194,11 @@ export class Watch {
    * resume from.
    */
   async #read(position: number, signal: AbortSignal): Promise<EventRecord[]> {
-    const { options } = this.#hub;
-    const timeout = AbortSignal.timeout(options.pollTimeoutMs ?? pollTimeoutMs(options.pollIntervalMs));
+    const bound = deadlineSignal(signal, this.#hub.pollTimeoutMs, () => apiError("DATABASE_UNAVAILABLE", {}));
     try {
-      return await this.#hub.source.after(this.entityId, position, replayBatch, AbortSignal.any([signal, timeout]));
-    } catch (error) {
-      if (timeout.aborted && !signal.aborted) throw apiError("DATABASE_UNAVAILABLE", {}, { cause: error });
-      throw error;
+      return await this.#hub.source.after(this.entityId, position, replayBatch, bound.signal);
+    } finally {
+      bound.dispose();
     }
   }
 
@@ -266,6 +265,11 @@ export class EventHub {
   /** When the next poll of every watched entity (other replicas' events) is due. */
   #nextFullPollAt = 0;
   #closing = false;
+
+  /** How long one read of events may go unanswered before it is given up. */
+  get pollTimeoutMs(): number {
+    return this.options.pollTimeoutMs ?? pollTimeoutMs(this.options.pollIntervalMs);
+  }
   #failing = false;
   #drained: (() => void) | undefined;
 
@@ -369,7 +373,8 @@ export class EventHub {
     this.#polling = true;
     let more = false;
     try {
-      const events = await this.source.poll(cursors, pollLimit, AbortSignal.timeout(this.options.pollTimeoutMs ?? pollTimeoutMs(this.options.pollIntervalMs)));
+      const bound = deadlineSignal(undefined, this.pollTimeoutMs, () => new Error(`no answer within ${this.pollTimeoutMs} ms`));
+      const events = await this.source.poll(cursors, pollLimit, bound.signal).finally(() => bound.dispose());
       // More than one read holds: read the same again at once.
       more = events.length >= pollLimit;
       if (more) {
