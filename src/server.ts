@@ -3,7 +3,7 @@ import { setMaxListeners } from "node:events";
 import type http from "node:http";
 import http2 from "node:http2";
 import { Readable } from "node:stream";
-import { ConnectError, type ConnectRouter, createContextValues, createServiceImplSpec, type Interceptor, type ServiceImpl } from "@connectrpc/connect";
+import { Code, ConnectError, type ConnectRouter, createContextValues, createServiceImplSpec, type Interceptor, type ServiceImpl } from "@connectrpc/connect";
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyError,
@@ -576,7 +576,16 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     // Read as every body is read: a client that neither sends nor ends its
     // body is answered at the body timeout or its deadline, not held.
     bodyArrives: async (req, reply) => {
-      for await (const chunk of guardedBody(req.raw, bodyGuard(req, reply))) if (chunk.byteLength > 0) return true;
+      // The body also ends when the response closes unanswered: a client gone, whose call must not start.
+      let gone = false;
+      const onClose = () => (gone = !reply.raw.writableEnded);
+      reply.raw.once("close", onClose);
+      try {
+        for await (const chunk of guardedBody(req.raw, bodyGuard(req, reply))) if (chunk.byteLength > 0) return true;
+      } finally {
+        reply.raw.off("close", onClose);
+      }
+      if (gone) throw new ConnectError("the client went away", Code.Canceled);
       return false;
     },
   });
