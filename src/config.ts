@@ -464,14 +464,18 @@ function blob(env: Env, dataDir: string, production: boolean): BlobConfig {
         "AZURE_STORAGE_CONNECTION_STRING must carry AccountName and AccountKey (the service signs SAS URLs with the key).",
       );
     }
-    // Without either, the SDK fails at start-up with words that do not say which part is missing.
-    if (!/^\s*UseDevelopmentStorage\s*=/i.test(connectionString) && connectionStringParts(connectionString, "BlobEndpoint").length === 0 && connectionStringParts(connectionString, "DefaultEndpointsProtocol").length === 0) {
-      throw new ConfigError(
-        "AZURE_STORAGE_CONNECTION_STRING must say where the blobs are: DefaultEndpointsProtocol=https (with EndpointSuffix, core.windows.net by default) or BlobEndpoint=https://…, as the storage account's Access keys page gives it.",
+    // The SDK reads a string as account-key only when it spells
+    // "DefaultEndpointsProtocol=" so, and then needs EndpointSuffix or
+    // BlobEndpoint; otherwise it fails at start-up naming some other part.
+    const accountKeyForm = /(^|;)\s*DefaultEndpointsProtocol=/.test(connectionString);
+    const endpoint = connectionStringParts(connectionString, "BlobEndpoint").length > 0 || connectionStringParts(connectionString, "EndpointSuffix").length > 0;
+    const p = problemsOf();
+    if (!/^\s*UseDevelopmentStorage\s*=/i.test(connectionString) && (!accountKeyForm || !endpoint)) {
+      p.problem(
+        "AZURE_STORAGE_CONNECTION_STRING must say where the blobs are, written as the storage account's Access keys page gives it: DefaultEndpointsProtocol=https;AccountName=…;AccountKey=…;EndpointSuffix=core.windows.net (or BlobEndpoint=https://… instead of EndpointSuffix), DefaultEndpointsProtocol spelled exactly so.",
       );
     }
     if (production) {
-      const p = problemsOf();
       // The Azure SDK replaces such a string with the emulator's own
       // settings (http, and its public key), whatever else it says.
       if (/^\s*UseDevelopmentStorage\s*=\s*true/i.test(connectionString)) {
@@ -488,8 +492,8 @@ function blob(env: Env, dataDir: string, production: boolean): BlobConfig {
       if (plain) {
         p.problem("NODE_ENV=production needs an https blob endpoint in AZURE_STORAGE_CONNECTION_STRING (DefaultEndpointsProtocol=https): SAS URLs and signed requests would travel in the clear.");
       }
-      p.done();
     }
+    p.done();
     return { kind: "azure", connectionString, container };
   }
   return {

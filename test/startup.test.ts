@@ -99,7 +99,7 @@ s("NODE_ENV=production refuses to start without auth, or on the embedded default
   const full = {
     ...base,
     DATABASE_URL: "mysql://u:p@127.0.0.1:1/db",
-    AZURE_STORAGE_CONNECTION_STRING: "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=a2V5",
+    AZURE_STORAGE_CONNECTION_STRING: "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=a2V5;EndpointSuffix=core.windows.net",
     PAGE_TOKEN_SECRET: "Hk4Qw8Zr2Nv6Tc1Lm9Xb5Pj3Fs7Dg0Ya+page",
   };
   const jwks = { ...full, AUTH_JWKS_URL: "https://login.example.com/jwks.json", AUTH_ISSUER: "https://login.example.com/", AUTH_AUDIENCE: "ev" };
