@@ -395,16 +395,17 @@ function databaseTls(url: URL): DatabaseTls | undefined {
       if (named === undefined) throw new ConfigError(`DATABASE_URL's ssl-mode "${value}" is not one of ${sslModes.join(", ")}.`);
       mode = named;
     } else if (key === "ssl-ca") {
-      if (!fs.existsSync(value)) throw new ConfigError(`DATABASE_URL's ssl-ca "${value}" is not a file here: name a PEM file of the CA certificates to trust.`);
+      if (!fs.statSync(value, { throwIfNoEntry: false })?.isFile()) throw new ConfigError(`DATABASE_URL's ssl-ca "${value}" is not a file here: name a PEM file of the CA certificates to trust.`);
       caFile = value;
     } else {
       throw new ConfigError(`DATABASE_URL's parameter "${key}" is not one this service reads: it takes ssl-mode (${sslModes.join(", ")}) and ssl-ca (a PEM file), e.g. mysql://user:password@host/db?ssl-mode=VERIFY_IDENTITY.`);
     }
   }
-  if (mode === "DISABLED") {
-    if (caFile !== undefined) throw new ConfigError("DATABASE_URL gives ssl-ca without ssl-mode: add ssl-mode=VERIFY_CA or VERIFY_IDENTITY to use it.");
-    return undefined;
+  // REQUIRED and DISABLED check no certificate: a CA given there would be read by nobody.
+  if (caFile !== undefined && mode !== "VERIFY_CA" && mode !== "VERIFY_IDENTITY") {
+    throw new ConfigError(`DATABASE_URL gives ssl-ca with ssl-mode ${mode}, which checks no certificate: use ssl-mode=VERIFY_CA or VERIFY_IDENTITY to have it used.`);
   }
+  if (mode === "DISABLED") return undefined;
   return caFile === undefined ? { mode } : { mode, caFile };
 }
 
@@ -427,7 +428,7 @@ function database(env: Env, dataDir: string, production: boolean): DatabaseConfi
     if (file === "") throw new ConfigError(`DATABASE_URL "sqlite:" needs a file path, e.g. sqlite:./data/entity-versions.db.`);
     return { kind: "sqlite", file };
   }
-  const encodeHint = "percent-encode any of @ : / ? # % in the user name or password (encodeURIComponent)";
+  const encodeHint = "write the user name and password percent-encoded, as encodeURIComponent does (a / ? # or % in them breaks the URL otherwise)";
   let url: URL;
   try {
     url = new URL(raw);
