@@ -40,10 +40,11 @@ export class ServiceError extends CliError {
 const tokenHint =
   "The service refused the token: pass a valid one with --token or ENTITY_VERSIONS_TOKEN (`entity-versions whoami` shows what it holds).";
 
-/** What to type next, for the service errors whose own message speaks REST. */
+/** A route the service does not have: the CLI was pointed at a page under the service, or at an older one. */
 const wrongRoot =
   "the CLI calls the API under the service's root URL: check that --url (or ENTITY_VERSIONS_URL) is that root, e.g. http://localhost:8080, not a page under it such as /docs; else the service is older than this CLI.";
 
+/** What to type next, for the service errors whose own message speaks REST. */
 const hintsByCode: Readonly<Record<string, string[]>> = {
   ROUTE_NOT_FOUND: [wrongRoot],
   METHOD_NOT_ALLOWED: [wrongRoot],
