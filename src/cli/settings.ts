@@ -59,9 +59,21 @@ function wellFormed(token: string, source: string): string {
 export function resolveSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): Settings {
   // Given but empty is a script's unset variable (--token "$DEPLOY_TOKEN"),
   // not "not given": falling back would act as another identity, or service.
+  // A variable set to nothing (ENTITY_VERSIONS_TOKEN="$DEPLOY_TOKEN" in CI)
+  // is the same mistake one step earlier.
   for (const [flag, value, read] of [["--url", flags.url, nonEmpty], ["--token", flags.token, bare]] as const) {
     if (value !== undefined && read(value) === undefined) {
       throw new CliError(`${flag} is empty: give its value, or leave the flag out (was the variable it came from unset?).`, "INVALID_ARGUMENT", ExitCode.usage);
+    }
+  }
+  for (const [name, flag, read] of [["ENTITY_VERSIONS_URL", flags.url, nonEmpty], ["ENTITY_VERSIONS_TOKEN", flags.token, bare]] as const) {
+    const value = env[name];
+    if (flag === undefined && value !== undefined && read(value) === undefined) {
+      throw new CliError(
+        `${name} is set but empty: give it a value, or unset it (\`unset ${name}\`) to use the default (was the variable it came from unset?).`,
+        "INVALID_ARGUMENT",
+        ExitCode.usage,
+      );
     }
   }
   const flagUrl = nonEmpty(flags.url);

@@ -35,6 +35,15 @@ test("settings: flags, then the environment, then the development defaults", () 
   for (const flags of [{ token: "" }, { token: "Bearer " }, { url: " " }]) {
     assert.throws(() => resolveSettings(flags, env, cwd), (e: unknown) => e instanceof CliError && e.exitCode === ExitCode.usage && /is empty/.test(e.message), JSON.stringify(flags));
   }
+  // So is an environment variable set to nothing, unless a flag overrides it.
+  for (const empty of [{ ENTITY_VERSIONS_TOKEN: "" }, { ENTITY_VERSIONS_TOKEN: "Bearer " }, { ENTITY_VERSIONS_URL: " " }]) {
+    assert.throws(
+      () => resolveSettings({}, empty, cwd),
+      (e: unknown) => e instanceof CliError && e.exitCode === ExitCode.usage && /is set but empty/.test(e.message) && e.message.startsWith(Object.keys(empty)[0]!),
+      JSON.stringify(empty),
+    );
+  }
+  assert.is(resolveSettings({ token: "flag-token" }, { ENTITY_VERSIONS_TOKEN: "" }, cwd).token, "flag-token");
   const bare = resolveSettings({}, {}, cwd);
   assert.is(bare.url, "http://localhost:8080");
   assert.is(bare.token, undefined);
