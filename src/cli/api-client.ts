@@ -12,8 +12,9 @@ const maxBackoffMs = 5_000;
 export interface CallOptions {
   /**
    * Attempts in all (1: never retried). Retried are network failures after
-   * the request may have left, and 503s (the service's "nothing was changed,
-   * retry"); calls that are not safe to repeat pass 1.
+   * the request may have left (a gateway's 502 or 504 among them), and 503s
+   * (the service's "nothing was changed, retry"); calls that are not safe to
+   * repeat pass 1.
    */
   attempts?: number;
   /**
@@ -121,6 +122,16 @@ export class ApiClient {
         if (parsed === undefined || !fromTheService(res)) throw this.#unexpected(res.status, text);
         return { status: res.status, body: parsed as T, attempts: attempt };
       }
+      if (gatewayFailure(res)) {
+        // A proxy's 502 or 504 is a network failure between it and the
+        // service: the request may have reached the service, so it is
+        // retried as one (calls not safe to repeat pass attempts 1).
+        if (last) throw this.#unreachable(`a gateway in front of it answered HTTP ${res.status}`, undefined);
+        const wait = backoff(attempt);
+        this.note(`${method} ${path}: HTTP ${res.status} from a gateway; retrying in ${wait} ms (attempt ${attempt + 1} of ${attempts})`);
+        await sleep(wait);
+        continue;
+      }
       if (res.status === 503 && !last) {
         const wait = Math.min(maxBackoffMs, retryAfterMs(res.headers.get("retry-after")) ?? backoff(attempt));
         this.note(`${method} ${path}: HTTP 503 ${errorCode(parsed) ?? ""}; retrying in ${wait} ms (attempt ${attempt + 1} of ${attempts})`);
@@ -220,6 +231,15 @@ export class ApiClient {
  */
 function fromTheService(res: Response): boolean {
   return res.headers.has("x-request-id");
+}
+
+/**
+ * A 502 or 504 that a proxy or load balancer made: the service names every
+ * answer it gives, so one without x-request-id never reached it, or its
+ * answer never came back.
+ */
+function gatewayFailure(res: Response): boolean {
+  return (res.status === 502 || res.status === 504) && !fromTheService(res);
 }
 
 function parseJson(text: string): unknown {

@@ -144,6 +144,45 @@ test("ROUTE_NOT_FOUND and METHOD_NOT_ALLOWED point at --url: the CLI was given a
   }
 });
 
+test("a gateway's 502 or 504 (no x-request-id) is retried as a network failure; the service's own 504 is not", async () => {
+  const gateway = (status: number): Step => (_req, res) => {
+    res.writeHead(status, { "content-type": "text/html" });
+    res.end("<html>gateway</html>");
+  };
+  const srv = await scripted([gateway(502), gateway(504), answer(200, { ok: 3 })]);
+  try {
+    const { api, notes } = client(srv.url);
+    const res = await api.call("POST", "/confirm", {}, { attempts: 4 });
+    assert.equal([res.attempts, res.body], [3, { ok: 3 }]);
+    assert.match(notes.join("\n"), "HTTP 502 from a gateway; retrying");
+  } finally {
+    await srv.close();
+  }
+  const once = await scripted([gateway(504), answer(200, { ok: 4 })]);
+  try {
+    await client(once.url).api.call("DELETE", "/x", undefined, { attempts: 1 });
+    assert.unreachable();
+  } catch (error) {
+    assert.instance(error, CliError);
+    assert.is((error as CliError).code, "SERVICE_UNREACHABLE");
+    assert.match((error as CliError).message, "a gateway in front of it answered HTTP 504");
+    assert.is(once.seen.length, 1);
+  } finally {
+    await once.close();
+  }
+  const own = await scripted([answer(504, { error: "deadline", code: "DEADLINE_EXCEEDED" }), answer(200, { ok: 5 })]);
+  try {
+    await client(own.url).api.call("GET", "/x");
+    assert.unreachable();
+  } catch (error) {
+    assert.instance(error, ServiceError);
+    assert.is((error as ServiceError).code, "DEADLINE_EXCEEDED");
+    assert.is(own.seen.length, 1);
+  } finally {
+    await own.close();
+  }
+});
+
 test("an answer that is not the API's JSON says so and names the URL", async () => {
   const srv = await scripted([answer(502, "<html>bad gateway</html>")]);
   try {
