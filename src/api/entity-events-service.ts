@@ -113,7 +113,7 @@ export class EntityEventsServiceImpl implements ServiceImpl<typeof EntityEventsS
     };
     ctx.signal.addEventListener("abort", release, { once: true });
     try {
-      const start = enforceRead(await this.#d.events.position(entityId, caller, ctx.signal), entityId, caller);
+      const start = enforceRead(await watch.bounded(ctx.signal, (signal) => this.#d.events.position(entityId, caller, signal)), entityId, caller);
       if (after !== undefined && after > start.lastEventSeq) {
         throw apiError("INVALID_ARGUMENT", {
           field: "after_event_id",
@@ -132,7 +132,9 @@ export class EntityEventsServiceImpl implements ServiceImpl<typeof EntityEventsS
         // may see of the events: checked once for the batch, before any of
         // it is sent (a replay of thousands of access changes is one read a
         // batch, not one an event), from the access as it is now.
-        if (events.some((event) => event.type === "ACCESS_CHANGED")) showSubjects = await this.#stillReadable(entityId, caller, ctx.signal);
+        if (events.some((event) => event.type === "ACCESS_CHANGED")) {
+          showSubjects = await watch.bounded(ctx.signal, (signal) => this.#stillReadable(entityId, caller, signal));
+        }
         for (const event of events) {
           // Passed before it is sent: a stream delivers in order, so a
           // client told where the stream ended has received everything before.

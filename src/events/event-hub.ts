@@ -186,17 +186,22 @@ export class Watch {
     }
   }
 
+  /** Reads the events after `position` from the database, given up as a poll is. */
+  #read(position: number, signal: AbortSignal): Promise<EventRecord[]> {
+    return this.bounded(signal, (bounded) => this.#hub.source.after(this.entityId, position, replayBatch, bounded));
+  }
+
   /**
-   * Reads the events after `position` from the database, given up as a
-   * poll is: a watch's stream has no deadline, and one waiting on a
-   * connection that never answers would send nothing, not even
-   * keep-alives. Given up, it ends DATABASE_UNAVAILABLE, which clients
-   * resume from.
+   * Runs one of the watch's database reads (its own, or its caller's: the
+   * start's position, an access check) under the poll's time limit: a
+   * stream has no deadline of its own, and a read waiting on a connection
+   * that never answers would hold the watch's slot and send nothing.
+   * Given up, it rejects DATABASE_UNAVAILABLE, which clients resume from.
    */
-  async #read(position: number, signal: AbortSignal): Promise<EventRecord[]> {
+  async bounded<T>(signal: AbortSignal, read: (signal: AbortSignal) => Promise<T>): Promise<T> {
     const bound = deadlineSignal(signal, this.#hub.pollTimeoutMs, () => apiError("DATABASE_UNAVAILABLE", {}));
     try {
-      return await this.#hub.source.after(this.entityId, position, replayBatch, bound.signal);
+      return await read(bound.signal);
     } finally {
       bound.dispose();
     }

@@ -7,6 +7,7 @@ import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { PrivateMariaDb } from "../support/private-mariadb.js";
 import { newEntityId, push, startService, type TestService, uploadOnly } from "../support/service.js";
+import { watchGrpc } from "../support/watch-client.js";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -96,6 +97,24 @@ export function deadlinesSuite() {
     // Once the database answers again, so does the service: the connections the abandoned calls held came back.
     const again = await svc.rest.get(`/api/entities/${e}/active-version`);
     assert.equal([again.status, again.body.id], [200, v1.id]);
+  });
+
+  s("a watch whose start reads a database that never answers ends DATABASE_UNAVAILABLE at the poll's time limit, not at its client's distant deadline", async ({ svc, mariadb }) => {
+    const e = newEntityId();
+    await push(svc, e);
+    mariadb.freeze();
+    let end;
+    try {
+      end = await timed(() => watchGrpc(svc.grpc, e, { deadlineMs: 60_000 }).ended(20_000));
+    } finally {
+      mariadb.thaw();
+    }
+    assert.equal([end.value.code, end.value.reason], [grpc.status.UNAVAILABLE, "DATABASE_UNAVAILABLE"]);
+    // The time limit is at least 5 s (four poll intervals of 500 ms would be less).
+    assert.ok(end.ms >= 4_500 && end.ms < 10_000, `ended after ${end.ms} ms`);
+    const again = watchGrpc(svc.grpc, e);
+    assert.is((await again.next(10_000)).kind, "bookmark", "the watch opens once the database answers");
+    again.close();
   });
 
   s("a confirm past its deadline is answered DEADLINE_EXCEEDED and never lands afterwards; its retry is safe", async ({ svc, mariadb }) => {
