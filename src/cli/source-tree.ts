@@ -3,7 +3,7 @@ import path from "node:path";
 import ignore, { type Ignore } from "ignore";
 import { CliError } from "./cli-error.js";
 import { ExitCode } from "./exit-codes.js";
-import { stateFileName } from "./state-file.js";
+import { stateFileName, stateLockName } from "./state-file.js";
 
 /** The ignore file read at the root of a pushed directory (gitignore syntax). */
 export const ignoreFileName = ".entityversionsignore";
@@ -13,7 +13,7 @@ export const ignoreFileName = ".entityversionsignore";
  * dependencies (the lockfile says how to get them back) and the CLI's own
  * state, which would otherwise change the source hash on every push.
  */
-export const alwaysExcluded: readonly string[] = Object.freeze([".git", "node_modules", stateFileName]);
+export const alwaysExcluded: readonly string[] = Object.freeze([".git", "node_modules", stateFileName, stateLockName]);
 
 /** Whether a file or folder name is never packed: {@link alwaysExcluded}, or a state file's temporary a killed CLI left. */
 function isAlwaysExcluded(name: string): boolean {

@@ -56,25 +56,78 @@ export function readBase(dir: string, service: string, entity: string): BaseReco
   return read(path.join(dir, stateFileName)).services[service]?.[entity];
 }
 
+/** The lock file's name, beside the state file (never packed either). */
+export const stateLockName = `${stateFileName}.lock`;
+/** How long a command waits for another to finish writing the state file. */
+const lockWaitMs = 5_000;
+/** A lock older than this was left by a command that was killed: writing takes milliseconds. */
+const staleLockMs = 15_000;
+
+const pause = new Int32Array(new SharedArrayBuffer(4));
+
+/**
+ * Runs `work` holding the state file's lock: a file created exclusively
+ * beside it. Without it, two commands in one folder (parallel file pushes
+ * of a monorepo's entities from one CI directory) each read the file, add
+ * their entity and rename theirs over the other's, and one base is lost.
+ */
+function withLock<T>(dir: string, work: () => T): T {
+  const lock = path.join(dir, stateLockName);
+  const giveUpAt = Date.now() + lockWaitMs;
+  for (;;) {
+    try {
+      fs.closeSync(fs.openSync(lock, "wx"));
+      break;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+    }
+    let age: number | undefined;
+    try {
+      age = Date.now() - fs.statSync(lock).mtimeMs;
+    } catch {
+      continue; // released meanwhile
+    }
+    if (age > staleLockMs) {
+      fs.rmSync(lock, { force: true });
+      continue;
+    }
+    if (Date.now() >= giveUpAt) {
+      throw new CliError(
+        `${lock} is held by another entity-versions command writing this folder's state; wait for it to end, or delete the file if none runs.`,
+        "STATE_FILE_LOCKED",
+      );
+    }
+    // A synchronous wait: the writers are other processes, and recordBase is synchronous.
+    Atomics.wait(pause, 0, 0, 10 + Math.floor(Math.random() * 20));
+  }
+  try {
+    return work();
+  } finally {
+    fs.rmSync(lock, { force: true });
+  }
+}
+
 /**
  * Records the base for this entity on this service in `dir`, keeping every
- * other record. Written to a temporary file and renamed over the old one,
- * so an interrupted CLI leaves the previous file or the new one, never half
- * of one.
+ * other record, under the state file's lock. Written to a temporary file
+ * and renamed over the old one, so an interrupted CLI leaves the previous
+ * file or the new one, never half of one.
  */
 export function recordBase(dir: string, service: string, entity: string, record: BaseRecord): string {
   const file = path.join(dir, stateFileName);
-  const doc = read(file);
-  doc.services[service] = { ...doc.services[service], [entity]: record };
-  const temporary = path.join(dir, `${stateFileName}.${randomBytes(6).toString("hex")}.tmp`);
-  try {
-    fs.writeFileSync(temporary, `${JSON.stringify(doc, null, 2)}\n`);
-    fs.renameSync(temporary, file);
-  } catch (error) {
-    fs.rmSync(temporary, { force: true });
-    throw error;
-  }
-  return file;
+  return withLock(dir, () => {
+    const doc = read(file);
+    doc.services[service] = { ...doc.services[service], [entity]: record };
+    const temporary = path.join(dir, `${stateFileName}.${randomBytes(6).toString("hex")}.tmp`);
+    try {
+      fs.writeFileSync(temporary, `${JSON.stringify(doc, null, 2)}\n`);
+      fs.renameSync(temporary, file);
+    } catch (error) {
+      fs.rmSync(temporary, { force: true });
+      throw error;
+    }
+    return file;
+  });
 }
 
 /** What came of recording a base: the state file's path, and why it could not be written, if it could not. */

@@ -1,6 +1,7 @@
 // The CLI's small pieces that decide behaviour without a service: where
 // settings come from, the state file, default version strings, the exit
 // code of a service error, and the local reading of a token.
+import { spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -9,7 +10,7 @@ import * as assert from "uvu/assert";
 import { CliError } from "../../src/cli/cli-error.js";
 import { ExitCode, exitCodeForServiceError } from "../../src/cli/exit-codes.js";
 import { requireToken, resolveSettings } from "../../src/cli/settings.js";
-import { readBase, recordBase, stateFileName } from "../../src/cli/state-file.js";
+import { readBase, recordBase, stateFileName, stateLockName } from "../../src/cli/state-file.js";
 import { summariseToken } from "../../src/cli/token-claims.js";
 import { secondAfter, versionStringAt } from "../../src/cli/version-clock.js";
 import { token } from "../support/tokens.js";
@@ -75,6 +76,38 @@ test("state file: one base per service and entity, others kept, written whole", 
   assert.equal(fs.readdirSync(dir), [stateFileName], "no temporary file left behind");
   fs.writeFileSync(path.join(dir, stateFileName), "{not json");
   assert.throws(() => readBase(dir, "http://a", "app"), (e: unknown) => e instanceof CliError && e.code === "STATE_FILE_INVALID");
+});
+
+test("state file: commands writing one folder at once (parallel file pushes from one CI directory) each keep their base; a lock left by a killed command is taken over", async () => {
+  const dir = fs.mkdtempSync(path.join(scratch, "parallel-"));
+  const module = new URL("../../src/cli/state-file.ts", import.meta.url).href;
+  const writers = 6;
+  const perWriter = 15;
+  const code = `
+    const { recordBase } = await import(${JSON.stringify(module)});
+    const [dir, n, count] = process.argv.slice(-3);
+    for (let i = 0; i < Number(count); i++) {
+      recordBase(dir, "http://a", "e" + n + "-" + i, { version_id: "v" + i, version: "2026.01.01-000000", source_hash: "a".repeat(64), via: "push", recorded_at: "2026-01-01T00:00:00.000Z" });
+    }`;
+  const runs = Array.from({ length: writers }, (_, n) =>
+    new Promise<number | null>((resolve, reject) => {
+      const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", code, dir, String(n), String(perWriter)], { stdio: ["ignore", "ignore", "inherit"] });
+      child.on("error", reject);
+      child.on("exit", resolve);
+    }),
+  );
+  assert.equal(await Promise.all(runs), Array(writers).fill(0));
+  const doc = JSON.parse(fs.readFileSync(path.join(dir, stateFileName), "utf8")) as { services: Record<string, Record<string, unknown>> };
+  assert.is(Object.keys(doc.services["http://a"]!).length, writers * perWriter, "every command's bases were kept");
+  assert.equal(fs.readdirSync(dir), [stateFileName], "no lock or temporary file left behind");
+  // A lock a killed command left behind is taken over once stale, not waited on forever.
+  const lock = path.join(dir, stateLockName);
+  fs.writeFileSync(lock, "");
+  const old = new Date(Date.now() - 60_000);
+  fs.utimesSync(lock, old, old);
+  recordBase(dir, "http://a", "after-kill", { version_id: "v", version: "2026.01.01-000000", source_hash: "a".repeat(64), via: "push", recorded_at: "2026-01-01T00:00:00.000Z" });
+  assert.is(readBase(dir, "http://a", "after-kill")?.version_id, "v");
+  assert.not.ok(fs.existsSync(lock));
 });
 
 test("default versions: UTC, and the next second across day and year boundaries", () => {
