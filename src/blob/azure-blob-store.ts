@@ -23,7 +23,7 @@ const uploadPermissions = BlobSASPermissions.parse("cw");
 const copySourceSasMs = 5 * 60_000;
 const downloadPermissions = BlobSASPermissions.parse("r");
 /** How the store answers a download URL, set in its SAS: see signDownloadUrl. */
-const downloadAnswerHeaders = Object.freeze({ contentType: "application/octet-stream", contentDisposition: "attachment" });
+const downloadAnswerHeaders = Object.freeze({ contentType: "application/octet-stream", contentDisposition: "attachment", contentEncoding: "identity" });
 
 /**
  * Azure Blob Storage (or Azurite) through @azure/storage-blob. SAS URLs are
@@ -65,10 +65,13 @@ export class AzureBlobStore implements BlobStore {
   /**
    * A read SAS whose answer is a download, whatever the publisher uploaded
    * the package with: the store answers it `Content-Type:
-   * application/octet-stream` and `Content-Disposition: attachment` (the
-   * SAS's rsct and rscd), so a package uploaded as `text/html`, `inline`,
-   * opened from its link, is saved, never rendered on the storage
-   * account's origin.
+   * application/octet-stream`, `Content-Disposition: attachment` and
+   * `Content-Encoding: identity` (the SAS's rsct, rscd and rsce), so a
+   * package uploaded as `text/html`, `inline`, opened from its link, is
+   * saved, never rendered on the storage account's origin; and one
+   * uploaded with `Content-Encoding: gzip` is the same bytes to every
+   * client, not unpacked by those that decode (browsers, fetch) and kept
+   * by those that do not, against one recorded size and MD5.
    */
   signDownloadUrl(path: string, expiresOn: Date): string {
     return this.#sign(path, downloadPermissions, expiresOn, downloadAnswerHeaders);
