@@ -409,6 +409,33 @@ function databaseTls(url: URL): DatabaseTls | undefined {
   return caFile === undefined ? { mode } : { mode, caFile };
 }
 
+/** Hosts on this machine: a link that never leaves it (a local proxy or sidecar that does the TLS). */
+function isLoopback(hostname: string): boolean {
+  const host = hostname.replace(/^\[|\]$/g, "").toLowerCase();
+  return host === "localhost" || host === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
+/**
+ * Refuses, in production, a link to a MySQL on another host that does not
+ * check whose certificate it gets: the database says which blob each
+ * version downloads and who may publish, so whoever can stand in the path
+ * could change a published version, as over an http blob endpoint or JWKS.
+ * A link protected another way (a service mesh's mTLS) is said so with an
+ * explicit ssl-mode=DISABLED.
+ */
+function productionDatabaseLink(url: URL, tls: DatabaseTls | undefined): void {
+  if (isLoopback(url.hostname)) return;
+  const verify = "add ?ssl-mode=VERIFY_IDENTITY to DATABASE_URL (or VERIFY_CA, with &ssl-ca=<PEM file> for a private CA)";
+  if (tls?.mode === "REQUIRED") {
+    throw new ConfigError(`NODE_ENV=production refuses DATABASE_URL's ssl-mode=REQUIRED: it encrypts but checks no certificate, so anyone in the path can pose as the database; use ssl-mode=VERIFY_IDENTITY (or VERIFY_CA, with &ssl-ca=<PEM file> for a private CA).`);
+  }
+  if (tls === undefined && url.searchParams.get("ssl-mode")?.toUpperCase() !== "DISABLED") {
+    throw new ConfigError(
+      `NODE_ENV=production needs TLS to a MySQL on another host (${url.hostname}): ${verify}. Where the link is protected another way (a service mesh's mTLS), say so with ssl-mode=DISABLED.`,
+    );
+  }
+}
+
 function database(env: Env, dataDir: string, production: boolean): DatabaseConfig {
   // Read whatever the database: a typo in a MySQL setting is refused on
   // SQLite too, not found out on the day the service moves to MySQL.
@@ -448,6 +475,7 @@ function database(env: Env, dataDir: string, production: boolean): DatabaseConfi
     throw new ConfigError("NODE_ENV=production needs a password in DATABASE_URL (mysql://user:password@host/database): a database anyone on the network can log in to could rewrite every version.");
   }
   const tls = databaseTls(url);
+  if (production) productionDatabaseLink(url, tls);
   return { kind: "mysql", url: raw, ...pool, ...(tls === undefined ? {} : { tls }) };
 }
 

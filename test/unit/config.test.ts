@@ -25,7 +25,7 @@ test("no configuration runs on the embedded defaults under ./data", () => {
 test("production listens everywhere and bounds token lifetimes by default", () => {
   const c = loadConfig({
     NODE_ENV: "production",
-    DATABASE_URL: "mysql://u:p@db:3306/versions",
+    DATABASE_URL: "mysql://u:p@db:3306/versions?ssl-mode=VERIFY_IDENTITY",
     AZURE_STORAGE_CONNECTION_STRING: "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=a2V5;EndpointSuffix=core.windows.net",
     PAGE_TOKEN_SECRET: "Hk4Qw8Zr2Nv6Tc1Lm9Xb5Pj3Fs7Dg0Ya+page",
     AUTH_JWKS_URL: "https://login.example.com/jwks.json",
@@ -41,7 +41,7 @@ test("production listens everywhere and bounds token lifetimes by default", () =
 test("production refuses weak settings, each with a message naming the variable", () => {
   const good = {
     NODE_ENV: "production",
-    DATABASE_URL: "mysql://u:p@db:3306/versions",
+    DATABASE_URL: "mysql://u:p@db:3306/versions?ssl-mode=VERIFY_IDENTITY",
     AZURE_STORAGE_CONNECTION_STRING: "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=a2V5;EndpointSuffix=core.windows.net",
     PAGE_TOKEN_SECRET: "Hk4Qw8Zr2Nv6Tc1Lm9Xb5Pj3Fs7Dg0Ya+page",
     AUTH_JWT_SECRET: "Zq3x9Lr7Tb2Wm5Kc8Hf1Jd4Gs6Pn0Vy+/AbCdEfGh=",
@@ -74,8 +74,15 @@ test("production refuses weak settings, each with a message naming the variable"
     [{ AUTH_JWKS_MAX_AGE_SECONDS: "86400" }, "AUTH_JWKS_MAX_AGE_SECONDS"],
     [{ AUTH_TOKEN_CACHE_SECONDS: "3600" }, "AUTH_TOKEN_CACHE_SECONDS"],
     [{ AUTH_JWKS_COOLDOWN_SECONDS: "0" }, "AUTH_JWKS_COOLDOWN_SECONDS"],
-    [{ DATABASE_URL: "mysql://root@db:3306/versions" }, "password in DATABASE_URL"],
+    [{ DATABASE_URL: "mysql://root@db:3306/versions?ssl-mode=VERIFY_IDENTITY" }, "password in DATABASE_URL"],
+    // The database says what each version downloads: a link in the clear, or to whoever answers, could change it.
+    [{ DATABASE_URL: "mysql://u:p@db:3306/versions" }, "needs TLS to a MySQL on another host (db): add ?ssl-mode=VERIFY_IDENTITY"],
+    [{ DATABASE_URL: "mysql://u:p@10.0.0.7:3306/versions?ssl-mode=required" }, "ssl-mode=REQUIRED: it encrypts but checks no certificate"],
   ];
+  // A link that never leaves the machine (a local proxy doing the TLS), or one said to be protected another way.
+  for (const url of ["mysql://u:p@127.0.0.1:3306/versions", "mysql://u:p@localhost/versions", "mysql://u:p@[::1]:3306/versions", "mysql://u:p@db/versions?ssl-mode=DISABLED", "mysql://u:p@db/versions?ssl-mode=VERIFY_CA"]) {
+    assert.is(loadConfig({ ...good, DATABASE_URL: url }).production, true, url);
+  }
   for (const [change, name] of cases) {
     try {
       loadConfig({ ...good, ...change });
@@ -110,7 +117,7 @@ test("DATABASE_URL's ssl-mode and ssl-ca set TLS to MySQL, as MySQL's clients na
 
 test("MySQL and Azure come from DATABASE_URL and AZURE_STORAGE_CONNECTION_STRING", () => {
   const c = loadConfig({
-    DATABASE_URL: "mysql://u:p@db:3306/versions",
+    DATABASE_URL: "mysql://u:p@db:3306/versions?ssl-mode=VERIFY_IDENTITY",
     AZURE_STORAGE_CONNECTION_STRING: "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=a2V5;EndpointSuffix=core.windows.net",
   });
   assert.is(c.database.kind, "mysql");
@@ -212,7 +219,7 @@ test("every problem is named at once, each with what to set", () => {
   // Several problems within one part (the blob store, the auth settings) are each named too.
   const production = {
     NODE_ENV: "production",
-    DATABASE_URL: "mysql://u:p@db:3306/versions",
+    DATABASE_URL: "mysql://u:p@db:3306/versions?ssl-mode=VERIFY_IDENTITY",
     PAGE_TOKEN_SECRET: "Hk4Qw8Zr2Nv6Tc1Lm9Xb5Pj3Fs7Dg0Ya+page",
     AZURE_STORAGE_CONNECTION_STRING:
       "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;EndpointSuffix=core.windows.net",
@@ -226,7 +233,7 @@ test("every problem is named at once, each with what to set", () => {
 test("secrets a generator made pass the production check", () => {
   const base = {
     NODE_ENV: "production",
-    DATABASE_URL: "mysql://u:p@db:3306/versions",
+    DATABASE_URL: "mysql://u:p@db:3306/versions?ssl-mode=VERIFY_IDENTITY",
     AZURE_STORAGE_CONNECTION_STRING: "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=a2V5;EndpointSuffix=core.windows.net",
   };
   const generators = [() => randomBytes(32).toString("base64"), () => randomBytes(32).toString("hex"), () => randomBytes(24).toString("base64url")];
