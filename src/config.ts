@@ -254,6 +254,9 @@ function optional(env: Env, name: string): string | undefined {
 }
 
 /** Production's bounds on how long a withdrawn key keeps working, and how often anyone may make the service fetch the JWKS. */
+/** The longest download URL production signs: one a client fetches at once, with room for a slow link's retries. */
+const productionDownloadUrlTtlMaxSeconds = 3600;
+
 const productionAuthCeilings = { jwksMaxAgeSeconds: 600, tokenCacheSeconds: 300, jwksCooldownSecondsMin: 5 } as const;
 
 function auth(env: Env, production: boolean): AuthConfig {
@@ -617,7 +620,16 @@ export function loadConfig(env: Env = process.env): Config {
     database: read(() => Object.freeze(database(env, dataDir, production))),
     blob: read(() => Object.freeze(blob(env, dataDir, production))),
     uploadUrlTtlSeconds,
-    downloadUrlTtlSeconds: read(() => integer(env, "DOWNLOAD_URL_TTL_SECONDS", 300, 10, 7 * 24 * 3600)),
+    downloadUrlTtlSeconds: read(() => {
+      const seconds = integer(env, "DOWNLOAD_URL_TTL_SECONDS", 300, 10, 7 * 24 * 3600);
+      // A download URL outlives the access that got it: whoever was removed from the shares reads on until it expires.
+      if (production && seconds > productionDownloadUrlTtlMaxSeconds) {
+        throw new ConfigError(
+          `NODE_ENV=production takes at most ${productionDownloadUrlTtlMaxSeconds} s of DOWNLOAD_URL_TTL_SECONDS (a download URL still reads its package that long after its holder lost access), got ${seconds}: lower it (300 by default).`,
+        );
+      }
+      return seconds;
+    }),
     confirmCopiesInTurn: read(() => onOff(env, "CONFIRM_COPIES_IN_TURN", true)),
     shutdownTimeoutMs: read(() => integer(env, "SHUTDOWN_TIMEOUT_MS", 10_000, 0, 600_000)),
     blobTimeoutMs: read(() => integer(env, "BLOB_TIMEOUT_MS", 10_000, 100, 600_000)),

@@ -74,6 +74,8 @@ test("production refuses weak settings, each with a message naming the variable"
     [{ AUTH_JWKS_MAX_AGE_SECONDS: "86400" }, "AUTH_JWKS_MAX_AGE_SECONDS"],
     [{ AUTH_TOKEN_CACHE_SECONDS: "3600" }, "AUTH_TOKEN_CACHE_SECONDS"],
     [{ AUTH_JWKS_COOLDOWN_SECONDS: "0" }, "AUTH_JWKS_COOLDOWN_SECONDS"],
+    // A download URL outlives its holder's access.
+    [{ DOWNLOAD_URL_TTL_SECONDS: String(7 * 24 * 3600) }, "at most 3600 s of DOWNLOAD_URL_TTL_SECONDS"],
     [{ DATABASE_URL: "mysql://root@db:3306/versions?ssl-mode=VERIFY_IDENTITY" }, "password in DATABASE_URL"],
     // The database says what each version downloads: a link in the clear, or to whoever answers, could change it.
     [{ DATABASE_URL: "mysql://u:p@db:3306/versions" }, "needs TLS to a MySQL on another host (db): add ?ssl-mode=VERIFY_IDENTITY"],
