@@ -18,7 +18,7 @@ import { EventHub } from "./events/event-hub.js";
 import { BlobDeleter } from "./jobs/blob-deleter.js";
 import { OrphanSweeper } from "./jobs/sweeper.js";
 import { localSecret } from "./local-secret.js";
-import { lockDataDir } from "./ops/data-dir-lock.js";
+import { type DataDirLock, lockDataDir } from "./ops/data-dir-lock.js";
 import { createLogger } from "./ops/logger.js";
 import { Metrics, type PoolStats } from "./ops/metrics.js";
 import { Readiness } from "./ops/readiness.js";
@@ -44,6 +44,12 @@ export interface App {
   /** In development auth mode: a token for user `dev` (publisher, admin), also written to dataDir/dev-token. */
   readonly devToken: string | undefined;
   /**
+   * Settles with why the service must stop by itself: its data directory
+   * (embedded defaults) was deleted or taken over under it. Never settles
+   * otherwise.
+   */
+  readonly fatal: Promise<string>;
+  /**
    * Graceful stop: reports not ready, stops the background jobs, ends
    * every event watch (SHUTTING_DOWN, naming where each can resume), stops
    * accepting and lets requests in flight finish (cut off after
@@ -60,6 +66,9 @@ export interface AppOverrides {
   readonly logger?: FastifyBaseLogger;
   readonly authenticator?: Authenticator;
 }
+
+/** How often a claimed data directory is checked for still being there. */
+const dataDirCheckMs = 2_000;
 
 /** Lifetime of the development token. */
 const devTokenTtlSeconds = 30 * 24 * 3600;
@@ -97,9 +106,27 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
   };
   try {
     // The embedded defaults serve one process: a second one on the same files is refused before it touches them.
+    let dataDirLock: DataDirLock | undefined;
     if (config.database.kind === "sqlite" || config.blob.kind === "embedded-azurite") {
-      const release = lockDataDir(config.dataDir);
-      stops.push(async () => release());
+      const lock = lockDataDir(config.dataDir);
+      dataDirLock = lock;
+      stops.push(async () => lock.release());
+    }
+    // A data directory deleted under the service (rm -rf data): SQLite and
+    // Azurite would answer on from files no longer there, every write lost
+    // at the next start, and a second service could claim the folder.
+    let onDataDirLost: (why: string) => void = () => undefined;
+    const fatal = new Promise<string>((resolve) => (onDataDirLost = resolve));
+    if (dataDirLock !== undefined) {
+      const lock = dataDirLock;
+      const timer = setInterval(() => {
+        const why = lock.lost();
+        if (why === undefined) return;
+        clearInterval(timer);
+        onDataDirLost(why);
+      }, dataDirCheckMs);
+      timer.unref();
+      stops.push(async () => clearInterval(timer));
     }
     let azurite: EmbeddedAzurite | undefined;
     let connectionString: string;
@@ -148,9 +175,20 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
       pendingDeletions: sharedReading(() => untilAborted(uploads.pendingCount(), AbortSignal.timeout(5_000)), 15_000),
       watches: () => hub.size,
     });
+    const lock = dataDirLock;
     const readiness = new Readiness([
       { name: "database", check: async () => void (await db.knex.raw("select 1")) },
       { name: "blob_store", check: () => blobs.ping() },
+      ...(lock === undefined
+        ? []
+        : [
+            {
+              name: "data_dir",
+              check: async () => {
+                if (lock.lost() !== undefined) throw Object.assign(new Error("the data directory was deleted or taken over"), { code: "DATA_DIR_LOST" });
+              },
+            },
+          ]),
     ]);
     const deleter = new BlobDeleter(uploads, blobs, clock, logger, metrics);
     const sweeper = new OrphanSweeper(uploads, blobs, deleter, clock, logger, {
@@ -216,7 +254,7 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     sweeper.start();
     stops.push(() => Promise.all([deleter.stop(), sweeper.stop()]));
     stops.push(async () => readiness.shutDown());
-    return { server, metrics, sweeper, watches: hub, blobEndpoint: azurite?.blobEndpoint, devToken, close: stopAll };
+    return { server, metrics, sweeper, watches: hub, blobEndpoint: azurite?.blobEndpoint, devToken, fatal, close: stopAll };
   } catch (error) {
     await stopAll();
     throw error;

@@ -41,12 +41,12 @@ if (app.devToken !== undefined) {
 // supervisor, a test) may signal at once, and a signal that arrives with no
 // handler kills the process without a graceful stop.
 let stopping = false;
-const stop = (signal: string) => {
+const stop = (signal: string, exitCode = 0) => {
   if (stopping) return;
   stopping = true;
   app.server.log.info({ signal }, "shutting down");
   app.close().then(
-    () => process.exit(0),
+    () => process.exit(exitCode),
     (error: unknown) => {
       app.server.log.error({ err: error }, "shutdown failed");
       process.exit(1);
@@ -55,6 +55,11 @@ const stop = (signal: string) => {
 };
 process.once("SIGTERM", () => stop("SIGTERM"));
 process.once("SIGINT", () => stop("SIGINT"));
+void app.fatal.then((why) => {
+  app.server.log.fatal(why);
+  process.stderr.write(`entity-versions: stopping: ${why}.\n`);
+  stop("DATA_DIR_LOST", 1);
+});
 
 app.server.log.info(
   { address, database: config.database.kind, blob: config.blob.kind, blobEndpoint: app.blobEndpoint },

@@ -81,6 +81,23 @@ s("the embedded Azurite stops when the service is killed (kill -9), so a restart
   }
 });
 
+s("a data folder deleted under the running service (rm -rf data) stops it, saying so, instead of answering on from files that are gone", async () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-deleted-"));
+  const svc = await spawnService({ PORT: "0", DATA_DIR: dataDir }, { url: "", drop: async () => undefined });
+  try {
+    assert.is((await fetch(`${svc.url}/readyz`)).status, 200);
+    const exited = new Promise<number | null>((resolve) => svc.child.once("exit", resolve));
+    fs.rmSync(dataDir, { recursive: true, force: true });
+    const code = await Promise.race([exited, new Promise<"running">((resolve) => setTimeout(() => resolve("running"), 15_000))]);
+    assert.is(code, 1, "the service stopped, exit 1");
+    assert.match(svc.stderr(), `entity-versions: stopping: DATA_DIR ${dataDir} was deleted (its service.pid is gone) while the service ran`);
+    assert.match(svc.stderr(), "start the service again (npm start)");
+  } finally {
+    await svc.close();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
 s("the embedded Azurite stops by itself when asked (it saves its data), and is not left to be killed", async () => {
   const location = fs.mkdtempSync(path.join(os.tmpdir(), "ev-azurite-stop-"));
   try {

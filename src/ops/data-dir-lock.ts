@@ -16,28 +16,49 @@ function alive(pid: number): boolean {
   }
 }
 
+/** A claim on a data directory. */
+export interface DataDirLock {
+  /** Gives the directory back: the last claim in this process removes `service.pid`. */
+  release(): void;
+  /**
+   * Why the claim no longer holds (`service.pid` gone or naming another
+   * process: the folder deleted under the running service), or undefined
+   * while it does. Cheap: one small read.
+   */
+  lost(): string | undefined;
+}
+
+/** Claims this process holds, by pid file: several services in one process (tests) share one. */
+const claims = new Map<string, number>();
+
 /**
- * Claims `dir` for this process with a `service.pid` file, and returns how
- * to give it back. Why: the embedded defaults (SQLite, the embedded
- * Azurite's files) serve one process; a second `npm start` in the same
- * folder on another port would share them, each process deciding pushes
- * alone and each Azurite writing the same metadata files. A file left by
- * a process that no longer runs (a crash, a kill -9) is taken over. The
- * same process may claim it again (tests run several services in one
- * process).
+ * Claims `dir` for this process with a `service.pid` file. Why: the
+ * embedded defaults (SQLite, the embedded Azurite's files) serve one
+ * process; a second `npm start` in the same folder on another port would
+ * share them, each process deciding pushes alone and each Azurite writing
+ * the same metadata files. A file left by a process that no longer runs (a
+ * crash, a kill -9) is taken over. The same process may claim it again
+ * (tests run several services in one process).
  */
-export function lockDataDir(dir: string): () => void {
+export function lockDataDir(dir: string): DataDirLock {
   fs.mkdirSync(dir, { recursive: true });
   const file = path.join(dir, "service.pid");
-  for (let attempt = 0; ; attempt++) {
+  const holderOf = (): number | undefined => {
+    try {
+      return Number.parseInt(fs.readFileSync(file, "utf8"), 10);
+    } catch {
+      return undefined;
+    }
+  };
+  for (let attempt = 0; claims.get(file) === undefined; attempt++) {
     try {
       fs.writeFileSync(file, `${process.pid}\n`, { flag: "wx" });
       break;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== "EEXIST" || attempt > 0) throw error;
-      const holder = Number.parseInt(fs.readFileSync(file, "utf8"), 10);
-      if (holder === process.pid) return () => undefined;
-      if (Number.isInteger(holder) && holder > 0 && alive(holder)) {
+      const holder = holderOf();
+      if (holder === process.pid) break;
+      if (holder !== undefined && Number.isInteger(holder) && holder > 0 && alive(holder)) {
         throw new DataDirInUseError(
           `DATA_DIR ${dir} is in use by another process (pid ${holder}): stop it, or give this one its own DATA_DIR ` +
             `(the embedded SQLite and Azurite serve one process; for more, use MySQL and Azure). If no such process runs, delete ${file}.`,
@@ -46,11 +67,27 @@ export function lockDataDir(dir: string): () => void {
       fs.rmSync(file, { force: true });
     }
   }
-  return () => {
-    try {
-      if (Number.parseInt(fs.readFileSync(file, "utf8"), 10) === process.pid) fs.rmSync(file, { force: true });
-    } catch {
-      // Already gone.
-    }
+  claims.set(file, (claims.get(file) ?? 0) + 1);
+  let released = false;
+  return {
+    release: () => {
+      if (released) return;
+      released = true;
+      const left = (claims.get(file) ?? 1) - 1;
+      if (left > 0) {
+        claims.set(file, left);
+        return;
+      }
+      claims.delete(file);
+      if (holderOf() === process.pid) fs.rmSync(file, { force: true });
+    },
+    lost: () => {
+      if (released) return undefined;
+      const holder = holderOf();
+      if (holder === process.pid) return undefined;
+      return holder === undefined
+        ? `DATA_DIR ${dir} was deleted (its ${path.basename(file)} is gone) while the service ran: the database and packages it held are gone, and what is written now would be lost; start the service again (npm start) to begin with an empty one`
+        : `DATA_DIR ${dir} was taken over by process ${holder} while the service ran: two services must not share it; stop the other one, or give each its own DATA_DIR`;
+    },
   };
 }

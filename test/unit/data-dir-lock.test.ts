@@ -11,12 +11,27 @@ const pidFile = (dir: string) => path.join(dir, "service.pid");
 
 test("the first process claims the directory, and gives it back", () => {
   const dir = fresh();
-  const release = lockDataDir(dir);
+  const lock = lockDataDir(dir);
   assert.is(fs.readFileSync(pidFile(dir), "utf8").trim(), String(process.pid));
-  lockDataDir(dir)();
-  assert.ok(fs.existsSync(pidFile(dir)), "claiming again in the same process changes nothing");
-  release();
+  const again = lockDataDir(dir);
+  again.release();
+  assert.ok(fs.existsSync(pidFile(dir)), "a second claim in the same process, given back, leaves the first's");
+  assert.is(lock.lost(), undefined);
+  lock.release();
   assert.not.ok(fs.existsSync(pidFile(dir)));
+  assert.is(lock.lost(), undefined, "a claim given back is not lost");
+});
+
+test("a directory deleted (or taken over) under the running service is noticed, naming what happened", () => {
+  const dir = fresh();
+  const lock = lockDataDir(dir);
+  fs.rmSync(dir, { recursive: true });
+  assert.match(lock.lost() ?? "", `DATA_DIR ${dir} was deleted (its service.pid is gone) while the service ran`);
+  fs.mkdirSync(dir, { recursive: true });
+  fs.writeFileSync(pidFile(dir), "4242\n");
+  assert.match(lock.lost() ?? "", "was taken over by process 4242");
+  lock.release();
+  assert.ok(fs.existsSync(pidFile(dir)), "another process's file is left alone");
 });
 
 test("a directory another live process holds is refused, naming it and what to do", () => {
@@ -43,9 +58,9 @@ test("a file left by a process that no longer runs is taken over", () => {
   fs.mkdirSync(dir, { recursive: true });
   const gone = spawnSync("true").pid;
   fs.writeFileSync(pidFile(dir), `${gone}\n`);
-  const release = lockDataDir(dir);
+  const lock = lockDataDir(dir);
   assert.is(fs.readFileSync(pidFile(dir), "utf8").trim(), String(process.pid));
-  release();
+  lock.release();
 });
 
 test.run();
