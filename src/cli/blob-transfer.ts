@@ -14,13 +14,23 @@ const maxSingleShotBytes = 8 * 1024 * 1024;
 const blockBytes = 4 * 1024 * 1024;
 const concurrency = 4;
 
-/** Where a blob came from in an error: the URL without its signature, which is a credential. */
-
-function transferError(what: string, url: string, error: unknown): CliError {
+/**
+ * A failed upload or download as the CLI reports it: the URL without its
+ * signature (a credential), the store's status and message, and what to
+ * do, for a refused URL (403) and for a store failing (5xx, whose message
+ * is often empty).
+ */
+export function transferError(what: string, url: string, error: unknown): CliError {
   const status = (error as { statusCode?: unknown }).statusCode;
-  const detail = error instanceof Error ? error.message.split("\n")[0] : String(error);
-  const hint = status === 403 ? " (the signed URL was refused: it may have expired; run the command again for a fresh one)" : "";
-  const err = new CliError(`${what} ${unsignedUrl(url)} failed${status === undefined ? "" : ` with HTTP ${String(status)}`}: ${detail}${hint}`, "BLOB_TRANSFER_FAILED");
+  const message = error instanceof Error ? (error.message.split("\n")[0] ?? "").trim() : String(error);
+  const detail = message === "" ? "" : `: ${message}`;
+  const hint =
+    status === 403
+      ? " (the signed URL was refused: it may have expired; run the command again for a fresh one)"
+      : typeof status === "number" && status >= 500
+        ? " (the blob store failed, after retries: run the command again later; if it keeps failing, the store is unwell: for the embedded Azurite of `npm start`, restart the service)"
+        : "";
+  const err = new CliError(`${what} ${unsignedUrl(url)} failed${status === undefined ? "" : ` with HTTP ${String(status)}`}${detail}${hint}`, "BLOB_TRANSFER_FAILED");
   err.cause = error;
   return err;
 }

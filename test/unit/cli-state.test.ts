@@ -7,6 +7,7 @@ import os from "node:os";
 import path from "node:path";
 import { test } from "uvu";
 import * as assert from "uvu/assert";
+import { transferError } from "../../src/cli/blob-transfer.js";
 import { CliError } from "../../src/cli/cli-error.js";
 import { ExitCode, exitCodeForServiceError } from "../../src/cli/exit-codes.js";
 import { requireToken, resolveSettings } from "../../src/cli/settings.js";
@@ -108,6 +109,15 @@ test("state file: commands writing one folder at once (parallel file pushes from
   recordBase(dir, "http://a", "after-kill", { version_id: "v", version: "2026.01.01-000000", source_hash: "a".repeat(64), via: "push", recorded_at: "2026-01-01T00:00:00.000Z" });
   assert.is(readBase(dir, "http://a", "after-kill")?.version_id, "v");
   assert.not.ok(fs.existsSync(lock));
+});
+
+test("a failed blob transfer names the URL without its signature, and says what to do", () => {
+  const url = "http://127.0.0.1:1/acct/c/uploads/app/p?sv=2025&sig=SECRET";
+  const failed = transferError("upload to", url, Object.assign(new Error(""), { statusCode: 500 }));
+  assert.is(failed.code, "BLOB_TRANSFER_FAILED");
+  assert.match(failed.message, /^upload to http:\/\/127\.0\.0\.1:1\/acct\/c\/uploads\/app\/p failed with HTTP 500 \(the blob store failed, after retries: run the command again later;/);
+  assert.not.match(failed.message, "SECRET");
+  assert.match(transferError("download of", url, Object.assign(new Error("AuthenticationFailed"), { statusCode: 403 })).message, "failed with HTTP 403: AuthenticationFailed (the signed URL was refused");
 });
 
 test("default versions: UTC, and the next second across day and year boundaries", () => {
