@@ -574,6 +574,11 @@ function defineCliBasics(): void {
     expectExit(lateJson, 4, "whoami --json with an expired token");
     assert.is((JSON.parse(lateJson.stdout) as { expired: boolean }).expired, true);
     assert.is((JSON.parse(lateJson.stderr) as { code: string }).code, "TOKEN_EXPIRED");
+    // Claims the service would refuse, judged by the service's own rule.
+    const spaced = await cli(["whoami", "--token", await token({ sub: "a b" })], { cwd: work });
+    expectExit(spaced, 4, "whoami with a sub the service refuses");
+    assert.match(spaced.stderr, "the service refuses this token's claims (sub must be a user id of 1 to 255 printable characters without spaces)");
+    assert.match(spaced.stderr, "(TOKEN_CLAIMS_INVALID)");
     fs.rmSync(path.join(work, "data"), { recursive: true });
   });
 

@@ -168,6 +168,17 @@ s("npm run token signs with AUTH_JWT_SECRET in production without the server's o
   const refused = mint([], { NODE_ENV: "production" });
   assert.is(refused.status, 2);
   assert.match(refused.stderr, "AUTH_JWT_SECRET or AUTH_JWKS_URL");
+  // Never a token the service would refuse, nor a role that does not exist.
+  for (const [args, says] of [
+    [["--sub", "a b"], "sub must be a user id"],
+    [["--orgs", "acme,a b"], '"orgs" must be an array'],
+    [["--roles", "publisher,writer"], '"writer" is not a role; the roles are publisher and admin'],
+  ] as const) {
+    const bad = mint([...args], { AUTH_JWT_SECRET: "Zq3x9Lr7Tb2Wm5Kc8Hf1Jd4Gs6Pn0Vy+/AbCdEfGh=" });
+    assert.is(bad.status, 2, args.join(" "));
+    assert.match(bad.stderr, says);
+    assert.is(bad.stdout, "");
+  }
   const help = mint(["--help"], {});
   assert.is(help.status, 0);
   assert.match(help.stdout, "npm run -s token -- [--sub NAME]");

@@ -1,7 +1,7 @@
 import { createRemoteJWKSet, errors, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from "jose";
 import { apiError } from "../errors/api-error.js";
 import type { Authenticator, Caller } from "./caller.js";
-import { principalIdPattern } from "../domain/identifiers.js";
+import { claimsProblem } from "./claims.js";
 
 /** How tokens are verified. */
 export interface JwtOptions {
@@ -23,17 +23,8 @@ export interface JwtOptions {
   readonly jwksTimeoutMs?: number;
 }
 
-
-const maxListClaim = 500;
-
-function stringList(payload: JWTPayload, claim: string): string[] {
-  const value = payload[claim];
-  if (value === undefined) return [];
-  if (!Array.isArray(value) || value.length > maxListClaim || !value.every((v) => typeof v === "string" && principalIdPattern.test(v))) {
-    throw apiError("TOKEN_CLAIMS_INVALID", { problem: `"${claim}" must be an array of at most ${maxListClaim} ids` });
-  }
-  return value as string[];
-}
+/** A roles or orgs claim, once claimsProblem has found none. */
+const stringList = (payload: JWTPayload, claim: string): string[] => (payload[claim] as string[] | undefined) ?? [];
 
 function mapJoseError(error: unknown): Error {
   if (error instanceof errors.JWTExpired) return apiError("TOKEN_EXPIRED", {}, { cause: error });
@@ -163,12 +154,11 @@ export class JwtAuthenticator implements Authenticator {
     if (max !== undefined && (payload.exp ?? Infinity) - (payload.iat ?? now) > max + skew) {
       throw apiError("TOKEN_LIFETIME_TOO_LONG", { maxSeconds: max });
     }
-    if (typeof payload.sub !== "string" || !principalIdPattern.test(payload.sub)) {
-      throw apiError("TOKEN_CLAIMS_INVALID", { problem: "sub must be a user id of 1 to 255 printable characters without spaces" });
-    }
+    const problem = claimsProblem(payload);
+    if (problem !== undefined) throw apiError("TOKEN_CLAIMS_INVALID", { problem });
     // exp is required, so jose has checked it is a number.
     const expiresAt = (payload.exp ?? 0) * 1000 + skew * 1000;
-    const caller: Caller = { id: payload.sub, roles: stringList(payload, "roles"), orgs: stringList(payload, "orgs"), expiresAt };
+    const caller: Caller = { id: payload.sub!, roles: stringList(payload, "roles"), orgs: stringList(payload, "orgs"), expiresAt };
     if (this.#options.tokenCacheSeconds > 0 && token.length <= cacheableTokenChars) {
       const until = Math.min(expiresAt, Date.now() + this.#options.tokenCacheSeconds * 1000);
       this.#verified.set(token, { caller, until });

@@ -5,6 +5,8 @@
 // and AUTH_AUDIENCE.
 import path from "node:path";
 import { parseArgs } from "node:util";
+import { claimsProblem } from "../auth/claims.js";
+import { adminRole, publisherRole } from "../auth/policy.js";
 import { mintToken } from "../auth/tokens.js";
 import { ConfigError, loadAuthConfig } from "../config.js";
 import { localSecret } from "../local-secret.js";
@@ -22,6 +24,8 @@ Signs with AUTH_JWT_SECRET, else with the development secret npm start keeps
 under DATA_DIR (./data); iss and aud follow AUTH_ISSUER and AUTH_AUDIENCE.
 Example: TOKEN=$(npm run -s token -- --sub alice --orgs acme)
 `;
+
+const knownRoles: readonly string[] = [publisherRole, adminRole];
 
 const list = (value: string | undefined) => (value === undefined || value === "" ? [] : value.split(",").map((s) => s.trim()));
 
@@ -46,10 +50,16 @@ try {
   const secret = config.auth.secret ?? localSecret(path.join(config.dataDir, "auth-dev-secret")).toString("base64");
   const ttlSeconds = Number(values.ttl);
   if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1) throw new ConfigError("--ttl must be a whole number of seconds, at least 1.");
+  const roles = list(values.roles);
+  const unknownRole = roles.find((role) => !knownRoles.includes(role));
+  if (unknownRole !== undefined) throw new ConfigError(`--roles: "${unknownRole}" is not a role; the roles are ${knownRoles.join(" and ")} ("" for none).`);
+  // Never a token the service would refuse.
+  const problem = claimsProblem({ sub: values.sub, roles, orgs: list(values.orgs) });
+  if (problem !== undefined) throw new ConfigError(`the service would refuse this token (${problem}): fix --sub, --roles or --orgs (ids have no spaces).`);
   process.stdout.write(
     `${await mintToken(secret, {
       sub: values.sub,
-      roles: list(values.roles),
+      roles,
       orgs: list(values.orgs),
       ttlSeconds,
       ...(config.auth.issuer === undefined ? {} : { issuer: config.auth.issuer }),

@@ -1,4 +1,5 @@
 import type { Command } from "commander";
+import { claimsProblem } from "../../auth/claims.js";
 import { type CommonOptions, contextOf, prose, withCommonOptions } from "../command-context.js";
 import { CliError } from "../cli-error.js";
 import { ExitCode } from "../exit-codes.js";
@@ -29,6 +30,10 @@ async function whoami(options: CommonOptions): Promise<void> {
   if (summary.sub === undefined || summary.expiresAt === undefined) {
     throw new CliError(`the token has no ${summary.sub === undefined ? "sub" : "valid exp"} claim, and the service refuses it: get a token with both.`, "TOKEN_CLAIMS_INVALID", ExitCode.noAccess);
   }
+  const problem = claimsProblem(summary.claims);
+  if (problem !== undefined) {
+    throw new CliError(`the service refuses this token's claims (${problem}): get a token whose claims have those shapes.`, "TOKEN_CLAIMS_INVALID", ExitCode.noAccess);
+  }
 }
 
 /** `whoami`: the token's claims, decoded locally. */
@@ -39,8 +44,9 @@ export function registerWhoami(program: Command): void {
       .description(
         prose(`Decodes the token's claims locally (no call, no secret needed): the user (sub), roles, organizations, expiry,
 and where the token and the URL came from. The service still verifies the token's signature on every call.
-With --json: {claims, expires_at, expired, token_source, url}. Exits 4 when the token has expired or lacks sub or exp
-(TOKEN_EXPIRED, TOKEN_CLAIMS_INVALID), after printing what it holds.`),
+With --json: {claims, expires_at, expired, token_source, url}. Exits 4 when the token has expired, lacks sub or exp, or
+has claims the service refuses (a sub with spaces, roles that are not a list of ids): TOKEN_EXPIRED, TOKEN_CLAIMS_INVALID,
+after printing what it holds.`),
       )
       .addHelpText("after", '\nExamples:\n  $ entity-versions whoami\n  $ entity-versions whoami --token "$(cat data/dev-token)" --json')
       .action((options: CommonOptions) => whoami(options)),
