@@ -34,7 +34,8 @@ export interface ApiAnswer<T> {
   readonly attempts: number;
 }
 
-const refusedCodes = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH"]);
+/** Failures before any request left: retrying cannot make the request land twice, nor, mostly, succeed. */
+const refusedCodes = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "bad port"]);
 
 /** The code of a fetch failure's cause (ECONNREFUSED, UND_ERR_SOCKET, …), else the innermost cause's message. */
 function networkCause(error: unknown): string {
@@ -207,6 +208,15 @@ export class ApiClient {
   }
 
   #unreachable(cause: string, error: unknown): CliError {
+    if (cause === "bad port") {
+      // fetch refuses the ports browsers block (6000, 6665-6669, 10080, …): nothing was sent.
+      const err = new CliError(
+        `cannot call ${this.settings.url}: its port is one that fetch refuses to connect to (the ports browsers block, https://fetch.spec.whatwg.org/#port-blocking); run the service on another PORT, and point the CLI at it with --url or ENTITY_VERSIONS_URL.`,
+        "SERVICE_UNREACHABLE",
+      );
+      err.cause = error;
+      return err;
+    }
     const err = new CliError(
       `cannot reach the entity-versions service at ${this.settings.url} (${cause}): start it (\`npm start\`) or point the CLI at it with --url or ENTITY_VERSIONS_URL (the URL came from ${this.settings.urlSource}).`,
       "SERVICE_UNREACHABLE",

@@ -1,5 +1,5 @@
 import fs from "node:fs";
-import { Command, CommanderError } from "commander";
+import { Command, CommanderError, type Option } from "commander";
 import { CliError, usageError } from "./cli-error.js";
 import { registerAccessCommands } from "./commands/access.js";
 import { registerActivate } from "./commands/activate.js";
@@ -25,6 +25,31 @@ function helpAfterErrors(command: Command, path: string): void {
 }
 
 /**
+ * Checks required options after unknown ones: commander reports a
+ * required option missing before an unknown option, so a misspelled
+ * `--entitiy my-app` was told "--entity not specified", never the typo
+ * and its suggestion. The options stay required, checked just before the
+ * action, with commander's own message.
+ */
+function requiredAfterUnknown(program: Command): void {
+  const required = new Map<Command, Option[]>();
+  const walk = (command: Command) => {
+    const mandatory = command.options.filter((option) => option.mandatory);
+    for (const option of mandatory) option.makeOptionMandatory(false);
+    if (mandatory.length > 0) required.set(command, mandatory);
+    command.commands.forEach(walk);
+  };
+  walk(program);
+  program.hook("preAction", (_program, action) => {
+    for (const option of required.get(action) ?? []) {
+      if (action.getOptionValue(option.attributeName()) === undefined) {
+        action.error(`error: required option '${option.flags}' not specified`, { code: "commander.missingMandatoryOptionValue" });
+      }
+    }
+  });
+}
+
+/**
  * The whole command tree; commander parses, prints help and reports usage
  * errors, to `errors` when given (--json, which prints them as JSON).
  */
@@ -41,7 +66,7 @@ export function buildProgram(errors?: (text: string) => void): Command {
     .addHelpText(
       "after",
       `
-Settings: --url and --token on every command, else ENTITY_VERSIONS_URL and ENTITY_VERSIONS_TOKEN, else
+Settings: --url and --token on every command (before or after its name), else ENTITY_VERSIONS_URL and ENTITY_VERSIONS_TOKEN, else
 http://localhost:8080 and ./data/dev-token (what \`npm start\` writes) when present.
 
 ${exitCodeHelp}
@@ -62,6 +87,7 @@ Example:
   registerAccessCommands(program);
   registerWhoami(program);
   helpAfterErrors(program, "entity-versions");
+  requiredAfterUnknown(program);
   return program;
 }
 
@@ -79,8 +105,30 @@ function report(error: CliError, json: boolean): void {
   process.stderr.write(`error: ${error.message} (${error.code})\n${error.hints.map((d) => `  ${d}\n`).join("")}`);
 }
 
+/**
+ * The options every command takes, given before the command's name
+ * (`entity-versions --url X list app`, as many CLIs allow), moved to the
+ * end, where the command reads them: they are declared per command (see
+ * withCommonOptions), so before it they would be unknown to the program.
+ */
+export function commonOptionsLast(argv: readonly string[]): string[] {
+  const leading: string[] = [];
+  let i = 0;
+  for (; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === "--json" || /^--(?:url|token)=/.test(arg)) leading.push(arg);
+    else if ((arg === "--url" || arg === "--token") && i + 1 < argv.length) leading.push(arg, argv[++i]!);
+    else break;
+  }
+  if (leading.length === 0) return [...argv];
+  const rest = argv.slice(i);
+  const end = rest.indexOf("--");
+  return end < 0 ? [...rest, ...leading] : [...rest.slice(0, end), ...leading, ...rest.slice(end)];
+}
+
 /** Runs the CLI on `argv` (the user's arguments) and resolves with the exit code. */
-export async function run(argv: readonly string[]): Promise<number> {
+export async function run(userArgv: readonly string[]): Promise<number> {
+  const argv = commonOptionsLast(userArgv);
   const json = wantsJson(argv);
   // With --json, commander's usage errors are kept to be printed as the one JSON document.
   let usageText = "";

@@ -183,6 +183,19 @@ test("a gateway's 502 or 504 (no x-request-id) is retried as a network failure; 
   }
 });
 
+test("a port fetch refuses to connect to (6000, as browsers block) is said so at once, not retried as unreachable", async () => {
+  const { api, notes } = client("http://127.0.0.1:6000");
+  try {
+    await api.call("GET", "/x");
+    assert.unreachable();
+  } catch (error) {
+    assert.instance(error, CliError);
+    assert.is((error as CliError).code, "SERVICE_UNREACHABLE");
+    assert.match((error as CliError).message, "its port is one that fetch refuses to connect to");
+    assert.equal(notes, [], "not retried");
+  }
+});
+
 test("an answer that is not the API's JSON says so and names the URL", async () => {
   const srv = await scripted([answer(502, "<html>bad gateway</html>")]);
   try {

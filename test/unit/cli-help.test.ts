@@ -3,7 +3,7 @@
 import type { Command } from "commander";
 import { test } from "uvu";
 import * as assert from "uvu/assert";
-import { buildProgram } from "../../src/cli/program.js";
+import { buildProgram, commonOptionsLast } from "../../src/cli/program.js";
 
 /** Every command that does something (those with subcommands only group them). */
 function leaves(command: Command, prefix: string[] = []): { path: string; command: Command }[] {
@@ -44,6 +44,32 @@ test("the top-level help has the exit-code table", () => {
   program.configureOutput({ writeOut: (s) => (help += s) });
   program.outputHelp();
   for (const line of ["0  success", "1  failure", "2  usage", "3  the entity changed since you read it", "4  not found or no access"]) assert.ok(help.includes(line), line);
+});
+
+/** The usage error commander reports for these arguments (nothing is called: each fails before its action). */
+async function usageErrorOf(argv: string[]): Promise<string> {
+  let err = "";
+  try {
+    await buildProgram((text) => (err += text)).parseAsync(argv, { from: "user" });
+  } catch {
+    // exitOverride: the error is thrown after it is written.
+  }
+  return err;
+}
+
+test("a misspelled required option is reported as unknown, with a suggestion, not as the required one missing", async () => {
+  const typo = await usageErrorOf(["push", "./x", "--entitiy", "my-app"]);
+  assert.match(typo, "unknown option '--entitiy'");
+  assert.match(typo, "Did you mean --entity?");
+  assert.match(await usageErrorOf(["push", "./x"]), "required option '--entity <id>' not specified", "still required");
+  assert.match(await usageErrorOf(["download", "my-app"]), "required option '-o, --output <file>' not specified");
+});
+
+test("--url, --token and --json before the command are moved after it, where the command reads them", () => {
+  assert.equal(commonOptionsLast(["--url", "http://x", "--json", "list", "app"]), ["list", "app", "--url", "http://x", "--json"]);
+  assert.equal(commonOptionsLast(["--token=t", "share", "add", "app", "bob", "--", "-x"]), ["share", "add", "app", "bob", "--token=t", "--", "-x"]);
+  assert.equal(commonOptionsLast(["list", "app", "--url", "http://x"]), ["list", "app", "--url", "http://x"], "after the command: as it was");
+  assert.equal(commonOptionsLast(["--help"]), ["--help"]);
 });
 
 test.run();
