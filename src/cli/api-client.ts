@@ -204,7 +204,18 @@ export class ApiClient {
     const code = errorCode(parsed);
     if (code === undefined) return this.#unexpected(status, text);
     const record = parsed as Record<string, unknown>;
-    return new ServiceError(status, code, typeof record["error"] === "string" ? record["error"] : `HTTP ${status}`, record);
+    return new ServiceError(status, code, typeof record["error"] === "string" ? record["error"] : `HTTP ${status}`, record, status === 401 ? [this.#sources()] : []);
+  }
+
+  /**
+   * Where the refused token and the URL came from: a token is good for the
+   * service that trusts its signer, and the usual slip is the right token
+   * sent to another service (a second `npm start` on another port, with
+   * the URL left at its default).
+   */
+  #sources(): string {
+    const { tokenSource, url, urlSource } = this.settings;
+    return `The token came from ${tokenSource ?? "?"} and the URL, ${url}, from ${urlSource}: a token is accepted only by the service that trusts its signer (the one \`npm start\` wrote, by the service that wrote it); if that service is elsewhere, point at it with --url or ENTITY_VERSIONS_URL.`;
   }
 
   #unreachable(cause: string, error: unknown): CliError {

@@ -31,8 +31,10 @@ export class ServiceError extends CliError {
     code: string,
     message: string,
     body: Record<string, unknown>,
+    /** Lines about this call, after the code's own hints (where the token and URL came from). */
+    context: readonly string[] = [],
   ) {
-    super(message, code, exitCodeForServiceError(code, status), body, status === 401 ? [tokenHint] : (hintsByCode[code] ?? []));
+    super(message, code, exitCodeForServiceError(code, status), body, [...(status === 401 ? [tokenHint] : (hintsByCode[code] ?? [])), ...context]);
     this.name = "ServiceError";
   }
 }

@@ -183,6 +183,23 @@ test("a gateway's 502 or 504 (no x-request-id) is retried as a network failure; 
   }
 });
 
+test("a refused token (401) says where the token and the URL came from: the right token sent to another service is the usual slip", async () => {
+  const srv = await scripted([answer(401, { error: "The token's signature does not verify", code: "TOKEN_BAD_SIGNATURE" })]);
+  try {
+    const api = new ApiClient({ url: srv.url, urlSource: "the default", token: "t0k", tokenSource: "./data/dev-token" }, "t0k");
+    await api.call("GET", "/x");
+    assert.unreachable();
+  } catch (error) {
+    assert.instance(error, ServiceError);
+    const hints = (error as ServiceError).hints.join("\n");
+    assert.match(hints, "pass a valid one with --token");
+    assert.match(hints, `The token came from ./data/dev-token and the URL, ${srv.url}, from the default`);
+    assert.match(hints, "point at it with --url or ENTITY_VERSIONS_URL");
+  } finally {
+    await srv.close();
+  }
+});
+
 test("a port fetch refuses to connect to (6000, as browsers block) is said so at once, not retried as unreachable", async () => {
   const { api, notes } = client("http://127.0.0.1:6000");
   try {
