@@ -38,7 +38,11 @@ export function entityId(value: string): string {
 /** A version id that must be given. */
 export function versionId(value: string, field = "version_id"): string {
   if (value === "") throw invalid(field, "is required");
-  if (!versionIdPattern.test(value)) throw invalid(field, `${show(value)} is not a version id`);
+  if (!versionIdPattern.test(value)) {
+    // The usual slip: the version string (2026.11.21-093000) where its id belongs.
+    const hint = isVersionString(value) ? "; that is a version string: pass the version's id, which ListVersions answers with each version (`id`)" : ": version ids are UUIDs, as ListVersions answers them (`id`)";
+    throw invalid(field, `${show(value)} is not a version id${hint}`);
+  }
   return value;
 }
 

@@ -56,6 +56,10 @@ export function readsSuite(backend: Backend) {
     const missing = await svc.rest.put(`/api/entities/${e}/active-version`, {});
     assert.is(missing.status, 400);
     assert.match(missing.body.error, "version_id");
+    // The version string where its id belongs: said so, with where ids come from.
+    const byString = await svc.rest.put(`/api/entities/${e}/active-version`, { versionId: v1.version });
+    assert.equal([byString.status, byString.body.code], [400, "INVALID_ARGUMENT"]);
+    assert.match(byString.body.error, `Invalid version_id: "${v1.version}" is not a version id; that is a version string: pass the version's id, which ListVersions answers`);
     const unknownEntity = await svc.rest.put(`/api/entities/${newEntityId()}/active-version`, { versionId: v1.id });
     assert.is(unknownEntity.body.code, "ENTITY_NOT_FOUND");
     assert.is((await svc.rest.get(`/api/entities/${e}/active-version`)).body.id, v2.id);
