@@ -43,4 +43,5 @@ export const exitCodeHelp = `Exit codes:
      your base; reconcile and push again) or ACTIVE_VERSION_CHANGED (another version was
      activated since you read the active one; look again, then retry)
   4  not found or no access: ENTITY_NOT_FOUND, VERSION_NOT_FOUND, NO_ACTIVE_VERSION,
-     PERMISSION_DENIED, or no usable token (missing, malformed, expired, refused)`;
+     PERMISSION_DENIED, or no usable token (missing, malformed, expired, refused)
+  130, 143  interrupted (Ctrl-C, SIGTERM): scratch files removed; run it again`;

@@ -6,6 +6,7 @@ import { apiPath } from "../api-client.js";
 import { parseEntityId, parseVersionId } from "../arguments.js";
 import { CliError, usageError } from "../cli-error.js";
 import { type CommonOptions, contextOf, prose, withCommonOptions } from "../command-context.js";
+import { removeOnInterrupt } from "../interrupt.js";
 import { describeVersion, displayPath, formatBytes } from "../output.js";
 import type { RestDownloadAnswer, RestVersion } from "../rest-types.js";
 import { tryRecordBase } from "../state-file.js";
@@ -51,6 +52,7 @@ async function download(entity: string, options: DownloadOptions): Promise<void>
   const partial = path.join(path.dirname(target), `.${path.basename(target)}.${randomBytes(4).toString("hex")}.part`);
   // Loaded here: the Azure SDK is most of the CLI's start-up time, and only push and download need it.
   const { downloadFile } = await import("../blob-transfer.js");
+  const forget = removeOnInterrupt(partial);
   try {
     const got = await downloadFile(answer.download_url, partial, Number(version.file_size_bytes), "download");
     const problems = verify(version, got);
@@ -83,6 +85,7 @@ async function download(entity: string, options: DownloadOptions): Promise<void>
     );
   } finally {
     await fs.rm(partial, { force: true });
+    forget();
   }
 }
 

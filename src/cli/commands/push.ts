@@ -6,6 +6,7 @@ import { type ApiClient, apiPath } from "../api-client.js";
 import { parseEntityId, parseVersionId, parseVersionString } from "../arguments.js";
 import { CliError, ServiceError } from "../cli-error.js";
 import { type CommonOptions, contextOf, prose, withCommonOptions } from "../command-context.js";
+import { removeOnInterrupt } from "../interrupt.js";
 import { staleBaseError } from "../stale-base.js";
 import { summariseToken } from "../token-claims.js";
 import { describeVersion, displayPath, formatBytes, type Output } from "../output.js";
@@ -79,6 +80,7 @@ async function uploadAndConfirm(
   // Loaded here: the Azure SDK is most of the CLI's start-up time, and only push and download need it.
   const { uploadFile } = await import("../blob-transfer.js");
   const scratch = await fs.mkdtemp(path.join(os.tmpdir(), "entity-versions-"));
+  const forget = removeOnInterrupt(scratch);
   try {
     const pkg = await packageOf(source, scratch);
     // The signed URL would take any size; confirm would refuse it only after the upload.
@@ -125,6 +127,7 @@ async function uploadAndConfirm(
     return { confirmed: res.body, retried: res.attempts > 1 };
   } finally {
     await fs.rm(scratch, { recursive: true, force: true });
+    forget();
   }
 }
 
