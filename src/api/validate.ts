@@ -109,11 +109,8 @@ export function serviceDependencies(values: readonly string[], limits: Limits): 
 /** package_json: any JSON object, bounded in size. */
 export function packageJson(value: JsonObject | undefined, limits: Limits): JsonObject | undefined {
   if (value === undefined) return undefined;
-  const infinite = nonFinitePath(value, "package_json");
-  if (infinite !== undefined) {
-    // JSON has no such number: it would be stored as null, and could not be answered.
-    throw invalid("package_json", `${infinite} is not a finite number (a JSON number out of range, or NaN or Infinity over gRPC); send it as a string`);
-  }
+  const unstorable = unstorableValue(value, "package_json");
+  if (unstorable !== undefined) throw invalid("package_json", unstorable);
   const size = Buffer.byteLength(JSON.stringify(value));
   if (size > limits.maxPackageJsonBytes) {
     throw invalid("package_json", `is ${size} bytes of JSON; at most ${limits.maxPackageJsonBytes} are allowed`);
@@ -138,18 +135,31 @@ export function packageJson(value: JsonObject | undefined, limits: Limits): Json
 export const maxPackageJsonDepth = 32;
 
 /** The path of the first number in a JSON value that is not finite, if any. */
-function nonFinitePath(value: JsonValue, path: string): string | undefined {
-  if (typeof value === "number") return Number.isFinite(value) ? undefined : path;
+/**
+ * The first value of package_json that would not be stored as it was
+ * sent, and why, or undefined. A published version's manifest must read
+ * back the same on every protocol: a number JSON has no form for would be
+ * stored as null, and a lone UTF-16 surrogate (`"\ud800"` in JSON) is no
+ * text UTF-8 can carry, so gRPC would answer U+FFFD where REST answers the
+ * escape. (An integer JSON rounds is refused where the JSON text is read:
+ * see checkJsonText.)
+ */
+function unstorableValue(value: JsonValue, path: string): string | undefined {
+  if (typeof value === "number") {
+    return Number.isFinite(value) ? undefined : `${path} is not a finite number (a JSON number out of range, or NaN or Infinity over gRPC); send it as a string`;
+  }
+  if (typeof value === "string") return value.isWellFormed() ? undefined : `${path} holds a lone UTF-16 surrogate (such as "\\ud800"), which is not text; send well-formed Unicode`;
   if (value === null || typeof value !== "object") return undefined;
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
-      const found = nonFinitePath(value[i]!, `${path}[${i}]`);
+      const found = unstorableValue(value[i]!, `${path}[${i}]`);
       if (found !== undefined) return found;
     }
     return undefined;
   }
   for (const [key, member] of Object.entries(value)) {
-    const found = nonFinitePath(member, `${path}.${key}`);
+    if (!key.isWellFormed()) return `a key of ${path} holds a lone UTF-16 surrogate (such as "\\ud800"), which is not text; send well-formed Unicode`;
+    const found = unstorableValue(member, `${path}.${key}`);
     if (found !== undefined) return found;
   }
   return undefined;

@@ -67,7 +67,7 @@ export const catalog = Object.freeze({
   ),
   UNSUPPORTED_MEDIA_TYPE: spec<{ contentType: string }>(
     Code.InvalidArgument,
-    (p) => `Content-Type ${p.contentType} is not supported: send a JSON body with Content-Type: application/json.`,
+    (p) => `Content-Type ${p.contentType} is not supported: send a JSON body, in UTF-8, with Content-Type: application/json.`,
     { httpStatus: 415 },
   ),
   UNSUPPORTED_CONTENT_ENCODING: spec<{ contentEncoding: string }>(

@@ -11,7 +11,7 @@ import { noteRefusal, type RpcOutcome } from "../rpc/observe-interceptor.js";
 import type { InProcessCallInit, InProcessCaller, InProcessStreamCaller } from "../rpc/in-process-caller.js";
 import { http } from "../../gen/google/api/annotations_pb.js";
 import { type HttpVerb, overlaps, queryFieldPath, type RestBinding, restBindings } from "./http-rules.js";
-import { firstDuplicateKey } from "./duplicate-keys.js";
+import { checkJsonText } from "./json-text-check.js";
 import { shownName, unknownNameProblem } from "./field-hint.js";
 import { readRestJson, writeRestJson } from "./json-codec.js";
 import { queryValue } from "./query-value.js";
@@ -300,22 +300,46 @@ const ndjson = "application/x-ndjson";
  * error (where grpc-gateway puts a google.rpc.Status): a REST client reads
  * one error shape.
  */
+/** Decodes a body as UTF-8, throwing on bytes that are not (a lenient decoder would put U+FFFD in their place). */
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
 export function registerRestGateway(app: FastifyInstance, options: RestGatewayOptions): RestRoutes {
   // Fastify's own JSON parser (with its prototype-poisoning checks), then
   // a refusal of any key given twice in one object.
   const parseJson = app.getDefaultJsonParser("error", "error");
   app.removeContentTypeParser("application/json");
-  app.addContentTypeParser("application/json", { parseAs: "string" }, (req, text, done) => {
+  app.addContentTypeParser("application/json", { parseAs: "buffer" }, (req, bytes, done) => {
     bodyRead.add(req);
+    // JSON between systems is UTF-8 (RFC 8259, 8.1). Another charset, or
+    // bytes that are not UTF-8, would be decoded with U+FFFD in place of
+    // what was sent, and stored so: refused, as Connect refuses them.
+    const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(req.headers["content-type"] ?? "")?.[1]?.toLowerCase();
+    if (charset !== undefined && charset !== "utf-8" && charset !== "utf8") {
+      return done(apiError("UNSUPPORTED_MEDIA_TYPE", { contentType: req.headers["content-type"] ?? "" }), undefined);
+    }
+    let text: string;
+    try {
+      text = utf8.decode(bytes as Buffer);
+    } catch {
+      return done(apiError("MALFORMED_REQUEST", { problem: "the body is not UTF-8: send JSON encoded in UTF-8, as RFC 8259 asks" }), undefined);
+    }
     // No body is no body, whatever Content-Type says (clients that set it
     // on every request, a PUT with Content-Length: 0): grpc-gateway reads
     // it as the empty message, and a rule without a body never reads one.
-    if ((text as string).trim() === "") return done(null, undefined);
-    parseJson(req, text as string, (error, body) => {
-      if (error !== null) return done(jsonProblem(text as string, error), undefined);
-      const key = firstDuplicateKey(text as string);
-      if (key === undefined) return done(null, body);
-      done(apiError("MALFORMED_REQUEST", { problem: `the key ${JSON.stringify(shownName(key))} appears twice in one JSON object: give each field once` }), undefined);
+    if (text.trim() === "") return done(null, undefined);
+    parseJson(req, text, (error, body) => {
+      if (error !== null) return done(jsonProblem(text, error), undefined);
+      const problem = checkJsonText(text);
+      if (problem === undefined) return done(null, body);
+      done(
+        apiError("MALFORMED_REQUEST", {
+          problem:
+            "duplicateKey" in problem
+              ? `the key ${JSON.stringify(shownName(problem.duplicateKey))} appears twice in one JSON object: give each field once`
+              : `the number ${shownName(problem.roundedInteger)} is an integer beyond 2^53, which a JSON number holds only rounded (it would be read as ${Number(problem.roundedInteger)}): send it as a string, "${shownName(problem.roundedInteger)}"`,
+        }),
+        undefined,
+      );
     });
   });
   // REST takes JSON only: Fastify's default text/plain parser would let a

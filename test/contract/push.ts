@@ -641,6 +641,45 @@ export function pushSuite(backend: Backend) {
     assert.equal(fine.body.version.package_json, { n: 1e300 });
   });
 
+  s("a package_json that would not read back as sent (bytes not UTF-8, another charset, a lone surrogate, an integer JSON rounds) is refused, and nothing is recorded", async ({ svc }) => {
+    const e = newEntityId();
+    const up = await uploadOnly(svc, e);
+    const good = { storage_path: up.res.body.storage_path, version: up.version, source_hash: up.sourceHash, file_size_bytes: Buffer.byteLength(up.content) };
+    const url = `${svc.url}/api/entities/${e}/versions/confirm`;
+    const auth = svc.rest.defaultHeaders["authorization"]!;
+    const send = async (body: Buffer | string, contentType = "application/json") => {
+      const res = await fetch(url, { method: "POST", headers: { authorization: auth, "content-type": contentType }, body });
+      return { status: res.status, body: (await res.json()) as { code: string; error: string } };
+    };
+    const json = JSON.stringify({ ...good, package_json: { name: "café" } });
+    // "é" as Latin-1: one byte that is not UTF-8.
+    const latin1 = Buffer.from(json, "latin1");
+    const notUtf8 = await send(latin1);
+    assert.equal([notUtf8.status, notUtf8.body.code], [400, "MALFORMED_REQUEST"]);
+    assert.match(notUtf8.body.error, "the body is not UTF-8: send JSON encoded in UTF-8");
+    const charset = await send(latin1, "application/json; charset=iso-8859-1");
+    assert.equal([charset.status, charset.body.code], [415, "UNSUPPORTED_MEDIA_TYPE"]);
+    const surrogate = await send(JSON.stringify({ ...good, package_json: { name: "x" } }).replace('"x"', '"\\ud800"'));
+    assert.equal([surrogate.status, surrogate.body.code], [400, "INVALID_ARGUMENT"]);
+    assert.match(surrogate.body.error, "package_json.name holds a lone UTF-16 surrogate");
+    const big = await send(JSON.stringify({ ...good, package_json: { big: 1 } }).replace('"big":1', '"big":12345678901234567890'));
+    assert.equal([big.status, big.body.code], [400, "MALFORMED_REQUEST"]);
+    assert.match(big.body.error, 'the number 12345678901234567890 is an integer beyond 2^53, which a JSON number holds only rounded (it would be read as 12345678901234567000): send it as a string, "12345678901234567890"');
+    // Connect's JSON is read by Connect; the lone surrogate is refused there too, by the same validation.
+    const viaConnect = await fetch(`${svc.url}/entityversions.v1.EntityVersionsService/ConfirmUpload`, {
+      method: "POST",
+      headers: { authorization: auth, "content-type": "application/json", "connect-protocol-version": "1" },
+      body: JSON.stringify({ entityId: e, storagePath: good.storage_path, version: good.version, sourceHash: good.source_hash, fileSizeBytes: String(good.file_size_bytes), packageJson: { name: "x" } }).replace('"x"', '"\\udc00"'),
+    });
+    assert.is(viaConnect.status, 400);
+    assert.match(((await viaConnect.json()) as { message: string }).message, "lone UTF-16 surrogate");
+    const list = await svc.rest.get(`/api/entities/${e}/versions`);
+    assert.ok(list.body.code === "ENTITY_NOT_FOUND" || list.body.versions.length === 0, JSON.stringify(list.body));
+    const fine = await send(Buffer.from(json, "utf8"), "application/json; charset=UTF-8");
+    assert.is(fine.status, 201, JSON.stringify(fine.body));
+    assert.equal((fine.body as unknown as { version: { package_json: unknown } }).version.package_json, { name: "café" });
+  });
+
   s("a package_json as deep as allowed (32 levels) is read back by binary clients: grpc-js lists and gets it", async ({ svc }) => {
     const e = newEntityId();
     const deep = nested(32);
