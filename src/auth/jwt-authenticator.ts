@@ -29,7 +29,8 @@ const stringList = (payload: JWTPayload, claim: string): string[] => (payload[cl
 function mapJoseError(error: unknown): Error {
   if (error instanceof errors.JWTExpired) return apiError("TOKEN_EXPIRED", {}, { cause: error });
   if (error instanceof errors.JWTClaimValidationFailed) {
-    if (error.claim === "nbf" || error.claim === "iat") return apiError("TOKEN_NOT_YET_VALID", {}, { cause: error });
+    // A time in the future: the token is not valid yet. A time that is no number is a malformed claim.
+    if ((error.claim === "nbf" || error.claim === "iat") && error.reason === "check_failed") return apiError("TOKEN_NOT_YET_VALID", {}, { cause: error });
     if (error.claim === "iss") return apiError("TOKEN_WRONG_ISSUER", {}, { cause: error });
     if (error.claim === "aud") return apiError("TOKEN_WRONG_AUDIENCE", {}, { cause: error });
     return apiError("TOKEN_CLAIMS_INVALID", { problem: `${error.claim} ${error.reason === "missing" ? "is missing" : "is not valid"}` }, { cause: error });

@@ -1,6 +1,9 @@
+import { ConnectError } from "@connectrpc/connect";
+import { SignJWT } from "jose";
 import { test } from "uvu";
 import * as assert from "uvu/assert";
 import { JwtAuthenticator } from "../../src/auth/jwt-authenticator.js";
+import { reasonOf } from "../../src/errors/api-error.js";
 import { testAuth, token } from "../support/tokens.js";
 
 const authenticator = () =>
@@ -25,6 +28,36 @@ test("a verified token is remembered; one too long to remember is verified on ev
   assert.ok(big.length > 8000);
   assert.is((await auth.authenticate(big)).orgs.length, 200, "accepted");
   assert.is(auth.known(big), undefined, "not remembered");
+});
+
+test("an nbf or iat that is no number is a malformed claim, not a token from the future", async () => {
+  const auth = authenticator();
+  const now = Math.floor(Date.now() / 1000);
+  for (const claims of [{ nbf: "x" }, { iat: "x" }] as Record<string, unknown>[]) {
+    const jwt = await new SignJWT({ ...claims, roles: ["publisher"] })
+      .setProtectedHeader({ alg: "HS256" })
+      .setSubject("alice")
+      .setIssuer(testAuth.issuer)
+      .setAudience(testAuth.audience)
+      .setExpirationTime(now + 600)
+      .sign(new TextEncoder().encode(testAuth.secret));
+    try {
+      await auth.authenticate(`Bearer ${jwt}`);
+      assert.unreachable(JSON.stringify(claims));
+    } catch (error) {
+      assert.instance(error, ConnectError);
+      assert.is(reasonOf(error as ConnectError), "TOKEN_CLAIMS_INVALID", JSON.stringify(claims));
+      assert.match((error as ConnectError).rawMessage, `${Object.keys(claims)[0]} is not valid`);
+    }
+  }
+  // A real time in the future still is.
+  const future = `Bearer ${await token({ sub: "alice", notBeforeIn: 3600 })}`;
+  try {
+    await auth.authenticate(future);
+    assert.unreachable();
+  } catch (error) {
+    assert.is(reasonOf(error as ConnectError), "TOKEN_NOT_YET_VALID");
+  }
 });
 
 test.run();
