@@ -486,7 +486,7 @@ export const UnpublishFromPublicStoreResponseSchema: GenMessage<UnpublishFromPub
   messageDesc(file_entityversions_v1_entity_access, 18);
 
 /**
- * EntityAccessService manages who may use an entity (spec section 5): its
+ * EntityAccessService manages who may use an entity: its
  * publishers, the users it is shared with, the organization stores and the
  * public store it is published to. Allowed to the entity's publishers and to
  * callers with the admin role. Adding what is there and removing what is not

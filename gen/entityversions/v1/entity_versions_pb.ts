@@ -135,7 +135,7 @@ export const VersionSchema: GenMessage<Version> = /*@__PURE__*/
 
 /**
  * VersionRef is the short form of a version carried by a STALE_BASE error:
- * the fields spec section 7 names.
+ * enough to name the tip a push must build on, and who published it when.
  *
  * @generated from message entityversions.v1.VersionRef
  */
@@ -597,7 +597,7 @@ export type SetActiveVersionRequest = Message<"entityversions.v1.SetActiveVersio
   entityId: string;
 
   /**
-   * Version to make active (REST body: {"versionId": "..."}).
+   * Version to make active (REST body: {"version_id": "..."}).
    *
    * @generated from field: string version_id = 2;
    */

@@ -61,7 +61,9 @@ export class ErrorResponses {
     for (const field of detail.fields) {
       const value = this.#schemas.field(field, "detail");
       const { description, ...rest } = value;
-      properties[field.name] = { ...(description === undefined ? {} : { description }), anyOf: [rest, { type: "null" }] };
+      // null as a one-value enum, not `type: "null"`: OpenAPI 3.0 loaders
+      // (kin-openapi, under oapi-codegen) refuse that type, and read this.
+      properties[field.name] = { ...(description === undefined ? {} : { description }), anyOf: [rest, { enum: [null] }] };
     }
     return this.#schemas.add(name, {
       type: "object",
