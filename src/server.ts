@@ -176,6 +176,14 @@ function connectionOf(req: FastifyRequest): object {
   return req.raw instanceof http2.Http2ServerRequest ? (req.raw.stream.session ?? req.raw.socket) : req.raw.socket;
 }
 
+/** How many Authorization headers the request carries, as sent (Node's parsed headers keep only the first). */
+function authorizationHeaders(req: FastifyRequest): number {
+  const raw = req.raw.rawHeaders;
+  let count = 0;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.length === 13 && raw[i]!.toLowerCase() === "authorization") count++;
+  return count;
+}
+
 /**
  * Ends the connection once this answer is written: an HTTP/2 session gets
  * GOAWAY (its other streams finish), HTTP/1.1 answers with Connection: close.
@@ -400,7 +408,12 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     if (route?.authenticate === true) {
       const header = req.headers.authorization ?? null;
       const known = deps.authenticator.known?.(header);
-      if (known !== undefined) {
+      const headers = authorizationHeaders(req);
+      if (headers > 1) {
+        // Node keeps the first of several and drops the rest unseen; a
+        // proxy in front may have judged by another one.
+        req.auth = { error: apiError("TOKEN_MALFORMED", { problem: `The request carries ${headers} Authorization headers` }) };
+      } else if (known !== undefined) {
         req.auth = { caller: known };
       } else {
         const bound = deadlineSignal(shutdown.signal, waitLimitMs(req, reply), () => apiError("DEADLINE_EXCEEDED", {}));
