@@ -46,7 +46,7 @@ import { connectionKey, openStreamsInterceptor } from "./rpc/open-streams-interc
 import { deadlineSignal } from "./rpc/deadline-signal.js";
 import { clientTimeoutMs } from "./rpc/timeout-headers.js";
 import { AbandonedWork, abandonedWorkInterceptor, abandonedWorkKey } from "./rpc/abandoned-work.js";
-import { errorInterceptor, toCatalogError } from "./rpc/error-interceptor.js";
+import { errorInterceptor, requestLogKey, toCatalogError } from "./rpc/error-interceptor.js";
 import { createInProcessCaller, createInProcessStreamCaller } from "./rpc/in-process-caller.js";
 import { noteRefusal, observeInterceptor, type RpcOutcome, recordRpc, rpcOutcomeKey } from "./rpc/observe-interceptor.js";
 
@@ -361,11 +361,12 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     createServiceImplSpec<typeof EntityAccessService>(EntityAccessService, deps.access),
     createServiceImplSpec<typeof EntityEventsService>(EntityEventsService, deps.events),
   ];
-  const toError = (error: unknown, rpc: string): ConnectError => toCatalogError(error, app.log, rpc);
+  // The request's logger: a cause logged for a 5xx carries the reqId its answer's x-request-id names.
+  const toError = (error: unknown, rpc: string, req: FastifyRequest): ConnectError => toCatalogError(error, req.log, rpc);
   const contextValues = (req: FastifyRequest) => {
     const route = rpcRoute(req);
     if (route?.gateway === "rest") req.rpcOutcome.protocol = "rest";
-    const values = createContextValues().set(rpcOutcomeKey, req.rpcOutcome);
+    const values = createContextValues().set(rpcOutcomeKey, req.rpcOutcome).set(requestLogKey, req.log);
     if (req.callPass !== undefined) values.set(abandonedWorkKey, (req.abandonedWork ??= new AbandonedWork()));
     if (route?.authenticate === false) values.set(connectionKey, connectionOf(req));
     return req.auth === undefined ? values : values.set(authResultKey, req.auth);
@@ -520,7 +521,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
             ? apiError("REQUEST_TOO_LARGE", { limitBytes: deps.bodyLimitBytes })
             : status >= 400 && status < 500
               ? apiError("MALFORMED_REQUEST", { problem: error.message })
-              : toError(error, `${req.method} ${req.url.split("?")[0]}`);
+              : toError(error, `${req.method} ${req.url.split("?")[0]}`, req);
     noteRefusal(req.rpcOutcome, apiErr);
     return sendRestError(reply, apiErr);
   });

@@ -71,7 +71,8 @@ export interface RestGatewayOptions {
    * Turns an error raised outside the interceptors (a bug in the gateway
    * itself) into a client-facing one without leaking its message.
    */
-  readonly toError: (error: unknown, rpc: string) => ConnectError;
+  /** Any error as a catalog error, an unexpected one logged with the request's logger (its reqId). */
+  readonly toError: (error: unknown, rpc: string, req: FastifyRequest) => ConnectError;
 }
 
 function isJsonObject(value: unknown): value is JsonObject {
@@ -413,7 +414,7 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
         : ((message as unknown as Record<string, Message | undefined>)[binding.responseBody.localName] ?? create(responseSchema));
     /** The REST error answer of a failed call: its status, headers and body. */
     const failed = (req: FastifyRequest, error: unknown) => {
-      const connectError = options.toError(error, config.rpc);
+      const connectError = options.toError(error, config.rpc, req);
       // Refused before the interceptors ran, maybe (a body that does not map to the message).
       noteRefusal(options.outcome(req), connectError);
       return renderRestError(connectError);
@@ -436,7 +437,7 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
         try {
           for (let next = first; next.done !== true; next = await messages.next()) yield line({ result: writeRestJson(responseSchema, payloadOf(next.value)) });
         } catch (error) {
-          yield line({ error: renderRestError(options.toError(error, config.rpc)).body });
+          yield line({ error: renderRestError(options.toError(error, config.rpc, req)).body });
         } finally {
           await messages.return?.();
         }

@@ -1,4 +1,4 @@
-import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, createContextKey, type Interceptor } from "@connectrpc/connect";
 import { BlobStoreUnavailableError } from "../blob/blob-store.js";
 import { apiError, reasonOf } from "../errors/api-error.js";
 import { bearerChallenge } from "../errors/bearer-challenge.js";
@@ -8,6 +8,13 @@ import { classifyDbError } from "../store/db-errors.js";
 export interface ErrorLogger {
   error(obj: object, msg: string): void;
 }
+
+/**
+ * The logger of the request a call came in on, so that the cause logged
+ * for a 5xx carries the reqId the client's answer names (x-request-id);
+ * without it, the process's logger, and a cause no one can match to its call.
+ */
+export const requestLogKey = createContextKey<ErrorLogger | undefined>(undefined, { description: "request logger" });
 
 /**
  * Turns any error into a catalog error before it leaves the service, so no
@@ -73,7 +80,8 @@ export function errorInterceptor(log: ErrorLogger): Interceptor {
         })(),
       };
     }
-    const answer = (error: unknown) => (error instanceof ConnectError && fromClient?.has(error) === true ? error : challenged(toCatalogError(error, log, req.method.name)));
+    const callLog = req.contextValues.get(requestLogKey) ?? log;
+    const answer = (error: unknown) => (error instanceof ConnectError && fromClient?.has(error) === true ? error : challenged(toCatalogError(error, callLog, req.method.name)));
     let res;
     try {
       res = await next(req);

@@ -151,6 +151,14 @@ export function faultsSuite(backend: Backend) {
       await (svc as typeof svc & { app: { sweeper: { runOnce(): Promise<unknown> } } }).app.sweeper.runOnce();
       await assertStorageConsistent({ ...svc, env: { ...svc.env, AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString } }, [e], 1_500);
       assert.match(text(), "blob store unavailable");
+      // Each cause is logged with the reqId its answer named (x-request-id), REST and gRPC alike: matched to its call.
+      const causes = text()
+        .split("\n")
+        .filter((line) => line.includes('"blob store unavailable"'))
+        .map((line) => JSON.parse(line) as { reqId?: string; rpc?: string });
+      assert.ok(causes.length >= 2, JSON.stringify(causes));
+      assert.ok(causes.some((c) => c.reqId === confirm.headers.get("x-request-id")), `no cause carries ${confirm.headers.get("x-request-id")}: ${JSON.stringify(causes)}`);
+      assert.ok(causes.every((c) => typeof c.reqId === "string"), JSON.stringify(causes));
       assert.not.match(text(), /sig=[^\[]|SharedKey|AccountKey/);
     } finally {
       await svc.close();
