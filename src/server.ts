@@ -233,13 +233,15 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     // Path values are validated by the service (entity ids up to 128
     // characters); past this, Fastify refuses the URL via frameworkErrors.
     routerOptions: { maxParamLength: 512 },
+    // Refused before routing, so before the hooks that name and log every
+    // request: named and logged here, as they would.
     frameworkErrors: (error, req, reply) => {
-      void sendRestError(
-        reply as unknown as FastifyReply,
+      const refusal =
         error.code === "FST_ERR_MAX_PARAM_LENGTH"
           ? apiError("INVALID_ARGUMENT", { field: "path", problem: "a path segment is longer than 512 characters" })
-          : apiError("MALFORMED_REQUEST", { problem: `the URL ${req.url.slice(0, 200)} is not valid` }),
-      );
+          : apiError("MALFORMED_REQUEST", { problem: `the URL ${req.url.slice(0, 200)} is not valid: percent-encode it as RFC 3986 says (a "%" that starts no escape is written %25)` });
+      void sendRestError(reply as unknown as FastifyReply, refusal, { "x-request-id": req.id });
+      req.log.info({ method: req.method, path: req.url.split("?")[0]!.slice(0, 200), reason: reasonOf(refusal), status: reply.statusCode }, "request");
     },
     requestIdHeader: false,
     genReqId: (req) => requestIdFor(req.headers["x-request-id"]),

@@ -273,9 +273,17 @@ export function logsSuite(backend: Backend) {
         "x-request-id": "bad-frame-1",
         authorization: svc.rest.defaultHeaders["authorization"]!,
       });
+      // A URL refused before routing (a "%" that starts no escape): named and logged all the same.
+      const badUrl = await svc.rest.get(`/api/entities/%ZZ/versions`, { "x-request-id": "bad-url-1" });
+      assert.equal([badUrl.status, badUrl.body.code, badUrl.headers.get("x-request-id")], [400, "MALFORMED_REQUEST", "bad-url-1"]);
+      assert.match(badUrl.body.error, "percent-encode it as RFC 3986 says");
       const logs = text();
       const lines = logs.trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
       const requests = lines.filter((l) => l["msg"] === "request");
+      assert.equal(
+        requests.filter((l) => l["reqId"] === "bad-url-1").map((l) => [l["status"], l["reason"]]),
+        [[400, "MALFORMED_REQUEST"]],
+      );
       const download = requests.filter((l) => l["reqId"] === "trace-me-1");
       assert.is(download.length, 1, "exactly one line for the request");
       assert.equal(
