@@ -65,9 +65,12 @@ export const catalog = Object.freeze({
     Code.InvalidArgument,
     (p) => `The request could not be read: ${p.problem}`,
   ),
-  UNSUPPORTED_MEDIA_TYPE: spec<{ contentType: string }>(
+  UNSUPPORTED_MEDIA_TYPE: spec<{ contentType: string; rpc?: boolean }>(
     Code.InvalidArgument,
-    (p) => `Content-Type ${p.contentType} is not supported: send a JSON body, in UTF-8, with Content-Type: application/json.`,
+    (p) =>
+      p.rpc === true
+        ? `Content-Type ${p.contentType} is not one an RPC takes: call it with application/json or application/proto (Connect; a Connect GET names it in ?encoding=json or proto), application/grpc (gRPC) or application/grpc-web (gRPC-Web); REST is served under /api.`
+        : `Content-Type ${p.contentType} is not supported: send a JSON body, in UTF-8, with Content-Type: application/json.`,
     { httpStatus: 415 },
   ),
   UNSUPPORTED_CONTENT_ENCODING: spec<{ contentEncoding: string }>(

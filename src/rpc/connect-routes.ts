@@ -15,6 +15,7 @@ import { minimalGrpcMessage } from "./grpc-message.js";
 import { codeName, noteRefusal, type RpcOutcome } from "./observe-interceptor.js";
 import { dropUntimeableDeadlines, spendDeadline } from "./timeout-headers.js";
 import { grpcErrorHeaders, sendTrailersOnly } from "./trailers-only.js";
+import { connectErrorJson } from "./unknown-method.js";
 
 type UniversalHandler = ConnectRouter["handlers"][number];
 type UniversalResponse = Awaited<ReturnType<UniversalHandler>>;
@@ -229,6 +230,15 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
         noteRefusal(outcome, refusal);
         sendTrailersOnly(reply, 200, Object.entries(grpcErrorHeaders(refusal, req.headers["content-type"] ?? "")));
         return;
+      }
+      if (answered.status === 415 && answered.body === undefined && outcome.protocol !== "grpc") {
+        // Connect answers a codec it does not take with a bare 415 (its
+        // protocol asks for the status, and says nothing of a body): said
+        // here what to send instead, as its error JSON.
+        const contentType = req.method === "GET" ? `encoding=${new URL(req.url, "http://x").searchParams.get("encoding") ?? "(none)"}` : (req.headers["content-type"] ?? "(none)");
+        const refusal = apiError("UNSUPPORTED_MEDIA_TYPE", { contentType, rpc: true });
+        noteRefusal(outcome, refusal);
+        answered = { ...answered, header: new Headers([...(answered.header ?? []), ["content-type", "application/json"]]), body: once(new TextEncoder().encode(connectErrorJson(refusal))) };
       }
       const { res: uRes, empty } = outcome.protocol === "grpc" ? await messageless(answered) : { res: answered, empty: false };
       if (bodyError instanceof ConnectError) noteRefusal(outcome, bodyError);

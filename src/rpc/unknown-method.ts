@@ -1,3 +1,4 @@
+import { Code, type ConnectError } from "@connectrpc/connect";
 import { apiError } from "../errors/api-error.js";
 import { grpcErrorHeaders, packedDetails } from "./trailers-only.js";
 
@@ -28,11 +29,15 @@ export function unknownMethodAnswer(method: string, url: string, contentType: st
   const connectGet = method === "GET" && /(?:^|&)connect=v1(?:&|$)/.test(query);
   const connectPost = method === "POST" && /^application\/(?:connect\+)?(?:json|proto)\b/.test(type);
   if (!rpcPath.test(path) || !(connectGet || connectPost)) return undefined;
-  // The Connect protocol's error JSON (connectrpc.com/docs/protocol, "Error end-stream").
+  return { status: 404, headers: { "content-type": "application/json" }, body: connectErrorJson(error, "unimplemented") };
+}
+
+/**
+ * A catalog error as the Connect protocol's error JSON
+ * (connectrpc.com/docs/protocol, "Error end-stream"): its code (the
+ * catalog's, unless given), message and details, the ErrorInfo among them.
+ */
+export function connectErrorJson(error: ConnectError, code = Code[error.code].replace(/([a-z])([A-Z])/g, "$1_$2").toLowerCase()): string {
   const details = packedDetails(error).map((any) => ({ type: any.typeUrl.replace(/^type\.googleapis\.com\//, ""), value: Buffer.from(any.value).toString("base64").replace(/=+$/, "") }));
-  return {
-    status: 404,
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ code: "unimplemented", message: error.rawMessage, details }),
-  };
+  return JSON.stringify({ code, message: error.rawMessage, details });
 }

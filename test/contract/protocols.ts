@@ -63,6 +63,21 @@ export function protocolsSuite(backend: Backend) {
     const misspelt = await svc.rest.post("/entityversions.v1.EntityVersionsService/GetVersion", { entityId: e, versionId: v.id, version_idd: "x" });
     assert.equal([misspelt.status, misspelt.body.code], [400, "invalid_argument"]);
     assert.match(misspelt.body.message, 'key "version_idd" is unknown');
+    // A codec Connect does not take: 415, and what to send instead, in Connect's error JSON.
+    const rpcPath = `${svc.url}/entityversions.v1.EntityVersionsService/GetVersion`;
+    const auth = { authorization: svc.rest.defaultHeaders["authorization"]! };
+    for (const [init, shown] of [
+      [{ method: "POST", headers: { ...auth, "content-type": "text/plain" }, body: "{}" }, "text/plain"],
+      [{ method: "POST", headers: auth, body: "{}" }, "text/plain;charset=UTF-8"],
+      [{ method: "GET", headers: auth }, "encoding=(none)"],
+    ] as const) {
+      const refused = await fetch(init.method === "GET" ? `${rpcPath}?connect=v1&message=%7B%7D` : rpcPath, init);
+      assert.is(refused.status, 415, shown);
+      const body = (await refused.json()) as { code: string; message: string; details: { type: string }[] };
+      assert.is(body.code, "invalid_argument", shown);
+      assert.match(body.message, `Content-Type ${shown} is not one an RPC takes: call it with application/json or application/proto (Connect`, shown);
+      assert.is(body.details[0]?.type, "google.rpc.ErrorInfo");
+    }
     // A gzipped body is read, whatever case its coding's name is in (RFC 9110, 8.4.1).
     for (const coding of ["gzip", "GZip"]) {
       const zipped = await fetch(`${svc.url}/entityversions.v1.EntityVersionsService/GetVersion`, {
