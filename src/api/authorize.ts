@@ -30,9 +30,9 @@ export function refusal(decision: "hidden" | "forbidden", entityId: string, call
   }
   return apiError("PERMISSION_DENIED", {
     entityId,
-    problem: caller.roles.includes("publisher")
-      ? "only its publishers may change it or manage its access; ask one of them to add you as a publisher."
-      : "changing it needs the publisher role, and being one of its publishers.",
+    problem: caller.roles.includes(publisherRole)
+      ? "only its publishers may change it, or see and manage its access; ask one of them to add you as a publisher."
+      : "changing it, or seeing and managing its access, needs the publisher role (from whoever issues your tokens) and being one of its publishers (ask one of them to add you).",
   });
 }
 

@@ -181,6 +181,6 @@ export function eventId(value: string, field: string): number | undefined {
 
 /** page_size per AIP-158: negative is an error, 0 the default, above the maximum the maximum. */
 export function pageSize(value: number): number {
-  if (value < 0) throw invalid("page_size", "must not be negative");
+  if (value < 0) throw invalid("page_size", `must not be negative: give 1 to ${maxPageSize}, or 0 (or none) for the default of ${defaultPageSize}`);
   return value === 0 ? defaultPageSize : Math.min(value, maxPageSize);
 }

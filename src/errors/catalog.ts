@@ -131,7 +131,7 @@ export const catalog = Object.freeze({
     Code.DeadlineExceeded,
     (p) =>
       p.lastEventId === undefined
-        ? "The call did not finish within its deadline (a dependency may be slow): retry; retrying a push or a confirm is safe."
+        ? "The call did not finish within its deadline (a dependency may be slow): retry, with a longer deadline if the one you set was short; retrying a push or a confirm is safe."
         : `The watch reached the deadline its client set: watch again with after_event_id=${p.lastEventId} to miss nothing.`,
     { retryable: true },
   ),
@@ -244,7 +244,7 @@ export const catalog = Object.freeze({
   TOKEN_WRONG_AUDIENCE: spec(Code.Unauthenticated, () => "The bearer token is not meant for this service (aud): get a token for it."),
   TOKEN_CLAIMS_INVALID: spec<{ problem: string }>(
     Code.Unauthenticated,
-    (p) => `The bearer token's claims are not usable: ${p.problem}.`,
+    (p) => `The bearer token's claims are not usable: ${p.problem}. Get a token that has sub (a user id without spaces) and exp, with roles and orgs, when present, lists of ids.`,
   ),
   AUTH_KEYS_UNAVAILABLE: spec(
     Code.Unavailable,

@@ -73,13 +73,18 @@ export function isDecimalInteger(text: string): boolean {
 }
 
 /**
- * Refuses an integer field given as a string that is not decimal digits
+ * Refuses a field given under both its names (`version_id` and
+ * `versionId`), which protobuf-es reports only as "set multiple times",
+ * and an integer field given as a string that is not decimal digits
  * ("0x10", "6 ", "1e1"): protobuf-es parses those as JavaScript would,
  * where proto3 JSON takes decimal only, so a typo would be read as some
  * other number.
  */
-function refuseLooseIntegers(schema: DescMessage, json: JsonObject): void {
+function refuseAmbiguousFields(schema: DescMessage, json: JsonObject): void {
   for (const field of schema.fields) {
+    if (field.name !== field.jsonName && Object.hasOwn(json, field.name) && Object.hasOwn(json, field.jsonName)) {
+      throw apiError("INVALID_ARGUMENT", { field: field.name, problem: `is given twice, as ${field.name} and ${field.jsonName}: give it once` });
+    }
     if (field.fieldKind !== "scalar" || !integerScalars.has(field.scalar)) continue;
     const value = json[field.name] ?? json[field.jsonName];
     if (typeof value === "string" && !isDecimalInteger(value)) {
@@ -88,9 +93,22 @@ function refuseLooseIntegers(schema: DescMessage, json: JsonObject): void {
   }
 }
 
+/** The range of each integer type protobuf-es reads a JSON value into, for saying what a value out of it should be. */
+const integerRanges: Readonly<Record<string, string>> = {
+  int64: "-9223372036854775808 to 9223372036854775807",
+  sint64: "-9223372036854775808 to 9223372036854775807",
+  sfixed64: "-9223372036854775808 to 9223372036854775807",
+  uint64: "0 to 18446744073709551615",
+  fixed64: "0 to 18446744073709551615",
+};
+
 function describe(text: string): string {
   const field = /cannot decode field [\w.]*\.\w+ from JSON: (.*)$/s.exec(text);
-  if (field !== null) return field[1]!.replace(/^expected bigint \(\w+\): (.*) out of range$/, "expected a whole number, got $1");
+  if (field !== null) {
+    return field[1]!.replace(/^expected bigint \((\w+)\): (.*) out of range$/, (_all, type: string, value: string) =>
+      `${value} is out of range: expected a whole number${integerRanges[type] === undefined ? "" : ` from ${integerRanges[type]}`} (${type})`,
+    );
+  }
   const message = /cannot decode message ([\w.]+) from JSON:? ?(.*)$/s.exec(text);
   if (message !== null) return `expected a JSON ${message[1] === "google.protobuf.Struct" ? "object" : "value of type " + message[1]}, got ${message[2]}`;
   return text;
@@ -108,7 +126,7 @@ export function readRestJson<Desc extends DescMessage>(
   json: JsonValue,
   fieldNames: readonly string[] = schema.fields.map((f) => f.name),
 ): Message {
-  if (typeof json === "object" && json !== null && !Array.isArray(json)) refuseLooseIntegers(schema, json);
+  if (typeof json === "object" && json !== null && !Array.isArray(json)) refuseAmbiguousFields(schema, json);
   try {
     return fromJson(schema, json);
   } catch (error) {

@@ -165,7 +165,7 @@ function requestJson(binding: RestBinding, req: FastifyRequest, bodyCame?: boole
   const params = req.params as Record<string, string>;
   if (binding.body === "*") {
     if (req.body !== undefined && req.body !== null) {
-      if (!isJsonObject(req.body)) throw apiError("MALFORMED_REQUEST", { problem: "the body must be a JSON object" });
+      if (!isJsonObject(req.body)) throw apiError("MALFORMED_REQUEST", { problem: "the body must be a JSON object: send one JSON object of the request's fields (listed at /docs)" });
       json = { ...req.body };
       // A field the path sets may be repeated in the body, but not
       // contradicted, under either spelling of its name: setPath keeps only

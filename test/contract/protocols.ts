@@ -229,6 +229,17 @@ export function protocolsSuite(backend: Backend) {
       assert.is(json.code, code, text);
       assert.type(json.error, "string");
     }
+    // A whole number out of its type's range says so, and the range; one JSON would round says to send a string.
+    const confirm = `/api/entities/${e}/versions/confirm`;
+    const outOfRange = await svc.rest.post(confirm, { storage_path: "x", version: "2024.01.01-000000", source_hash: "ab", file_size_bytes: "9223372036854775808" });
+    assert.match(outOfRange.body.error, "Invalid file_size_bytes: 9223372036854775808 is out of range: expected a whole number from -9223372036854775808 to 9223372036854775807 (int64)");
+    const rounded = await svc.rest.post(confirm, '{"file_size_bytes": 9223372036854775807}');
+    assert.match(rounded.body.error, 'the number 9223372036854775807 is an integer beyond 2^53');
+    // A field under both its names: said so, not protobuf-es's "set multiple times".
+    const twice = await svc.rest.put(`/api/entities/${e}/active-version`, { version_id: "a", versionId: "b" });
+    assert.equal([twice.status, twice.body.error], [400, "Invalid version_id: is given twice, as version_id and versionId: give it once"]);
+    const negative = await svc.rest.get(`/api/entities/${e}/versions?page_size=-1`);
+    assert.match(negative.body.error, "must not be negative: give 1 to 1000, or 0 (or none) for the default of 50");
   });
 
   s("no body is no body, whatever Content-Type says (clients that set it on every request, or label even nothing text/plain): a rule without a body is served, one with a body reads the empty message", async ({ svc }) => {
