@@ -40,7 +40,7 @@ import { registerRestGateway } from "./rest/rest-gateway.js";
 import { successStatus } from "./rest/success-status.js";
 import { connectRoutes, type RpcRouteConfig } from "./rpc/connect-routes.js";
 import { sendTrailersOnly } from "./rpc/trailers-only.js";
-import { unknownMethodAnswer } from "./rpc/unknown-method.js";
+import { connectErrorJson, isConnectGet, unknownMethodAnswer } from "./rpc/unknown-method.js";
 import { deadlineInterceptor } from "./rpc/deadline-interceptor.js";
 import { connectionKey, openStreamsInterceptor } from "./rpc/open-streams-interceptor.js";
 import { deadlineSignal } from "./rpc/deadline-signal.js";
@@ -610,7 +610,12 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     const path = req.url.split("?")[0]!;
     const allowed = rpcMethods.get(path) ?? restRoutes.allowedMethods(path);
     if (allowed.length > 0) {
-      return sendRestError(reply, apiError("METHOD_NOT_ALLOWED", { method: req.method, path, allowed: allowed.join(", ") }), { allow: allowed.join(", ") });
+      const refusal = apiError("METHOD_NOT_ALLOWED", { method: req.method, path, allowed: allowed.join(", ") });
+      // A Connect GET of a method with side effects: its client reads Connect's error JSON.
+      if (rpcMethods.has(path) && isConnectGet(req.method, req.url)) {
+        return reply.code(405).headers({ allow: allowed.join(", "), "content-type": "application/json" }).send(connectErrorJson(refusal));
+      }
+      return sendRestError(reply, refusal, { allow: allowed.join(", ") });
     }
     const rpc = unknownMethodAnswer(req.method, req.url, req.headers["content-type"]);
     if (rpc !== undefined && rpc.body === "") {

@@ -22,14 +22,19 @@ const rpcPath = /^\/[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)+\/[A-Za-z_]\w*$/;
  * undefined for anything else (a REST path), which gets the REST answer.
  */
 export function unknownMethodAnswer(method: string, url: string, contentType: string | undefined): UnknownMethodAnswer | undefined {
-  const [path = "", query = ""] = url.split("?", 2);
+  const [path = ""] = url.split("?", 2);
   const type = (contentType ?? "").toLowerCase();
   const error = apiError("UNKNOWN_METHOD", { path });
   if (type.startsWith("application/grpc")) return { status: 200, headers: grpcErrorHeaders(error, type), body: "" };
-  const connectGet = method === "GET" && /(?:^|&)connect=v1(?:&|$)/.test(query);
+  const connectGet = isConnectGet(method, url);
   const connectPost = method === "POST" && /^application\/(?:connect\+)?(?:json|proto)\b/.test(type);
   if (!rpcPath.test(path) || !(connectGet || connectPost)) return undefined;
   return { status: 404, headers: { "content-type": "application/json" }, body: connectErrorJson(error, "unimplemented") };
+}
+
+/** Whether a request is a Connect GET (its query says connect=v1), which a Connect client reads the error JSON of. */
+export function isConnectGet(method: string, url: string): boolean {
+  return method === "GET" && /(?:^|&)connect=v1(?:&|$)/.test(url.split("?", 2)[1] ?? "");
 }
 
 /**

@@ -493,6 +493,12 @@ export function protocolsSuite(backend: Backend) {
       assert.equal([wrong.status, wrong.headers.get("allow")], [405, allow], `${method} ${path}`);
       if (method !== "HEAD") assert.is(((await wrong.json()) as { code: string }).code, "METHOD_NOT_ALLOWED");
     }
+    // A Connect GET of a method with side effects: Connect's error JSON, which its clients read.
+    const connectGet = await fetch(`${rpc}/ConfirmUpload?connect=v1&encoding=json&message=%7B%7D`, { headers: { authorization: svc.rest.defaultHeaders["authorization"]! } });
+    const connectBody = (await connectGet.json()) as { code: string; message: string; details: { type: string }[] };
+    assert.equal([connectGet.status, connectGet.headers.get("allow"), connectBody.code], [405, "POST", "unimplemented"]);
+    assert.match(connectBody.message, "/entityversions.v1.EntityVersionsService/ConfirmUpload does not take GET; it takes POST");
+    assert.is(connectBody.details[0]?.type, "google.rpc.ErrorInfo");
     const unknown = await fetch(`${svc.url}/api/nothing-here`);
     assert.is(unknown.status, 404);
     assert.match(((await unknown.json()) as { error: string }).error, /\/docs and in \/openapi\.json/);
