@@ -47,8 +47,13 @@ export function checkJsonText(text: string): JsonTextProblem | undefined {
       let end = i + 1;
       while (end < text.length && (isDigit(text.charCodeAt(end)) || ".eE+-".includes(text[end]!))) end++;
       const token = text.slice(i, end);
-      // 2^53 has 16 digits: only longer integers can be read rounded.
-      if (end - i > 15 && /^-?\d+$/.test(token) && BigInt(token) !== BigInt(Number(token))) return { roundedInteger: token };
+      // 2^53 has 16 digits: only longer integers can be read rounded. One
+      // past a double's range (over 309 digits) is read as Infinity; the
+      // exact comparison runs only below that, where BigInt is cheap.
+      if (end - i > 15 && /^-?\d+$/.test(token)) {
+        const read = Number(token);
+        if (!Number.isFinite(read) || BigInt(token) !== BigInt(read)) return { roundedInteger: token };
+      }
       i = end - 1;
     } else if (c === 0x7b /* { */) {
       open.push(new Set());

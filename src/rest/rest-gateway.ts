@@ -303,6 +303,10 @@ const ndjson = "application/x-ndjson";
  */
 /** Decodes a body as UTF-8, throwing on bytes that are not (a lenient decoder would put U+FFFD in their place). */
 const utf8 = new TextDecoder("utf-8", { fatal: true });
+/** JSON's whitespace (RFC 8259, 2): a body of nothing else is no body. */
+const isJsonWhitespace = (byte: number) => byte === 0x20 || byte === 0x09 || byte === 0x0a || byte === 0x0d;
+/** Charsets whose bytes are UTF-8's: its names, and ASCII, a subset. */
+const utf8Charsets = new Set(["utf-8", "utf8", "us-ascii"]);
 
 export function registerRestGateway(app: FastifyInstance, options: RestGatewayOptions): RestRoutes {
   // Fastify's own JSON parser (with its prototype-poisoning checks), then
@@ -314,8 +318,12 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
     // JSON between systems is UTF-8 (RFC 8259, 8.1). Another charset, or
     // bytes that are not UTF-8, would be decoded with U+FFFD in place of
     // what was sent, and stored so: refused, as Connect refuses them.
+    // No body is no body, whatever Content-Type says (clients that set it
+    // on every request, a PUT with Content-Length: 0): grpc-gateway reads
+    // it as the empty message, and a rule without a body never reads one.
+    if ((bytes as Buffer).every(isJsonWhitespace)) return done(null, undefined);
     const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(req.headers["content-type"] ?? "")?.[1]?.toLowerCase();
-    if (charset !== undefined && charset !== "utf-8" && charset !== "utf8") {
+    if (charset !== undefined && !utf8Charsets.has(charset)) {
       return done(apiError("UNSUPPORTED_MEDIA_TYPE", { contentType: req.headers["content-type"] ?? "" }), undefined);
     }
     let text: string;
@@ -324,10 +332,6 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
     } catch {
       return done(apiError("MALFORMED_REQUEST", { problem: "the body is not UTF-8: send JSON encoded in UTF-8, as RFC 8259 asks" }), undefined);
     }
-    // No body is no body, whatever Content-Type says (clients that set it
-    // on every request, a PUT with Content-Length: 0): grpc-gateway reads
-    // it as the empty message, and a rule without a body never reads one.
-    if (text.trim() === "") return done(null, undefined);
     parseJson(req, text, (error, body) => {
       if (error !== null) return done(jsonProblem(text, error), undefined);
       const problem = checkJsonText(text);

@@ -34,6 +34,11 @@ test("accepts distinct keys, equal keys in different objects, and keys inside st
 test("finds an integer a JSON number holds only rounded, and nothing else a double holds exactly or approximately by nature", () => {
   assert.equal(checkJsonText('{"big":12345678901234567890}'), { roundedInteger: "12345678901234567890" });
   assert.equal(checkJsonText("[1,-9007199254740993]"), { roundedInteger: "-9007199254740993" });
+  // Past a double's range: read as Infinity, and answered at once however long.
+  const huge = "9".repeat(400);
+  assert.equal(checkJsonText(`[${huge}]`), { roundedInteger: huge });
+  const long = `-${"1".repeat(1_000_000)}`;
+  assert.equal(checkJsonText(`{"n": ${long}}`), { roundedInteger: long });
   assert.equal(checkJsonText('{"s":"12345678901234567890","n":9007199254740992}'), undefined, "in a string, or exactly held (2^53)");
   for (const text of ["[1e300, 0.1, 1.5e-7, 123456789012345678.5, -0, 9007199254740991]", '{"a":[100000000000000000000]}']) {
     assert.is(checkJsonText(text), undefined, text);
