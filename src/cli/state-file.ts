@@ -66,6 +66,30 @@ const staleLockMs = 15_000;
 const pause = new Int32Array(new SharedArrayBuffer(4));
 
 /**
+ * Removes a lock judged stale, without removing one another command has
+ * just made in its place: it is first renamed aside (one rename of it
+ * succeeds), then looked at again, and put back if it turns out fresh.
+ */
+function takeOverStale(lock: string): void {
+  const aside = `${lock}.${randomBytes(6).toString("hex")}.tmp`;
+  try {
+    fs.renameSync(lock, aside);
+  } catch {
+    return; // another command took it over first
+  }
+  let fresh = false;
+  try {
+    fresh = Date.now() - fs.statSync(aside).mtimeMs <= staleLockMs;
+    // Put back unless a lock was made meanwhile (then that one rules).
+    if (fresh) fs.linkSync(aside, lock);
+  } catch {
+    // EEXIST: another lock stands now.
+  } finally {
+    fs.rmSync(aside, { force: true });
+  }
+}
+
+/**
  * Runs `work` holding the state file's lock: a file created exclusively
  * beside it. Without it, two commands in one folder (parallel file pushes
  * of a monorepo's entities from one CI directory) each read the file, add
@@ -88,7 +112,7 @@ function withLock<T>(dir: string, work: () => T): T {
       continue; // released meanwhile
     }
     if (age > staleLockMs) {
-      fs.rmSync(lock, { force: true });
+      takeOverStale(lock);
       continue;
     }
     if (Date.now() >= giveUpAt) {
