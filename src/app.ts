@@ -18,6 +18,7 @@ import { EventHub } from "./events/event-hub.js";
 import { BlobDeleter } from "./jobs/blob-deleter.js";
 import { OrphanSweeper } from "./jobs/sweeper.js";
 import { localSecret } from "./local-secret.js";
+import { isLoopbackHost } from "./net/loopback.js";
 import { type DataDirLock, lockDataDir } from "./ops/data-dir-lock.js";
 import { createLogger } from "./ops/logger.js";
 import { Metrics, type PoolStats } from "./ops/metrics.js";
@@ -134,7 +135,7 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
       azurite = await startEmbeddedAzurite({ location: config.blob.location, port: config.blob.port });
       stops.push(() => azurite!.stop());
       connectionString = azurite.connectionString;
-      if (!/^(127\.|localhost$|::1$|\[::1\]$)/.test(config.host)) {
+      if (!isLoopbackHost(config.host)) {
         logger.warn(
           { host: config.host },
           "HOST lets other machines call the API, but the embedded Azurite listens on 127.0.0.1 and the upload and download URLs point there: they work on this machine only. Set AZURE_STORAGE_CONNECTION_STRING to a blob store the clients can reach.",

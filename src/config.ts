@@ -2,6 +2,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { connectionStringParts } from "./blob/connection-string.js";
 import { azuriteKey } from "./blob/embedded-azurite.js";
+import { isLoopbackHost } from "./net/loopback.js";
 
 /** Where the versions are recorded. */
 export type DatabaseConfig =
@@ -412,12 +413,6 @@ function databaseTls(url: URL): DatabaseTls | undefined {
   return caFile === undefined ? { mode } : { mode, caFile };
 }
 
-/** Hosts on this machine: a link that never leaves it (a local proxy or sidecar that does the TLS). */
-function isLoopback(hostname: string): boolean {
-  const host = hostname.replace(/^\[|\]$/g, "").toLowerCase();
-  return host === "localhost" || host === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
-}
-
 /**
  * Refuses, in production, a link to a MySQL on another host that does not
  * check whose certificate it gets: the database says which blob each
@@ -427,7 +422,8 @@ function isLoopback(hostname: string): boolean {
  * explicit ssl-mode=DISABLED.
  */
 function productionDatabaseLink(url: URL, tls: DatabaseTls | undefined): void {
-  if (isLoopback(url.hostname)) return;
+  // A link that never leaves the machine (a local proxy or sidecar doing the TLS).
+  if (isLoopbackHost(url.hostname)) return;
   const verify = "add ?ssl-mode=VERIFY_IDENTITY to DATABASE_URL (or VERIFY_CA, with &ssl-ca=<PEM file> for a private CA)";
   if (tls?.mode === "REQUIRED") {
     throw new ConfigError(`NODE_ENV=production refuses DATABASE_URL's ssl-mode=REQUIRED: it encrypts but checks no certificate, so anyone in the path can pose as the database; use ssl-mode=VERIFY_IDENTITY (or VERIFY_CA, with &ssl-ca=<PEM file> for a private CA).`);

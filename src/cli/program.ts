@@ -112,18 +112,22 @@ function report(error: CliError, json: boolean): void {
  * withCommonOptions), so before it they would be unknown to the program.
  */
 export function commonOptionsLast(argv: readonly string[]): string[] {
-  const leading: string[] = [];
+  const leading: string[][] = [];
   let i = 0;
   for (; i < argv.length; i++) {
     const arg = argv[i]!;
-    if (arg === "--json" || /^--(?:url|token)=/.test(arg)) leading.push(arg);
-    else if ((arg === "--url" || arg === "--token") && i + 1 < argv.length) leading.push(arg, argv[++i]!);
+    if (arg === "--json" || /^--(?:url|token)=/.test(arg)) leading.push([arg]);
+    else if ((arg === "--url" || arg === "--token") && i + 1 < argv.length) leading.push([arg, argv[++i]!]);
     else break;
   }
   if (leading.length === 0) return [...argv];
   const rest = argv.slice(i);
+  // Given again after the command: that one is the later, and wins, as a repeated option does.
+  const nameOf = (arg: string) => arg.split("=", 1)[0]!;
+  const later = new Set(rest.filter((arg) => arg.startsWith("--")).map(nameOf));
+  const moved = leading.filter(([arg]) => !later.has(nameOf(arg!))).flat();
   const end = rest.indexOf("--");
-  return end < 0 ? [...rest, ...leading] : [...rest.slice(0, end), ...leading, ...rest.slice(end)];
+  return end < 0 ? [...rest, ...moved] : [...rest.slice(0, end), ...moved, ...rest.slice(end)];
 }
 
 /** Runs the CLI on `argv` (the user's arguments) and resolves with the exit code. */

@@ -69,7 +69,7 @@ export const catalog = Object.freeze({
     Code.InvalidArgument,
     (p) =>
       p.rpc === true
-        ? `Content-Type ${p.contentType} is not one an RPC takes: call it with application/json or application/proto (Connect; a Connect GET names it in ?encoding=json or proto), application/grpc (gRPC) or application/grpc-web (gRPC-Web); REST is served under /api.`
+        ? `Content-Type ${p.contentType} is not one this RPC takes: call a unary RPC with application/json or application/proto (Connect; a Connect GET names it in ?encoding=json or proto), a streaming one with application/connect+json or application/connect+proto, or any with application/grpc (gRPC) or application/grpc-web (gRPC-Web); REST is served under /api.`
         : `Content-Type ${p.contentType} is not supported: send a JSON body, in UTF-8, with Content-Type: application/json.`,
     { httpStatus: 415 },
   ),

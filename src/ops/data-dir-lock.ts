@@ -42,7 +42,8 @@ const claims = new Map<string, number>();
  */
 export function lockDataDir(dir: string): DataDirLock {
   fs.mkdirSync(dir, { recursive: true });
-  const file = path.join(dir, "service.pid");
+  // Resolved: the claims of one folder named two ways are one count.
+  const file = path.resolve(dir, "service.pid");
   const holderOf = (): number | undefined => {
     try {
       return Number.parseInt(fs.readFileSync(file, "utf8"), 10);
@@ -50,7 +51,8 @@ export function lockDataDir(dir: string): DataDirLock {
       return undefined;
     }
   };
-  for (let attempt = 0; claims.get(file) === undefined; attempt++) {
+  // Written unless this process holds it already (and it is still there).
+  for (let attempt = 0; claims.get(file) === undefined || holderOf() !== process.pid; attempt++) {
     try {
       fs.writeFileSync(file, `${process.pid}\n`, { flag: "wx" });
       break;

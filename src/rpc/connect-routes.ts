@@ -231,7 +231,8 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
         sendTrailersOnly(reply, 200, Object.entries(grpcErrorHeaders(refusal, req.headers["content-type"] ?? "")));
         return;
       }
-      if (answered.status === 415 && answered.body === undefined && outcome.protocol !== "grpc") {
+      // gRPC and gRPC-Web clients read no such body: theirs is the status alone.
+      if (answered.status === 415 && answered.body === undefined && outcome.protocol === "connect") {
         // Connect answers a codec it does not take with a bare 415 (its
         // protocol asks for the status, and says nothing of a body): said
         // here what to send instead, as its error JSON.

@@ -1,5 +1,6 @@
-import { Code, type ConnectError } from "@connectrpc/connect";
+import type { ConnectError } from "@connectrpc/connect";
 import { apiError } from "../errors/api-error.js";
+import { codeName } from "./observe-interceptor.js";
 import { grpcErrorHeaders, packedDetails } from "./trailers-only.js";
 
 /** An answer to a call of a method the server does not have. */
@@ -42,7 +43,7 @@ export function isConnectGet(method: string, url: string): boolean {
  * (connectrpc.com/docs/protocol, "Error end-stream"): its code (the
  * catalog's, unless given), message and details, the ErrorInfo among them.
  */
-export function connectErrorJson(error: ConnectError, code = Code[error.code].replace(/([a-z])([A-Z])/g, "$1_$2").toLowerCase()): string {
+export function connectErrorJson(error: ConnectError, code = codeName(error.code)): string {
   const details = packedDetails(error).map((any) => ({ type: any.typeUrl.replace(/^type\.googleapis\.com\//, ""), value: Buffer.from(any.value).toString("base64").replace(/=+$/, "") }));
   return JSON.stringify({ code, message: error.rawMessage, details });
 }

@@ -75,7 +75,7 @@ export function protocolsSuite(backend: Backend) {
       assert.is(refused.status, 415, shown);
       const body = (await refused.json()) as { code: string; message: string; details: { type: string }[] };
       assert.is(body.code, "invalid_argument", shown);
-      assert.match(body.message, `Content-Type ${shown} is not one an RPC takes: call it with application/json or application/proto (Connect`, shown);
+      assert.match(body.message, `Content-Type ${shown} is not one this RPC takes: call a unary RPC with application/json or application/proto (Connect`, shown);
       assert.is(body.details[0]?.type, "google.rpc.ErrorInfo");
     }
     // A gzipped body is read, whatever case its coding's name is in (RFC 9110, 8.4.1).

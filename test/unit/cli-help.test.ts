@@ -70,6 +70,7 @@ test("--url, --token and --json before the command are moved after it, where the
   assert.equal(commonOptionsLast(["--token=t", "share", "add", "app", "bob", "--", "-x"]), ["share", "add", "app", "bob", "--token=t", "--", "-x"]);
   assert.equal(commonOptionsLast(["list", "app", "--url", "http://x"]), ["list", "app", "--url", "http://x"], "after the command: as it was");
   assert.equal(commonOptionsLast(["--help"]), ["--help"]);
+  assert.equal(commonOptionsLast(["--url", "http://a", "list", "app", "--url=http://b"]), ["list", "app", "--url=http://b"], "the later one wins");
 });
 
 test.run();

@@ -22,6 +22,17 @@ test("the first process claims the directory, and gives it back", () => {
   assert.is(lock.lost(), undefined, "a claim given back is not lost");
 });
 
+test("one folder named two ways (absolute, relative) is one claim's count: giving one back leaves the other held", () => {
+  const dir = fresh();
+  const absolute = lockDataDir(dir);
+  const relative = lockDataDir(path.relative(process.cwd(), dir));
+  absolute.release();
+  assert.ok(fs.existsSync(pidFile(dir)));
+  assert.is(relative.lost(), undefined);
+  relative.release();
+  assert.not.ok(fs.existsSync(pidFile(dir)));
+});
+
 test("a directory deleted (or taken over) under the running service is noticed, naming what happened", () => {
   const dir = fresh();
   const lock = lockDataDir(dir);
