@@ -1,13 +1,18 @@
 import fs from "node:fs";
 import http from "node:http";
 import net from "node:net";
+import { getOption } from "@bufbuild/protobuf";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { parse as parseYaml } from "yaml";
+import { EntityAccessService } from "../../gen/entityversions/v1/entity_access_pb.js";
+import { EntityEventsService } from "../../gen/entityversions/v1/entity_events_pb.js";
+import { EntityVersionsService } from "../../gen/entityversions/v1/entity_versions_pb.js";
+import { FieldBehavior, field_behavior } from "../../gen/google/api/field_behavior_pb.js";
 import type { Authenticator } from "../../src/auth/caller.js";
 import type { Backend } from "../support/env.js";
 import { apiDocument, documentPath } from "../support/openapi.js";
-import { answersSeen, startService } from "../support/service.js";
+import { answersSeen, newEntityId, newSourceHash, nextVersionString, startService, uploadOnly } from "../support/service.js";
 import { serviceSuite } from "../support/suite.js";
 
 type Json = { [key: string]: any };
@@ -201,6 +206,43 @@ export function openapiSuite(backend: Backend) {
     for (const op of withBody) crowded.push(await rawRequest(svc.url, backend, op.method, fill(op.template), { ...auth, "content-length": "600" }, " ".repeat(600), false));
     expectEvery(Object.fromEntries(withBody.map((op, i) => [op.id, crowded[i]!])), withBody.map((o) => o.id), 429, "IN_FLIGHT_BYTES_EXCEEDED");
     assert.is((await holder).code, "REQUEST_BODY_TIMEOUT");
+  });
+
+  s("the request fields the proto marks REQUIRED (which the document requires) are exactly those each RPC refuses to go without", async ({ svc }) => {
+    const e = newEntityId();
+    const upload = await uploadOnly(svc, e);
+    // A valid value of each field an RPC may ask for, so that only a missing one is refused.
+    const samples: Record<string, unknown> = {
+      entity_id: e,
+      version_id: "00000000-0000-4000-8000-000000000000",
+      version: nextVersionString(),
+      source_hash: newSourceHash(),
+      storage_path: upload.res.body.storage_path,
+      file_size_bytes: "1",
+      user_id: "someone",
+      org_id: "some-org",
+    };
+    const auth = { authorization: svc.rest.defaultHeaders["authorization"]! };
+    for (const service of [EntityVersionsService, EntityAccessService, EntityEventsService]) {
+      // Unary RPCs: a stream's refusal comes in its end-of-stream message instead.
+      for (const method of service.methods.filter((m) => m.methodKind === "unary")) {
+        const marked = method.input.fields.filter((f) => getOption(f, field_behavior).includes(FieldBehavior.REQUIRED)).map((f) => f.name);
+        // Each answer names the first field it lacks; given that one, the next.
+        const lacking: string[] = [];
+        const body: Record<string, unknown> = {};
+        for (let round = 0; round <= method.input.fields.length; round++) {
+          const res = await fetch(`${svc.url}/${service.typeName}/${method.name}`, { method: "POST", headers: { ...auth, "content-type": "application/json" }, body: JSON.stringify(body) });
+          const answer = (await res.json()) as { message?: string };
+          const field = /^Invalid (\w+): /.exec(answer.message ?? "")?.[1];
+          if (res.status !== 400 || field === undefined) break;
+          assert.not.ok(field in body, `${method.name}: the sample ${field} ${JSON.stringify(body[field])} is refused: ${answer.message}`);
+          assert.ok(field in samples, `${method.name} needs ${field}, which has no sample here`);
+          lacking.push(field);
+          body[field] = samples[field];
+        }
+        assert.equal(lacking.sort(), marked.sort(), `${service.name}.${method.name}`);
+      }
+    }
   });
 
   s("every operation: 500 INTERNAL, saying nothing of the cause, when a bug throws", async () => {

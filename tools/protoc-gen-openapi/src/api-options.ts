@@ -1,4 +1,4 @@
-import { type DescExtension, type DescMessage, type DescMethod, type DescService, type FileRegistry, getOption, hasOption, ScalarType } from "@bufbuild/protobuf";
+import { type DescExtension, type DescField, type DescMessage, type DescMethod, type DescService, type FileRegistry, getOption, hasOption, ScalarType } from "@bufbuild/protobuf";
 import { catalog, isReason, type Reason } from "../../../src/errors/catalog.js";
 
 // The options of proto/entityversions/v1/annotations.proto, read through
@@ -19,6 +19,12 @@ export interface ApiOptions {
   createdWhen(method: DescMethod): string | undefined;
   /** The detail message each error reason carries, for reasons that carry one. */
   readonly details: ReadonlyMap<Reason, DescMessage>;
+  /**
+   * Whether a request must set the field: `(google.api.field_behavior) =
+   * REQUIRED`, as AIP-203 marks it, which the RPC's checks answer
+   * INVALID_ARGUMENT without (a contract test holds the two together).
+   */
+  required(field: DescField): boolean;
 }
 
 function checked(reasons: readonly string[], where: string): Reason[] {
@@ -30,7 +36,7 @@ function checked(reasons: readonly string[], where: string): Reason[] {
   });
 }
 
-function optionOf<T>(registry: FileRegistry, name: string): ((desc: DescService | DescMethod | DescMessage) => T | undefined) {
+function optionOf<T>(registry: FileRegistry, name: string): ((desc: DescService | DescMethod | DescMessage | DescField) => T | undefined) {
   const ext = registry.getExtension(name) as DescExtension | undefined;
   if (ext === undefined) return () => undefined;
   return (desc) => (hasOption(desc as never, ext) ? (getOption(desc as never, ext) as T) : undefined);
@@ -42,6 +48,8 @@ export function readApiOptions(registry: FileRegistry): ApiOptions {
   const errors = optionOf<{ reasons: string[] }>(registry, names.errors);
   const createdWhen = optionOf<string>(registry, names.createdWhen);
   const detailOf = optionOf<string>(registry, names.errorDetailOf);
+  const fieldBehavior = optionOf<number[]>(registry, "google.api.field_behavior");
+  const requiredBehavior = registry.getEnum("google.api.FieldBehavior")?.values.find((v) => v.name === "REQUIRED")?.number;
 
   const details = new Map<Reason, DescMessage>();
   for (const file of registry.files) {
@@ -79,5 +87,6 @@ export function readApiOptions(registry: FileRegistry): ApiOptions {
       return field;
     },
     details,
+    required: (field) => requiredBehavior !== undefined && (fieldBehavior(field) ?? []).includes(requiredBehavior),
   };
 }

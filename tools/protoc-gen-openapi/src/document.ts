@@ -10,7 +10,7 @@ import type { PluginOptions } from "./parameter.js";
 
 const conventions = `Generated from the protobuf definition and its \`google.api.http\` rules, as the service's REST gateway serves them.
 
-- Field names are the proto's (snake_case); requests may also use lowerCamelCase. Unknown request fields are refused.
+- Field names are the proto's (snake_case); requests may also use lowerCamelCase. Unknown request fields are refused; those a request cannot go without (\`google.api.field_behavior\` REQUIRED) are \`required\`.
 - Answers always carry the fields that have no presence of their own, zero values included (\`false\`, \`0\`, \`""\`, \`[]\`, \`{}\`): those are \`required\`. \`optional\` and message fields are left out when unset.
 - 64-bit integers are JSON numbers up to 2^53 - 1 and decimal strings beyond; requests may send either.
 - Timestamps are RFC 3339 strings in UTC, enums their value names.
@@ -52,7 +52,7 @@ export function openApiDocument(services: readonly DescService[], registry: File
       if (detail !== undefined) roots.push({ message: detail, form: "detail" });
     }
   }
-  const schemas = new SchemaSet(roots);
+  const schemas = new SchemaSet(roots, (field) => options.required(field));
   const errors = new ErrorResponses(schemas, options.details);
 
   const names = new Map<string, number>();

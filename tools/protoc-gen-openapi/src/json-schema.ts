@@ -13,8 +13,9 @@ import type { Schema } from "./openapi.js";
  * - detail: an error detail inside an error body (src/rest/rest-error.ts):
  *   proto3 JSON as protobuf-es writes it, zero values left out, 64-bit
  *   integers as strings.
- * - request: a request body (fromJson): nothing is required by the codec
- *   (the RPC's own checks answer INVALID_ARGUMENT), 64-bit integers as
+ * - request: a request body (fromJson): the fields marked
+ *   `(google.api.field_behavior) = REQUIRED` are required (the RPC's own
+ *   checks answer INVALID_ARGUMENT without them), 64-bit integers as
  *   numbers or strings.
  */
 export type Form = "answer" | "detail" | "request";
@@ -189,8 +190,14 @@ export class SchemaSet {
   readonly #components = new Map<string, Schema>();
   readonly #forms = new Map<string, Set<Form>>();
 
-  /** Declares where messages are used, before any schema is asked for: names depend on it. */
-  constructor(roots: ReadonlyArray<{ message: DescMessage; form: Form }>) {
+  readonly #required: (field: DescField) => boolean;
+
+  /**
+   * Declares where messages are used, before any schema is asked for:
+   * names depend on it. `required` says which fields a request must set.
+   */
+  constructor(roots: ReadonlyArray<{ message: DescMessage; form: Form }>, required: (field: DescField) => boolean = () => false) {
+    this.#required = required;
     const visit = (message: DescMessage, form: Form) => {
       if (isWellKnown(message)) return;
       let forms = this.#forms.get(message.typeName);
@@ -229,7 +236,7 @@ export class SchemaSet {
   object(message: DescMessage, form: Form, fields: readonly DescField[]): Schema {
     const properties: Record<string, Schema> = {};
     for (const field of fields) properties[field.name] = this.field(field, form);
-    const required = form === "answer" ? fields.filter(alwaysInAnswers).map((f) => f.name) : [];
+    const required = fields.filter(form === "answer" ? alwaysInAnswers : form === "request" ? this.#required : () => false).map((f) => f.name);
     return {
       type: "object",
       ...(describe(message) === undefined ? {} : { description: describe(message) }),

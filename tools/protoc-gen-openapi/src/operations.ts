@@ -137,19 +137,24 @@ function successResponses(binding: RestBinding, ctx: OperationContext): Record<s
   };
 }
 
-function requestBody(binding: RestBinding, schemas: SchemaSet): Operation["requestBody"] {
+function requestBody(binding: RestBinding, schemas: SchemaSet, required: (field: DescField) => boolean): Operation["requestBody"] {
   if (binding.body === undefined) return undefined;
   let schema: Schema;
-  if (binding.body !== "*") schema = schemas.field(binding.body, "request");
-  else {
+  // A body is required when a field it carries is: without one, the call is refused.
+  let needed: boolean;
+  if (binding.body !== "*") {
+    schema = schemas.field(binding.body, "request");
+    needed = required(binding.body);
+  } else {
     const fields = bodyFields(binding);
     const input = binding.method.input;
     schema =
       fields.length === input.fields.length
         ? schemas.message(input, "request")
         : schemas.reuse(`${input.typeName}-body`, () => schemas.object(input, "request", fields));
+    needed = fields.some(required);
   }
-  return { content: { "application/json": { schema } } };
+  return { ...(needed ? { required: true } : {}), content: { "application/json": { schema } } };
 }
 
 /** The OpenAPI operation of one REST binding. */
@@ -159,7 +164,7 @@ export function operation(binding: RestBinding, ctx: OperationContext): Operatio
   const summary = firstSentence(description);
   const reasons = operationReasons(binding, ctx.options);
   const parameters = [...pathParameters(binding, ctx.schemas), ...queryParameters(binding)];
-  const body = requestBody(binding, ctx.schemas);
+  const body = requestBody(binding, ctx.schemas, (field) => ctx.options.required(field));
   return {
     operationId: ctx.operationId,
     ...(summary === undefined ? {} : { summary }),
