@@ -14,6 +14,9 @@ function onSignal(signal: (typeof signals)[number]): void {
   // Killed by the signal, not exiting 130: a shell running the command in
   // a loop stops on Ctrl-C only when its child died of SIGINT.
   process.kill(process.pid, signal);
+  // As PID 1 (a container's only process) the kernel ignores a signal with
+  // no handler: exit as a shell would report it, not carry on without the files.
+  setTimeout(() => process.exit(signal === "SIGINT" ? 130 : 143), 100);
 }
 
 const handlers = { SIGINT: () => onSignal("SIGINT"), SIGTERM: () => onSignal("SIGTERM") };

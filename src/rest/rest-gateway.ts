@@ -321,7 +321,10 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
     // No body is no body, whatever Content-Type says (clients that set it
     // on every request, a PUT with Content-Length: 0): grpc-gateway reads
     // it as the empty message, and a rule without a body never reads one.
-    if ((bytes as Buffer).every(isJsonWhitespace)) return done(null, undefined);
+    // (A UTF-8 byte order mark before it counts as nothing too, as TextDecoder reads it.)
+    const raw = bytes as Buffer;
+    const bom = raw[0] === 0xef && raw[1] === 0xbb && raw[2] === 0xbf ? 3 : 0;
+    if (raw.subarray(bom).every(isJsonWhitespace)) return done(null, undefined);
     const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(req.headers["content-type"] ?? "")?.[1]?.toLowerCase();
     if (charset !== undefined && !utf8Charsets.has(charset)) {
       return done(apiError("UNSUPPORTED_MEDIA_TYPE", { contentType: req.headers["content-type"] ?? "" }), undefined);

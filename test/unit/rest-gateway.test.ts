@@ -98,6 +98,9 @@ test("no body is no body, whatever Content-Type says: a body rule reads the empt
     ] as const) {
       const res = await app.inject({ method, url, headers, payload: "" });
       assert.is(res.statusCode, 200, `${method} ${url}: ${res.body}`);
+      // A byte order mark, and whitespace, are no body either.
+      const bom = await app.inject({ method, url, headers: { "content-type": "application/json" }, payload: Buffer.from([0xef, 0xbb, 0xbf, 0x20]) });
+      assert.is(bom.statusCode, 200, `${method} ${url} with a BOM: ${bom.body}`);
     }
   }
   await app.close();
