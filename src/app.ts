@@ -19,7 +19,7 @@ import { BlobDeleter } from "./jobs/blob-deleter.js";
 import { OrphanSweeper } from "./jobs/sweeper.js";
 import { localSecret } from "./local-secret.js";
 import { isLoopbackHost } from "./net/loopback.js";
-import { type DataDirLock, lockDataDir } from "./ops/data-dir-lock.js";
+import { lockDataDir } from "./ops/data-dir-lock.js";
 import { createLogger } from "./ops/logger.js";
 import { Metrics, type PoolStats } from "./ops/metrics.js";
 import { Readiness } from "./ops/readiness.js";
@@ -107,21 +107,16 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
   };
   try {
     // The embedded defaults serve one process: a second one on the same files is refused before it touches them.
-    let dataDirLock: DataDirLock | undefined;
-    if (config.database.kind === "sqlite" || config.blob.kind === "embedded-azurite") {
-      const lock = lockDataDir(config.dataDir);
-      dataDirLock = lock;
-      stops.push(async () => lock.release());
-    }
+    const dataDirLock = config.database.kind === "sqlite" || config.blob.kind === "embedded-azurite" ? lockDataDir(config.dataDir) : undefined;
+    if (dataDirLock !== undefined) stops.push(async () => dataDirLock.release());
     // A data directory deleted under the service (rm -rf data): SQLite and
     // Azurite would answer on from files no longer there, every write lost
     // at the next start, and a second service could claim the folder.
     let onDataDirLost: (why: string) => void = () => undefined;
     const fatal = new Promise<string>((resolve) => (onDataDirLost = resolve));
     if (dataDirLock !== undefined) {
-      const lock = dataDirLock;
       const timer = setInterval(() => {
-        const why = lock.lost();
+        const why = dataDirLock.lost();
         if (why === undefined) return;
         clearInterval(timer);
         onDataDirLost(why);
@@ -176,17 +171,16 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
       pendingDeletions: sharedReading(() => untilAborted(uploads.pendingCount(), AbortSignal.timeout(5_000)), 15_000),
       watches: () => hub.size,
     });
-    const lock = dataDirLock;
     const readiness = new Readiness([
       { name: "database", check: async () => void (await db.knex.raw("select 1")) },
       { name: "blob_store", check: () => blobs.ping() },
-      ...(lock === undefined
+      ...(dataDirLock === undefined
         ? []
         : [
             {
               name: "data_dir",
               check: async () => {
-                if (lock.lost() !== undefined) throw Object.assign(new Error("the data directory was deleted or taken over"), { code: "DATA_DIR_LOST" });
+                if (dataDirLock.lost() !== undefined) throw Object.assign(new Error("the data directory was deleted or taken over"), { code: "DATA_DIR_LOST" });
               },
             },
           ]),
