@@ -96,6 +96,13 @@ test("path variables, nested ones by dotted name; query parameters for the field
   assert.equal(op("/v1/shelves/{shelf_id}/shapes", "get").parameters.map((p: Json) => p.name), ["shelf_id", "limit", "kinds", "colour", "filter.min_size", "since", "deep"]);
 });
 
+test("a query parameter is required when its field is REQUIRED and so is every message above it", () => {
+  const watch = op("/v1/shelves/{shelf_id}/shapes", "get");
+  const required = watch.parameters.filter((p: Json) => p.required === true).map((p: Json) => `${p.in} ${p.name}`);
+  // filter.min_size is REQUIRED, but only once a filter is given: the parameter itself is optional.
+  assert.equal(required, ["path shelf_id", "query limit"]);
+});
+
 test('body "*" is the request without its path fields; response_body is the field\'s message; created_when gives 201 and 200', () => {
   const put = op("/v1/shelves/{shelf_id}/shapes/{shape.id}", "put");
   assert.equal(put.parameters.map((p: Json) => p.name), ["shelf_id", "shape.id"]);

@@ -38,19 +38,22 @@ export function requestMessage(binding: RestBinding): DescMessage | undefined {
  * by dotted path, and the well-known types written as one string
  * (Timestamp, Duration, FieldMask, wrappers): each one the gateway itself
  * accepts (queryFieldPath). A rule with body "*" takes none. Well-known
- * types are not walked into: their JSON is not their fields.
+ * types are not walked into: their JSON is not their fields. A parameter
+ * is required when its field and every message field above it are marked
+ * REQUIRED: a REQUIRED field inside an optional message is required only
+ * when that message is given (AIP-203).
  */
-function queryParameters(binding: RestBinding): Parameter[] {
+function queryParameters(binding: RestBinding, required: (field: DescField) => boolean): Parameter[] {
   if (binding.body === "*") return [];
   const fromPath = new Set(binding.variables.map((v) => v.fieldPath.map((f) => f.name).join(".")));
   const parameters: Parameter[] = [];
-  const walk = (message: DescMessage, prefix: string, seen: ReadonlySet<string>) => {
+  const walk = (message: DescMessage, prefix: string, seen: ReadonlySet<string>, inRequired: boolean) => {
     for (const field of message.fields) {
       const key = `${prefix}${field.name}`;
       if (fromPath.has(key) || (prefix === "" && binding.body !== undefined && field === binding.body)) continue;
       if (field.fieldKind === "message" && !field.message.typeName.startsWith("google.protobuf.")) {
         const sub = field.message;
-        if (!seen.has(sub.typeName)) walk(sub, `${key}.`, new Set([...seen, sub.typeName]));
+        if (!seen.has(sub.typeName)) walk(sub, `${key}.`, new Set([...seen, sub.typeName]), inRequired && required(field));
         continue;
       }
       if (queryFieldPath(binding, key) === undefined) continue;
@@ -58,13 +61,14 @@ function queryParameters(binding: RestBinding): Parameter[] {
       parameters.push({
         name: key,
         in: "query",
+        ...(inRequired && required(field) ? { required: true } : {}),
         ...(description === undefined ? {} : { description }),
         schema: queryValueSchema(field),
         ...(field.fieldKind === "list" ? { style: "form", explode: true } : {}),
       });
     }
   };
-  walk(binding.method.input, "", new Set([binding.method.input.typeName]));
+  walk(binding.method.input, "", new Set([binding.method.input.typeName]), true);
   return parameters;
 }
 
@@ -163,8 +167,9 @@ export function operation(binding: RestBinding, ctx: OperationContext): Operatio
   const description = describe(method);
   const summary = firstSentence(description);
   const reasons = operationReasons(binding, ctx.options);
-  const parameters = [...pathParameters(binding, ctx.schemas), ...queryParameters(binding)];
-  const body = requestBody(binding, ctx.schemas, (field) => ctx.options.required(field));
+  const required = (field: DescField) => ctx.options.required(field);
+  const parameters = [...pathParameters(binding, ctx.schemas), ...queryParameters(binding, required)];
+  const body = requestBody(binding, ctx.schemas, required);
   return {
     operationId: ctx.operationId,
     ...(summary === undefined ? {} : { summary }),
