@@ -8,7 +8,7 @@ import {
 } from "../domain/identifiers.js";
 import type { Limits as ConfigLimits } from "../config.js";
 import { jsonShape } from "../domain/version-data-cost.js";
-import { isVersionString } from "../domain/version-string.js";
+import { isVersionString, versionStringPattern } from "../domain/version-string.js";
 import { apiError } from "../errors/api-error.js";
 
 /** Bounds on request values, from the configuration. */
@@ -165,6 +165,8 @@ function unstorableValue(value: JsonValue, path: string): string | undefined {
   return undefined;
 }
 
+const eventIdPattern = /^[0-9]{1,16}$/;
+
 /**
  * An event id a client passed back (after_event_id): the number of an
  * event of the entity, as Event.id and Bookmark.last_event_id carry it;
@@ -172,7 +174,7 @@ function unstorableValue(value: JsonValue, path: string): string | undefined {
  */
 export function eventId(value: string, field: string): number | undefined {
   if (value === "") return undefined;
-  const seq = /^[0-9]{1,16}$/.test(value) ? Number(value) : Number.NaN;
+  const seq = eventIdPattern.test(value) ? Number(value) : Number.NaN;
   if (!Number.isSafeInteger(seq)) {
     throw invalid(field, `${show(value)} is not an event id: pass the id of an event or bookmark this entity's events carried`);
   }
@@ -184,3 +186,36 @@ export function pageSize(value: number): number {
   if (value < 0) throw invalid("page_size", `must not be negative: give 1 to ${maxPageSize}, or 0 (or none) for the default of ${defaultPageSize}`);
   return value === 0 ? defaultPageSize : Math.min(value, maxPageSize);
 }
+
+/** A JSON Schema constraint on a request field's value (of each element, for a repeated field). */
+export interface FieldConstraint {
+  /** An ECMA-262 regular expression the whole value matches. */
+  readonly pattern?: string;
+  /** The least value of an integer. */
+  readonly minimum?: number;
+}
+
+/** A pattern that also admits "", for fields whose empty value means "not given". */
+const orEmpty = (pattern: RegExp) => `^$|${pattern.source}`;
+
+/**
+ * What the OpenAPI document states of request fields, by field name, so
+ * that generated clients refuse a bad value before sending it: the
+ * patterns and bounds the checks above apply, read from the same
+ * constants, and no stricter (a version string must also name a real
+ * date, a service slug list must not repeat itself). A contract test
+ * (test/contract/openapi.ts) sends every operation a value outside each
+ * constraint the document states and expects INVALID_ARGUMENT naming the
+ * field.
+ */
+export const requestFieldConstraints: Readonly<Record<string, FieldConstraint>> = Object.freeze({
+  entity_id: { pattern: entityIdPattern.source },
+  version_id: { pattern: versionIdPattern.source },
+  base_version_id: { pattern: orEmpty(versionIdPattern) },
+  expected_active_version_id: { pattern: orEmpty(versionIdPattern) },
+  version: { pattern: versionStringPattern.source },
+  source_hash: { pattern: sourceHashPattern.source },
+  service_dependencies: { pattern: serviceSlugPattern.source },
+  after_event_id: { pattern: orEmpty(eventIdPattern) },
+  page_size: { minimum: 0 },
+});

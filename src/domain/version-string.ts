@@ -1,4 +1,5 @@
-const pattern = /^(\d{4})\.(\d{2})\.(\d{2})-(\d{2})(\d{2})(\d{2})$/;
+/** The shape of a version string; isVersionString also asks for a real date and time. */
+export const versionStringPattern = /^([0-9]{4})\.([0-9]{2})\.([0-9]{2})-([0-9]{2})([0-9]{2})([0-9]{2})$/;
 
 /**
  * Whether a string is a version string of spec section 9: YYYY.MM.DD-HHMMSS
@@ -6,7 +7,7 @@ const pattern = /^(\d{4})\.(\d{2})\.(\d{2})-(\d{2})(\d{2})(\d{2})$/;
  * second), so that sorting the strings sorts the versions by time.
  */
 export function isVersionString(value: string): boolean {
-  const m = pattern.exec(value);
+  const m = versionStringPattern.exec(value);
   if (m === null) return false;
   const [year, month, day, hour, minute, second] = m.slice(1).map(Number) as [number, number, number, number, number, number];
   if (year < 1 || month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || second > 59) return false;

@@ -73,6 +73,22 @@ function expectEvery(answers: Record<string, { status: number; code: string }>, 
   assert.equal(wrong, [], `expected ${status} ${code}`);
 }
 
+/** A valid value of each field an RPC may ask for, with a fresh entity that has an upload under way. */
+async function validSamples(svc: Parameters<typeof uploadOnly>[0]): Promise<Record<string, unknown>> {
+  const e = newEntityId();
+  const upload = await uploadOnly(svc, e);
+  return {
+    entity_id: e,
+    version_id: "00000000-0000-4000-8000-000000000000",
+    version: nextVersionString(),
+    source_hash: newSourceHash(),
+    storage_path: upload.res.body.storage_path,
+    file_size_bytes: "1",
+    user_id: "someone",
+    org_id: "some-org",
+  };
+}
+
 /**
  * The document is served, and every operation gives each error every
  * route can meet, shaped as documented: the service's clients hold every
@@ -209,19 +225,8 @@ export function openapiSuite(backend: Backend) {
   });
 
   s("the request fields the proto marks REQUIRED (which the document requires) are exactly those each RPC refuses to go without", async ({ svc }) => {
-    const e = newEntityId();
-    const upload = await uploadOnly(svc, e);
     // A valid value of each field an RPC may ask for, so that only a missing one is refused.
-    const samples: Record<string, unknown> = {
-      entity_id: e,
-      version_id: "00000000-0000-4000-8000-000000000000",
-      version: nextVersionString(),
-      source_hash: newSourceHash(),
-      storage_path: upload.res.body.storage_path,
-      file_size_bytes: "1",
-      user_id: "someone",
-      org_id: "some-org",
-    };
+    const samples = await validSamples(svc);
     const auth = { authorization: svc.rest.defaultHeaders["authorization"]! };
     for (const service of [EntityVersionsService, EntityAccessService, EntityEventsService]) {
       // Unary RPCs: a stream's refusal comes in its end-of-stream message instead.
@@ -242,6 +247,45 @@ export function openapiSuite(backend: Backend) {
         }
         assert.equal(lacking.sort(), marked.sort(), `${service.name}.${method.name}`);
       }
+    }
+  });
+
+  s("every pattern and bound the document states on a request field is one the service holds it to", async ({ svc }) => {
+    const { document } = apiDocument();
+    const resolve = (schema: Json): Json => (schema["$ref"] === undefined ? schema : document.components.schemas[(schema["$ref"] as string).split("/").pop()!]);
+    const violates = (schema: Json) => (schema["pattern"] !== undefined ? "!bad" : schema["minimum"] !== undefined ? (schema["minimum"] as number) - 1 : undefined);
+    const checked: string[] = [];
+    for (const [template, methods] of Object.entries(document.paths as Record<string, Record<string, Json>>)) {
+      for (const [verb, op] of Object.entries(methods)) {
+        const samples = await validSamples(svc);
+        const bodySchema = op["requestBody"] === undefined ? undefined : resolve(op["requestBody"].content["application/json"].schema);
+        const bodyFields = Object.keys(bodySchema?.["properties"] ?? {});
+        const constrained: Array<{ where: "path" | "query" | "body"; name: string; bad: unknown }> = [];
+        for (const p of (op["parameters"] ?? []) as Json[]) {
+          const bad = violates(p["schema"]);
+          if (bad !== undefined) constrained.push({ where: p["in"], name: p["name"], bad });
+        }
+        for (const [name, property] of Object.entries((bodySchema?.["properties"] ?? {}) as Record<string, Json>)) {
+          const bad = violates(property) ?? (violates(property["items"] ?? {}) === undefined ? undefined : [violates(property["items"])]);
+          if (bad !== undefined) constrained.push({ where: "body", name, bad });
+        }
+        for (const field of constrained) {
+          const value = (name: string) => (name === field.name ? field.bad : samples[name]);
+          const path = template.replace(/\{([^}]+)\}/g, (_m, name: string) => encodeURIComponent(String(value(name) ?? "x")));
+          const query = field.where === "query" ? `?${new URLSearchParams({ [field.name]: String(field.bad) })}` : "";
+          const body = bodySchema === undefined ? undefined : Object.fromEntries(bodyFields.filter((f) => value(f) !== undefined).map((f) => [f, value(f)]));
+          const res = await svc.rest.request(verb.toUpperCase(), `${path}${query}`, body);
+          const what = `${op["operationId"]}: ${field.where} ${field.name} = ${JSON.stringify(field.bad)}`;
+          assert.is(res.status, 400, `${what}: ${JSON.stringify(res.body)}`);
+          assert.is(res.body.code, "INVALID_ARGUMENT", what);
+          assert.match(res.body.error, new RegExp(`^Invalid ${field.name}: `), `${what}: ${res.body.error}`);
+          checked.push(`${field.where} ${field.name}`);
+        }
+      }
+    }
+    // The document states these (a guard against a generator that silently stops writing them).
+    for (const expected of ["path entity_id", "path version_id", "query page_size", "query after_event_id", "body source_hash", "body version", "body base_version_id", "body service_dependencies", "body expected_active_version_id"]) {
+      assert.ok(checked.includes(expected), `no operation states a constraint on ${expected}`);
     }
   });
 

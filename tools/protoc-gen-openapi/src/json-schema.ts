@@ -1,5 +1,6 @@
 import { type DescEnum, type DescField, type DescMessage, ScalarType } from "@bufbuild/protobuf";
 import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
+import { requestFieldConstraints } from "../../../src/api/validate.js";
 import { isInt64Field, writesInt64AsNumber } from "../../../src/rest/int64-json.js";
 import { describe } from "./comments.js";
 import type { Schema } from "./openapi.js";
@@ -123,6 +124,21 @@ function scalar(type: ScalarType, form: Form, int64AsNumber: boolean): Schema {
 }
 
 /**
+ * A request field's schema with the constraints the service checks on its
+ * value (src/api/validate.ts), on each element of a repeated field. Only
+ * string and integer fields take them: a name shared by a field of
+ * another type says nothing of it.
+ */
+function constrained(field: DescField, schema: Schema): Schema {
+  const constraint = requestFieldConstraints[field.name];
+  if (constraint === undefined || (field.fieldKind !== "scalar" && field.fieldKind !== "list") || field.scalar === undefined) return schema;
+  const fits = constraint.pattern !== undefined ? field.scalar === ScalarType.STRING : field.scalar === ScalarType.INT32;
+  if (!fits) return schema;
+  if (field.fieldKind === "list") return { ...schema, items: { ...(schema["items"] as Schema), ...constraint } };
+  return { ...schema, ...constraint };
+}
+
+/**
  * A query parameter's value: text the gateway hands to the JSON reader
  * (booleans as true or false, enums by name), so a 64-bit integer is plain
  * digits here.
@@ -143,7 +159,7 @@ export function queryValueSchema(field: DescField): Schema {
     const type = field.scalar!;
     one = type === ScalarType.DOUBLE || type === ScalarType.FLOAT ? { type: "number" } : isInt64Field(field) ? { type: "integer", format: "int64" } : scalar(type, "request", false);
   }
-  return field.fieldKind === "list" ? { type: "array", items: one } : one;
+  return constrained(field, field.fieldKind === "list" ? { type: "array", items: one } : one);
 }
 
 /** The JSON of a map key: always a string, of the key type's digits or words. */
@@ -299,6 +315,7 @@ export class SchemaSet {
         break;
       }
     }
+    if (form === "request") schema = constrained(field, schema);
     let description = describe(field);
     if (field.oneof !== undefined) {
       const members = field.oneof.fields.map((f) => `\`${f.name}\``).join(", ");
