@@ -273,6 +273,13 @@ export const catalog = Object.freeze({
     () => "The database is unavailable: nothing was changed; retry in a few seconds.",
     { retryable: true },
   ),
+  COMMIT_OUTCOME_UNKNOWN: spec(
+    Code.Unavailable,
+    () =>
+      "The connection to the database failed while the change was being committed, so it may have been made: read it back before you retry " +
+      "(a retried confirm, activation or access change is safe either way; a retried delete answers VERSION_NOT_FOUND if the first one was made).",
+    { retryable: true },
+  ),
   DATABASE_BUSY: spec(
     Code.Unavailable,
     () => "The database is busy with conflicting changes to this entity: nothing was changed; retry in a moment.",

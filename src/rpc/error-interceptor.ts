@@ -2,7 +2,7 @@ import { Code, ConnectError, createContextKey, type Interceptor } from "@connect
 import { BlobStoreUnavailableError } from "../blob/blob-store.js";
 import { apiError, reasonOf } from "../errors/api-error.js";
 import { bearerChallenge } from "../errors/bearer-challenge.js";
-import { classifyDbError } from "../store/db-errors.js";
+import { classifyDbError, CommitOutcomeUnknownError } from "../store/db-errors.js";
 
 /** The part of a pino logger the interceptor uses. */
 export interface ErrorLogger {
@@ -32,6 +32,10 @@ export function toCatalogError(error: unknown, log: ErrorLogger, rpc: string): C
   if (error instanceof BlobStoreUnavailableError) {
     log.error({ err: error, rpc }, "blob store unavailable");
     return apiError("BLOB_STORE_UNAVAILABLE", {}, { cause: error });
+  }
+  if (error instanceof CommitOutcomeUnknownError) {
+    log.error({ err: error, rpc }, "database connection lost at commit");
+    return apiError("COMMIT_OUTCOME_UNKNOWN", {}, { cause: error });
   }
   const kind = classifyDbError(error);
   if (kind === "unavailable" || kind === "timeout") {

@@ -23,6 +23,14 @@ const unavailableCodes = new Set([
 
 const busyCodes = new Set(["ER_LOCK_DEADLOCK", "ER_LOCK_WAIT_TIMEOUT"]);
 
+/**
+ * SQLite's extended busy and locked codes (SQLITE_BUSY_SNAPSHOT: another
+ * connection wrote since this transaction's snapshot; SQLITE_LOCKED…): the
+ * transaction is rolled back and a retry can succeed, as after a deadlock.
+ * Plain SQLITE_BUSY is the busy timeout spent: unavailable.
+ */
+const sqliteBusy = /^SQLITE_(?:BUSY_|LOCKED)/;
+
 /** MariaDB's max_statement_time and MySQL's max_execution_time. */
 const timeoutCodes = new Set(["ER_STATEMENT_TIMEOUT", "ER_QUERY_TIMEOUT"]);
 const timeoutErrnos = new Set([1969, 3024]);
@@ -39,7 +47,7 @@ const timeoutErrnos = new Set([1969, 3024]);
 export function classifyDbError(error: unknown): DbErrorKind {
   for (let e: unknown = error, depth = 0; e !== undefined && e !== null && depth < 5; depth++) {
     const { code, errno, name, fatal } = e as { code?: string; errno?: number; name?: string; fatal?: boolean };
-    if (code !== undefined && busyCodes.has(code)) return "busy";
+    if (code !== undefined && (busyCodes.has(code) || sqliteBusy.test(code))) return "busy";
     if ((code !== undefined && timeoutCodes.has(code)) || (errno !== undefined && timeoutErrnos.has(errno))) return "timeout";
     if ((code !== undefined && unavailableCodes.has(code)) || name === "KnexTimeoutError" || fatal === true) {
       return "unavailable";
@@ -47,4 +55,18 @@ export function classifyDbError(error: unknown): DbErrorKind {
     e = (e as { cause?: unknown }).cause;
   }
   return "other";
+}
+
+/**
+ * The connection failed after COMMIT was sent, so whether the change was
+ * made is unknown: it may have landed. Told apart from an outage before the
+ * commit, which changed nothing, so that the caller is not told "nothing
+ * was changed" of a change that was made (a retried delete would then find
+ * its version gone). `cause` is the database's error.
+ */
+export class CommitOutcomeUnknownError extends Error {
+  override name = "CommitOutcomeUnknownError";
+  constructor(cause: unknown) {
+    super("the connection failed after COMMIT was sent: the change may have been made", { cause });
+  }
 }

@@ -1,6 +1,6 @@
 import type { Knex } from "knex";
 import { untilAborted } from "./abandon.js";
-import { classifyDbError } from "./db-errors.js";
+import { classifyDbError, CommitOutcomeUnknownError } from "./db-errors.js";
 import { entitiesWithEventsIn } from "./event-log.js";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -33,6 +33,10 @@ async function rollback(trx: Knex.Transaction): Promise<void> {
  * then rolled back, so an answer of DEADLINE_EXCEEDED never hides a write
  * made after it. (A COMMIT already sent when the deadline passes may still
  * land: the caller retries, which is safe.)
+ *
+ * A connection that fails once COMMIT was sent throws
+ * CommitOutcomeUnknownError (COMMIT_OUTCOME_UNKNOWN): the change may have
+ * landed, so it is neither retried here nor answered "nothing was changed".
  */
 export async function inTransaction<T>(
   knex: Knex,
@@ -57,11 +61,17 @@ export async function inTransaction<T>(
       const commit = done.commit;
       result = done.result;
       if (commit && signal?.aborted !== true) {
-        await trx.commit();
-        // Knex's commit() resolves even when COMMIT fails (a connection lost
-        // mid-commit); the failure only rejects the transaction's promise.
-        // Without this, a write that never landed would be reported done.
-        await trx.executionPromise;
+        try {
+          await trx.commit();
+          // Knex's commit() resolves even when COMMIT fails (a connection lost
+          // mid-commit); the failure only rejects the transaction's promise.
+          // Without this, a write that never landed would be reported done.
+          await trx.executionPromise;
+        } catch (error) {
+          // A deadlock at COMMIT rolled the transaction back, and is retried
+          // below; anything else leaves the COMMIT's fate unknown.
+          throw classifyDbError(error) === "busy" ? error : new CommitOutcomeUnknownError(error);
+        }
       } else {
         await trx.rollback();
         if (signal?.aborted === true) throw signal.reason;

@@ -9,6 +9,7 @@ import { startEmbeddedAzurite } from "../../src/blob/embedded-azurite.js";
 import { migrateLatest } from "../../src/store/migrate.js";
 import knexFactory from "knex";
 import { type Backend, createTestDatabase } from "../support/env.js";
+import { CommitDroppingProxy } from "../support/commit-dropping-proxy.js";
 import { PrivateMariaDb } from "../support/private-mariadb.js";
 import { blobStoreWith, memoryLogger, newEntityId, newSourceHash, nextVersionString, push, putBlob, serviceEnv, spawnService, startService, uploadOnly } from "../support/service.js";
 import { assertStorageConsistent } from "./sweeper.js";
@@ -190,6 +191,41 @@ export function faultsSuite(backend: Backend) {
       } finally {
         await knex.destroy();
         await svc.close();
+      }
+    });
+
+    s("a connection lost after COMMIT was sent: 503 COMMIT_OUTCOME_UNKNOWN, not \"nothing was changed\"; the change landed, and a retried confirm answers it", async () => {
+      const db = await createTestDatabase("mysql");
+      const proxy = await CommitDroppingProxy.start(db.url);
+      const svc = await startService(backend, { db: { url: proxy.url(), drop: () => db.drop() } });
+      try {
+        const e = newEntityId();
+        const v1 = (await push(svc, e)).confirm!.body.version;
+        const p = await uploadOnly(svc, e, { base: v1.id });
+        const body = { storage_path: p.res.body.storage_path, version: p.version, source_hash: p.sourceHash, file_size_bytes: Buffer.byteLength(p.content), base_version_id: v1.id };
+        proxy.arm();
+        const lost = await svc.rest.post(`/api/entities/${e}/versions/confirm`, body);
+        assert.is(proxy.dropped, 1, "the COMMIT was cut off");
+        assert.is(lost.status, 503, JSON.stringify(lost.body));
+        assert.is(lost.body.code, "COMMIT_OUTCOME_UNKNOWN");
+        assert.match(lost.body.error, /may have been made/);
+        const retried = await svc.rest.post(`/api/entities/${e}/versions/confirm`, body);
+        assert.is(retried.status, 200, "the first confirm landed: its retry finds its version");
+        assert.is(retried.body.created, false);
+
+        // A delete whose COMMIT answer is lost: told so, and the version is gone.
+        const active = (await svc.rest.get(`/api/entities/${e}/active-version`)).body.id as string | undefined;
+        const doomed = active === v1.id ? (retried.body.version.id as string) : v1.id;
+        proxy.arm();
+        const deleted = await svc.rest.delete(`/api/entities/${e}/versions/${doomed}`);
+        assert.is(deleted.status, 503, JSON.stringify(deleted.body));
+        assert.is(deleted.body.code, "COMMIT_OUTCOME_UNKNOWN");
+        assert.is((await svc.rest.get(`/api/entities/${e}/versions/${doomed}`)).body.code, "VERSION_NOT_FOUND");
+        const events = (await svc.rest.get(`/api/entities/${e}/events`)).body.events as Array<{ type: string }>;
+        assert.is(events[0]!.type, "EVENT_TYPE_VERSION_DELETED", "the delete and its event landed together");
+      } finally {
+        await svc.close();
+        await proxy.close();
       }
     });
 
