@@ -3,33 +3,29 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import Database from "better-sqlite3";
+import knexFactory from "knex";
 import { test } from "uvu";
 import * as assert from "uvu/assert";
 import { classifyDbError, CommitOutcomeUnknownError } from "../../src/store/db-errors.js";
 
-test("a stale snapshot's write (SQLITE_BUSY_SNAPSHOT) is a conflict to retry, not a bug", () => {
+test("a stale snapshot's write (SQLITE_BUSY_SNAPSHOT) is a conflict to retry, not a bug", async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-db-errors-"));
-  const a = new Database(path.join(dir, "x.db"));
-  const b = new Database(path.join(dir, "x.db"));
+  const open = () => knexFactory({ client: "better-sqlite3", connection: { filename: path.join(dir, "x.db") }, useNullAsDefault: true });
+  const a = open();
+  const b = open();
   try {
-    a.pragma("journal_mode = WAL");
-    a.exec("CREATE TABLE t (n INTEGER)");
-    a.exec("BEGIN");
-    a.prepare("SELECT count(*) FROM t").get();
-    b.exec("INSERT INTO t VALUES (1)");
-    let error: unknown;
-    try {
-      a.exec("INSERT INTO t VALUES (2)");
-    } catch (caught) {
-      error = caught;
-    }
-    assert.is((error as { code?: string }).code, "SQLITE_BUSY_SNAPSHOT");
+    await a.raw("PRAGMA journal_mode = WAL");
+    await a.raw("CREATE TABLE t (n INTEGER)");
+    const trx = await a.transaction();
+    await trx.raw("SELECT count(*) FROM t");
+    await b.raw("INSERT INTO t VALUES (1)");
+    const error = await trx.raw("INSERT INTO t VALUES (2)").then(() => undefined, (caught: unknown) => caught);
+    assert.is((error as { code?: string } | undefined)?.code, "SQLITE_BUSY_SNAPSHOT");
     assert.is(classifyDbError(error), "busy");
-    a.exec("ROLLBACK");
+    await trx.rollback().catch(() => undefined);
   } finally {
-    a.close();
-    b.close();
+    await a.destroy();
+    await b.destroy();
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
