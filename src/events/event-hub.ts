@@ -1,6 +1,7 @@
 import type { ConnectError } from "@connectrpc/connect";
 import { apiError } from "../errors/api-error.js";
 import { deadlineSignal } from "../rpc/deadline-signal.js";
+import { watchAbandoned } from "../store/abandon.js";
 import type { EventRecord } from "../store/event-log.js";
 
 /** Where the hub reads events from: the event log. */
@@ -113,6 +114,15 @@ export class Watch {
    * waits for the next poll to reach it.
    */
   #known = 0;
+  /**
+   * Reads the watch stopped waiting for (its client gone, its time limit
+   * passed) that still hold a pooled connection or a place in the pool's
+   * queue: the watch's place is kept until they end, as the call gate keeps
+   * a unary call's, so that a caller opening and resetting watches cannot
+   * start reads without bound.
+   */
+  readonly #abandoned = new Set<Promise<void>>();
+  #released = false;
 
   /** Made by EventHub.open only. */
   constructor(hub: EventHub, channel: Channel, entityId: string, callerId: string) {
@@ -200,6 +210,7 @@ export class Watch {
    */
   async bounded<T>(signal: AbortSignal, read: (signal: AbortSignal) => Promise<T>): Promise<T> {
     const bound = deadlineSignal(signal, this.#hub.pollTimeoutMs, () => apiError("DATABASE_UNAVAILABLE", {}));
+    watchAbandoned(bound.signal, (work) => this.#holdUntil(work));
     try {
       return await read(bound.signal);
     } finally {
@@ -238,12 +249,33 @@ export class Watch {
     this.wake();
   }
 
-  /** Unregisters the watch; idempotent. */
+  #holdUntil(work: Promise<unknown>): void {
+    const settled = work.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#abandoned.add(settled);
+    void settled.then(() => {
+      this.#abandoned.delete(settled);
+      if (this.#closed) this.#release();
+    });
+  }
+
+  #release(): void {
+    if (this.#released || this.#abandoned.size > 0) return;
+    this.#released = true;
+    this.#hub.released(this);
+  }
+
+  /** Unregisters the watch (its place is given back once the reads it abandoned end); idempotent. */
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
     this.wake();
     this.#hub.closed(this, this.#channel);
+    // Once the abort that closed it (the call's) has reached its reads'
+    // signals, each of which then reports the read it abandons.
+    queueMicrotask(() => this.#release());
   }
 }
 
@@ -307,19 +339,23 @@ export class EventHub {
     return watch;
   }
 
-  /** Called by Watch.close. */
+  /** Called by Watch.close: the watch is fed no more events. */
   closed(watch: Watch, channel: Channel): void {
     if (!channel.watches.delete(watch)) return;
     if (channel.watches.size === 0) this.#channels.delete(watch.entityId);
+    if (this.#channels.size === 0) {
+      clearTimeout(this.#timer);
+      this.#timer = undefined;
+    }
+  }
+
+  /** Called once a closed watch's abandoned reads have ended: its place is free. */
+  released(watch: Watch): void {
     this.#watches--;
     const mine = (this.#perCaller.get(watch.callerId) ?? 1) - 1;
     if (mine === 0) this.#perCaller.delete(watch.callerId);
     else this.#perCaller.set(watch.callerId, mine);
-    if (this.#watches === 0) {
-      clearTimeout(this.#timer);
-      this.#timer = undefined;
-      this.#drained?.();
-    }
+    if (this.#watches === 0) this.#drained?.();
   }
 
   /**

@@ -24,15 +24,21 @@ interface Pooled {
 export function preparedRunner(db: Database): RunPrepared {
   if (!db.preparedStatements) {
     // Knex's raw query: SQLite's rows, or mysql2's [rows, fields].
-    return <T>(sql: string, params: readonly unknown[], signal?: AbortSignal) =>
-      untilAborted(
-        db.knex.raw(sql, params as never).then((result: unknown) => (Array.isArray(result) && Array.isArray(result[0]) ? result[0] : result) as T[]),
-        signal,
-      );
+    return <T>(sql: string, params: readonly unknown[], signal?: AbortSignal) => {
+      if (signal?.aborted === true) return Promise.reject(signal.reason);
+      const rows = db.knex.raw(sql, params as never).then((result: unknown) => (Array.isArray(result) && Array.isArray(result[0]) ? result[0] : result) as T[]);
+      return untilAborted(rows, signal);
+    };
   }
   const client = db.knex.client as Pooled;
-  const run = async <T>(sql: string, params: readonly unknown[]) => {
+  const run = async <T>(sql: string, params: readonly unknown[], signal: AbortSignal | undefined) => {
     const conn = await client.acquireConnection();
+    // Acquired after the caller gave up (a deadline, a client gone): given
+    // back unused, so that a queue of abandoned calls costs the database nothing.
+    if (signal?.aborted === true) {
+      await client.releaseConnection(conn);
+      throw signal.reason;
+    }
     try {
       return await new Promise<T[]>((resolve, reject) => conn.execute(sql, params, (err, rows) => (err ? reject(err) : resolve(rows as T[]))));
     } finally {
@@ -41,5 +47,5 @@ export function preparedRunner(db: Database): RunPrepared {
       await client.releaseConnection(conn);
     }
   };
-  return <T>(sql: string, params: readonly unknown[], signal?: AbortSignal) => untilAborted(run<T>(sql, params), signal);
+  return <T>(sql: string, params: readonly unknown[], signal?: AbortSignal) => untilAborted(run<T>(sql, params, signal), signal);
 }

@@ -7,7 +7,7 @@ import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { PrivateMariaDb } from "../support/private-mariadb.js";
 import { newEntityId, push, startService, type TestService, uploadOnly } from "../support/service.js";
-import { watchGrpc } from "../support/watch-client.js";
+import { watchGrpc, watchRest } from "../support/watch-client.js";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -227,6 +227,61 @@ export function deadlinesSuite() {
     } finally {
       if (trx !== undefined && !trx.isCompleted()) await trx.rollback().catch(() => undefined);
       await holder.destroy();
+      await capped.close();
+    }
+  });
+
+  s("reads whose callers gave up before they had a connection never run: a queue of abandoned calls costs the database nothing", async ({ svc, mariadb }) => {
+    const e = newEntityId();
+    await push(svc, e);
+    const status = knexFactory({ client: "mysql2", connection: mariadb.url(), pool: { min: 0, max: 1 } });
+    const executed = async () => Number(((await status.raw("SHOW GLOBAL STATUS LIKE 'Com_stmt_execute'")) as [Array<{ Value: string }>])[0][0]!.Value);
+    try {
+      const before = await executed();
+      mariadb.freeze();
+      let answers: string[];
+      try {
+        // 4 take the pool's connections and hang; 20 more wait in the pool's queue. All are answered at their deadline.
+        answers = (await Promise.all(Array.from({ length: 24 }, () => svc.rest.get(`/api/entities/${e}/events`, { "grpc-timeout": "200m" })))).map((r) => r.body.code);
+      } finally {
+        mariadb.thaw();
+      }
+      assert.ok(answers.every((code) => code === "DEADLINE_EXCEEDED"), JSON.stringify(answers));
+      await sleep(1_000);
+      const ran = (await executed()) - before;
+      // The 4 that had connections ran (a statement or two each); none of the 20 queued behind them did.
+      assert.ok(ran <= 8, `${ran} statements ran for 24 abandoned reads`);
+    } finally {
+      await status.destroy();
+    }
+  });
+
+  s("a watch reset while its start read waits keeps its place until the read ends: resets cannot start reads without bound", async ({ mariadb }) => {
+    const capped = await startService("mysql", { db: { url: mariadb.url(), drop: async () => undefined }, env: { ...env, WATCH_MAX_PER_CALLER: "2" } });
+    try {
+      const e = newEntityId();
+      await push(capped, e);
+      const headers = { authorization: capped.rest.defaultHeaders["authorization"]! };
+      mariadb.freeze();
+      let third;
+      try {
+        for (let i = 0; i < 2; i++) {
+          const w = watchRest(capped.url, e, headers);
+          await sleep(150);
+          w.close();
+        }
+        await sleep(150);
+        third = await watchRest(capped.url, e, headers).ended(2_000);
+      } finally {
+        mariadb.thaw();
+      }
+      assert.equal([third.httpStatus, third.reason], [429, "TOO_MANY_WATCHES"]);
+      // The abandoned reads end once the database answers, and the places come back.
+      await sleep(500);
+      const again = watchRest(capped.url, e, headers);
+      assert.is((await again.next(10_000)).kind, "bookmark");
+      again.close();
+    } finally {
       await capped.close();
     }
   });
