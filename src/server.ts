@@ -40,11 +40,11 @@ import { registerRestGateway } from "./rest/rest-gateway.js";
 import { successStatus } from "./rest/success-status.js";
 import { connectRoutes, type RpcRouteConfig } from "./rpc/connect-routes.js";
 import { sendTrailersOnly } from "./rpc/trailers-only.js";
-import { connectErrorJson, isConnectGet, unknownMethodAnswer } from "./rpc/unknown-method.js";
+import { connectErrorJson, isConnectGet, isRpcPath, unknownMethodAnswer } from "./rpc/unknown-method.js";
 import { deadlineInterceptor } from "./rpc/deadline-interceptor.js";
 import { connectionKey, openStreamsInterceptor } from "./rpc/open-streams-interceptor.js";
 import { deadlineSignal } from "./rpc/deadline-signal.js";
-import { clientTimeoutMs } from "./rpc/timeout-headers.js";
+import { clientTimeoutMs, deadlineHeader } from "./rpc/timeout-headers.js";
 import { AbandonedWork, abandonedWorkInterceptor, abandonedWorkKey } from "./rpc/abandoned-work.js";
 import { errorInterceptor, requestLogKey, toCatalogError } from "./rpc/error-interceptor.js";
 import { createInProcessCaller, createInProcessStreamCaller } from "./rpc/in-process-caller.js";
@@ -156,12 +156,11 @@ function dropAnswer(res: http.ServerResponse | http2.Http2ServerResponse): void 
   }
 }
 
-/** What is left of the deadline the request's client set (grpc-timeout, connect-timeout-ms), counted from its arrival; undefined when it set none. */
+/** What is left of the deadline the request's client set (in its protocol's header: deadlineHeader), counted from its arrival; undefined when it set none. */
 function clientDeadlineLeftMs(req: FastifyRequest, reply: FastifyReply): number | undefined {
-  const client = clientTimeoutMs((name) => {
-    const value = req.headers[name];
-    return Array.isArray(value) ? value[0] : value;
-  });
+  const name = deadlineHeader(req.headers["content-type"], isRpcPath(req.url.split("?", 1)[0]!));
+  const value = req.headers[name];
+  const client = clientTimeoutMs(name, Array.isArray(value) ? value[0] : value);
   return client === undefined ? undefined : Math.max(0, client - reply.elapsedTime);
 }
 

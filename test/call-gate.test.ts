@@ -159,6 +159,28 @@ s("a client's deadline counts from its call's arrival: one that passes while the
     const rest = await answerOf(put);
     assert.is(rest.status, 504, rest.text);
     assert.match(rest.text, /DEADLINE_EXCEEDED/);
+    // Only the call's own protocol's header is its deadline: a stray
+    // grpc-timeout on a Connect call, or connect-timeout-ms on a gRPC one, is not.
+    const waitedFor = async (call: () => Promise<{ status: number; text: string }>) => {
+      const from = Date.now();
+      return { ...(await call()), ms: Date.now() - from };
+    };
+    const connectCall = waitedFor(() => {
+      const r = session.request({ ":method": "POST", ":path": "/entityversions.v1.EntityVersionsService/GetActiveVersion", "content-type": "application/json", "connect-protocol-version": "1", "connect-timeout-ms": "20000", "grpc-timeout": "300m", authorization: auth });
+      r.end(JSON.stringify({ entityId: e }));
+      return answerOf(r);
+    });
+    const grpcCall = waitedFor(async () => {
+      const r = session.request({ ":method": "POST", ":path": "/entityversions.v1.EntityVersionsService/GetActiveVersion", "content-type": "application/grpc+json", te: "trailers", "connect-timeout-ms": "300", authorization: auth });
+      const message = Buffer.from(JSON.stringify({ entityId: e }));
+      r.end(Buffer.concat([Buffer.from([0, 0, 0, 0, message.length]), message]));
+      return { status: Number(await grpcStatusOf(r)), text: "" };
+    });
+    const [viaConnect, viaGrpc] = await Promise.all([connectCall, grpcCall]);
+    assert.is(viaConnect.status, 200, viaConnect.text);
+    assert.ok(viaConnect.ms > 600, `the Connect call waited ${viaConnect.ms} ms for its place, past the stray grpc-timeout`);
+    assert.is(viaGrpc.status, 0, "the gRPC call, without a grpc-timeout, waited for its place and ran");
+    assert.ok(viaGrpc.ms > 600, `the gRPC call waited ${viaGrpc.ms} ms`);
     assert.is((await holder).code, "REQUEST_BODY_TIMEOUT");
     session.destroy();
     await sleep(300);

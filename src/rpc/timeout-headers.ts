@@ -32,16 +32,29 @@ export function dropUntimeableDeadlines(header: Headers): void {
   if (connectTimeout !== null && (connectTimeoutMs(connectTimeout) ?? 0) > maxTimerMs) header.delete("connect-timeout-ms");
 }
 
+/** A header a client's deadline travels in. */
+export type DeadlineHeader = "grpc-timeout" | "connect-timeout-ms";
+
 /**
- * The deadline a call's client set, in milliseconds, from the header its
- * protocol carries it in: `grpc-timeout` (gRPC, gRPC-Web, and REST as
- * grpc-gateway reads it) or `connect-timeout-ms` (Connect); undefined
- * without a well-formed one, or with one too long for a timer (no deadline).
+ * The header a call's deadline travels in, by its protocol: `grpc-timeout`
+ * for gRPC and gRPC-Web (PROTOCOL-HTTP2.md, PROTOCOL-WEB.md), and for REST
+ * as grpc-gateway reads it; `connect-timeout-ms` for Connect (any other
+ * call of an RPC path). Only that one counts: another protocol's header on
+ * a call is not its client's deadline, and Connect ignores it too.
  */
-export function clientTimeoutMs(header: (name: string) => string | undefined): number | undefined {
-  const grpcTimeout = header("grpc-timeout");
-  const connectTimeout = header("connect-timeout-ms");
-  const ms = grpcTimeout !== undefined ? grpcTimeoutMs(grpcTimeout) : connectTimeout !== undefined ? connectTimeoutMs(connectTimeout) : undefined;
+export function deadlineHeader(contentType: string | undefined, rpcPath: boolean): DeadlineHeader {
+  if ((contentType ?? "").toLowerCase().startsWith("application/grpc")) return "grpc-timeout";
+  return rpcPath ? "connect-timeout-ms" : "grpc-timeout";
+}
+
+/**
+ * The deadline a call's client set, in milliseconds, from the value of its
+ * protocol's header (deadlineHeader); undefined without a well-formed one,
+ * or with one too long for a timer (no deadline).
+ */
+export function clientTimeoutMs(header: DeadlineHeader, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const ms = header === "grpc-timeout" ? grpcTimeoutMs(value) : connectTimeoutMs(value);
   return ms === undefined || ms > maxTimerMs ? undefined : ms;
 }
 

@@ -29,8 +29,13 @@ export function unknownMethodAnswer(method: string, url: string, contentType: st
   if (type.startsWith("application/grpc")) return { status: 200, headers: grpcErrorHeaders(error, type), body: "" };
   const connectGet = isConnectGet(method, url);
   const connectPost = method === "POST" && /^application\/(?:connect\+)?(?:json|proto)\b/.test(type);
-  if (!rpcPath.test(path) || !(connectGet || connectPost)) return undefined;
+  if (!isRpcPath(path) || !(connectGet || connectPost)) return undefined;
   return { status: 404, headers: { "content-type": "application/json" }, body: connectErrorJson(error, "unimplemented") };
+}
+
+/** Whether a path (without its query) is an RPC's, `/package.Service/Method`, rather than a REST route's. */
+export function isRpcPath(path: string): boolean {
+  return rpcPath.test(path);
 }
 
 /** Whether a request is a Connect GET (its query says connect=v1), which a Connect client reads the error JSON of. */

@@ -1,6 +1,6 @@
 import { test } from "uvu";
 import * as assert from "uvu/assert";
-import { clientTimeoutMs, dropUntimeableDeadlines, restTimeoutMs, spendDeadline } from "../../src/rpc/timeout-headers.js";
+import { clientTimeoutMs, deadlineHeader, dropUntimeableDeadlines, restTimeoutMs, spendDeadline } from "../../src/rpc/timeout-headers.js";
 
 const after = (name: string, value: string) => {
   const header = new Headers({ [name]: value });
@@ -33,14 +33,25 @@ test("REST's Grpc-Timeout: read in milliseconds, none when absent or too long fo
 });
 
 test("a client's deadline is read from its protocol's header; none, a malformed one or one past a timer is none", () => {
-  const read = (headers: Record<string, string>) => clientTimeoutMs((name) => headers[name]);
-  assert.is(read({ "grpc-timeout": "2S" }), 2000);
-  assert.is(read({ "grpc-timeout": "1500u" }), 1.5);
-  assert.is(read({ "connect-timeout-ms": "250" }), 250);
-  assert.is(read({}), undefined);
-  assert.is(read({ "grpc-timeout": "2s" }), undefined);
-  assert.is(read({ "connect-timeout-ms": "-1" }), undefined);
-  assert.is(read({ "grpc-timeout": "8760H" }), undefined);
+  assert.is(clientTimeoutMs("grpc-timeout", "2S"), 2000);
+  assert.is(clientTimeoutMs("grpc-timeout", "1500u"), 1.5);
+  assert.is(clientTimeoutMs("connect-timeout-ms", "250"), 250);
+  assert.is(clientTimeoutMs("grpc-timeout", undefined), undefined);
+  assert.is(clientTimeoutMs("grpc-timeout", "2s"), undefined);
+  assert.is(clientTimeoutMs("connect-timeout-ms", "-1"), undefined);
+  assert.is(clientTimeoutMs("grpc-timeout", "8760H"), undefined);
+  // Each header in its own grammar: 250 is no grpc-timeout, 2S no connect-timeout-ms.
+  assert.is(clientTimeoutMs("grpc-timeout", "250"), undefined);
+  assert.is(clientTimeoutMs("connect-timeout-ms", "2S"), undefined);
+});
+
+test("which header carries the deadline: gRPC's and gRPC-Web's by content type, Connect's on other RPC calls, gRPC's on REST", () => {
+  assert.is(deadlineHeader("application/grpc+proto", true), "grpc-timeout");
+  assert.is(deadlineHeader("application/grpc-web-text", true), "grpc-timeout");
+  assert.is(deadlineHeader("application/json", true), "connect-timeout-ms");
+  assert.is(deadlineHeader("application/connect+proto", true), "connect-timeout-ms");
+  assert.is(deadlineHeader(undefined, true), "connect-timeout-ms", "a Connect GET has no content type");
+  assert.is(deadlineHeader("application/json", false), "grpc-timeout", "REST, as grpc-gateway reads it");
 });
 
 test("the time a call spent before its handler is taken off its deadline, never below 0, in a value the protocol allows", () => {
