@@ -5,6 +5,7 @@
 import fs from "node:fs";
 import http from "node:http";
 import http2 from "node:http2";
+import net from "node:net";
 import { gzipSync } from "node:zlib";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
@@ -389,6 +390,27 @@ s("an idle HTTP/2 session is closed after HTTP_IDLE_TIMEOUT_MS", async ({ svc })
   const closed = await Promise.race([new Promise<number>((resolve) => session.once("close", () => resolve(Date.now() - started))), sleep(8000).then(() => -1)]);
   session.destroy();
   assert.ok(closed >= 1500 && closed < 6000, `closed after ${closed} ms`);
+});
+
+s("an HTTP/2 session whose only request never finishes its headers (HEADERS without END_HEADERS) is cut after two quiet periods", async ({ svc }) => {
+  const socket = net.connect(Number(new URL(svc.url).port), "127.0.0.1");
+  socket.on("error", () => {});
+  await new Promise((resolve) => socket.once("connect", resolve));
+  const frame = (type: number, flags: number, stream: number, payload: Buffer) => {
+    const head = Buffer.alloc(9);
+    head.writeUIntBE(payload.length, 0, 3);
+    head.writeUInt8(type, 3);
+    head.writeUInt8(flags, 4);
+    head.writeUInt32BE(stream, 5);
+    return Buffer.concat([head, payload]);
+  };
+  // The preface, an empty SETTINGS, and the start of a header block (":method: GET", indexed) that never ends.
+  socket.write(Buffer.concat([Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), frame(0x4, 0, 0, Buffer.alloc(0)), frame(0x1, 0, 1, Buffer.from([0x82]))]));
+  socket.resume();
+  const started = Date.now();
+  const closed = await Promise.race([new Promise<number>((resolve) => socket.once("close", () => resolve(Date.now() - started))), sleep(10_000).then(() => -1)]);
+  socket.destroy();
+  assert.ok(closed >= 1500 && closed < 7000, `closed after ${closed} ms`);
 });
 
 s("a body that has not come by the client's deadline is DEADLINE_EXCEEDED at that deadline, before REQUEST_BODY_TIMEOUT_MS", async ({ svc }) => {

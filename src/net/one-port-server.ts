@@ -79,7 +79,16 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
   const openStreams = new WeakMap<http2.ServerHttp2Session, number>();
   const pinging = new WeakSet<http2.ServerHttp2Session>();
   const onQuiet = (session: http2.ServerHttp2Session): void => {
-    if ((openStreams.get(session) ?? 0) === 0) return void session.close();
+    if ((openStreams.get(session) ?? 0) === 0) {
+      session.close();
+      // A graceful close waits for the session's streams, and one whose
+      // headers never finished (no "stream" event, so not counted above)
+      // never ends: given one more quiet period, then cut.
+      const cut = setTimeout(() => session.destroy(), idleTimeoutMs);
+      cut.unref();
+      session.once("close", () => clearTimeout(cut));
+      return;
+    }
     // The last quiet period's ping still unanswered: the peer is gone.
     if (pinging.has(session)) return void session.destroy();
     pinging.add(session);
