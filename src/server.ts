@@ -253,15 +253,15 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     queued: limits.maxCallsQueued,
     perCaller: limits.maxCallsPerCaller,
   });
-  // Answers ready whose clients have not taken them yet, oldest first, and
-  // since when: a sweep drops those older than responseTimeoutMs. One
-  // sweep rather than a timer per call: a call answered at once, the
-  // common case, then costs a map entry and no timer.
+  // Answers ready whose clients have not taken them yet, and by when they
+  // must have: a sweep drops those past it. One sweep rather than a timer
+  // per call: a call answered at once, the common case, then costs a map
+  // entry and no timer.
   const untaken = new Map<http.ServerResponse | http2.Http2ServerResponse, number>();
   const sweepUntaken = setInterval(() => {
-    const cutoff = Date.now() - limits.responseTimeoutMs;
-    for (const [res, since] of untaken) {
-      if (since > cutoff) break;
+    const now = Date.now();
+    for (const [res, by] of untaken) {
+      if (by > now) continue;
       untaken.delete(res);
       dropAnswer(res);
     }
@@ -271,6 +271,20 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     clearInterval(sweepUntaken);
     done();
   });
+  /**
+   * Starts the clock on an answer that is ready: dropped unless its client
+   * takes it within responseTimeoutMs, plus a second for every 64 KiB
+   * past the first (a large file on a slow link). Every answer but a
+   * stream's (which has keep-alives and caps of its own), so that no client
+   * holds a connection, or the memory of an answer, by never reading: an
+   * API call's, a probe's, the metrics', the docs' files, a 404's.
+   */
+  const awaitTaken = (reply: FastifyReply, bytes = 0): void => {
+    const res = reply.raw;
+    if (untaken.has(res) || res.writableFinished || res.destroyed) return;
+    untaken.set(res, Date.now() + limits.responseTimeoutMs + Math.floor(bytes / 65_536) * 1000);
+    res.once("close", () => untaken.delete(res));
+  };
   /**
    * How much longer a call may wait before it runs (for its place, for its
    * token's check): the server's default deadline, or what is left of its
@@ -304,7 +318,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     const delivered = (inner: CallPass): CallPass => ({
       begin: () => inner.begin(),
       end: () => {
-        if (!closed && !untaken.has(reply.raw)) untaken.set(reply.raw, Date.now());
+        if (!closed) awaitTaken(reply);
         // Answered, but what it stopped waiting for (a transaction behind
         // a row lock, a place in the pool's queue) keeps its place until
         // it ends, at most a default deadline more.
@@ -438,7 +452,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       if (req.callPass !== undefined && "error" in req.auth) {
         req.callPass.responded();
         req.callPass = undefined;
-        if (!untaken.has(reply.raw)) untaken.set(reply.raw, Date.now());
+        awaitTaken(reply);
       }
     }
   });
@@ -463,6 +477,11 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     return body;
   });
   app.addHook("onSend", async (req, reply, payload) => {
+    // Every answer Fastify sends is ready now, but a stream's (a REST watch).
+    if ((req.routeOptions.config as Partial<RpcRouteConfig>).unary !== false) {
+      const length = typeof payload === "string" || Buffer.isBuffer(payload) ? Buffer.byteLength(payload) : Number(reply.getHeader("content-length") ?? 0);
+      awaitTaken(reply, Number.isFinite(length) ? length : 0);
+    }
     // HTTP/1.1 cannot read the next request on this connection before the
     // rest of an unread body: close the connection after this answer.
     if (!(req.raw instanceof http2.Http2ServerRequest)) {
@@ -532,6 +551,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     methodsByPath: rpcMethods,
     contextValues,
     callPass: (req: FastifyRequest) => req.callPass,
+    answerReady: (_req: FastifyRequest, reply: FastifyReply) => awaitTaken(reply),
     outcome: (req: FastifyRequest) => req.rpcOutcome,
     refused,
     refuse: (req: FastifyRequest, error: ConnectError) => {

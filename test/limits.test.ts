@@ -383,6 +383,50 @@ s("HTTP/2 advertises its header list limit (64 KiB): a request past it is refuse
   }
 });
 
+s("answers outside the API a client never takes are dropped too: probes, metrics, a 404, gRPC health; HTTP/1.1 pipelined answers left unread close the connection", async ({ svc }) => {
+  const session = http2.connect(svc.url, { settings: { initialWindowSize: 0 } });
+  session.on("error", () => {});
+  const started = Date.now();
+  const envelope = Buffer.from([0, 0, 0, 0, 0]);
+  const requests: Array<[string, http2.OutgoingHttpHeaders, Buffer | undefined]> = [
+    ["/healthz", { ":method": "GET" }, undefined],
+    ["/metrics", { ":method": "GET" }, undefined],
+    ["/no/such/path", { ":method": "GET" }, undefined],
+    ["/grpc.health.v1.Health/Check", { ":method": "POST", "content-type": "application/grpc", te: "trailers" }, envelope],
+  ];
+  const ends = await Promise.all(
+    requests.map(
+      ([path, headers, body]) =>
+        new Promise<string>((resolve) => {
+          const req = session.request({ ":path": path, ...headers });
+          req.on("error", () => {});
+          const timer = setTimeout(() => resolve(`${path}: still open`), 8_000);
+          req.on("close", () => {
+            clearTimeout(timer);
+            resolve(`${path}: ${req.rstCode === http2.constants.NGHTTP2_CANCEL ? "dropped" : `closed ${req.rstCode}`} after ${Date.now() - started} ms`);
+          });
+          req.end(body);
+        }),
+    ),
+  );
+  session.destroy();
+  for (const end of ends) assert.match(end, /: dropped after \d+ ms$/, end);
+  // HTTP/1.1: answers pipelined behind one the client does not read.
+  const socket = net.connect(Number(new URL(svc.url).port), "127.0.0.1");
+  socket.on("error", () => {});
+  await new Promise((resolve) => socket.once("connect", resolve));
+  socket.write("GET /openapi.json HTTP/1.1\r\nHost: x\r\n\r\n".repeat(300));
+  // Read nothing for two idle periods; then read what is left. A connection
+  // cut by then yields what the buffers held; one left open, every answer.
+  await sleep(4_500);
+  let received = 0;
+  socket.on("data", (chunk: Buffer) => (received += (chunk.toString("latin1").match(/HTTP\/1\.1 200/g) ?? []).length));
+  await Promise.race([new Promise((resolve) => socket.once("close", resolve)), sleep(20_000)]);
+  socket.destroy();
+  assert.ok(received < 150, `${received} of 300 pipelined answers were sent to a client that did not read`);
+  assert.ok(await authorizedCallWorks(svc));
+});
+
 s("an idle HTTP/2 session is closed after HTTP_IDLE_TIMEOUT_MS", async ({ svc }) => {
   const session = http2.connect(svc.url);
   session.on("error", () => {});

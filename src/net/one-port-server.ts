@@ -63,6 +63,15 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
     },
     handler as http.RequestListener,
   );
+  // An HTTP/1.1 connection whose answer has sat in its send buffer for a
+  // whole idle period (a client that sends requests, pipelined or not, and
+  // never reads) is cut: otherwise it holds the connection and the answer's
+  // memory for as long as its client likes. Quiet connections with nothing
+  // to send are left to the keep-alive, header and request timeouts, so a
+  // call that takes long to answer is not cut.
+  h1.setTimeout(idleTimeoutMs, (socket) => {
+    if (socket.writableLength > 0) socket.destroy();
+  });
   const h2 = http2.createServer(
     // The header list size a session takes is advertised (Node advertises
     // none, 2^32-1, yet nghttp2 refuses a block of 64 KiB), so that clients

@@ -40,6 +40,8 @@ export interface ConnectRoutesOptions extends ConnectRouterOptions {
   readonly authenticate: boolean;
   /** The unary call's place at the server's call gate, when it holds one. */
   readonly callPass?: (req: FastifyRequest) => CallPass | undefined;
+  /** Told when a unary call's answer is ready to be written, so that one its client never takes can be dropped. */
+  readonly answerReady?: (req: FastifyRequest, reply: FastifyReply) => void;
   /** Per-request context values (the log's outcome slot, the auth result). */
   readonly contextValues: (req: FastifyRequest) => ContextValues;
   /** The request's log outcome, where a call refused before any interceptor ran is noted. */
@@ -254,6 +256,7 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
         sendTrailersOnly(reply, uRes.status, [...(uRes.header ?? []), ...(uRes.trailer ?? [])]);
         return;
       }
+      if (config.unary) opts.answerReady?.(req, reply);
       for (const [key, value] of Object.entries(reply.getHeaders())) if (value !== undefined) reply.raw.setHeader(key, value);
       try {
         // It waits for an "end" event that Node's responses (HTTP/1.1 and
