@@ -29,6 +29,7 @@ import { apiError, reasonOf } from "./errors/api-error.js";
 import { BodyBudget } from "./http/body-budget.js";
 import { type CallPass, type CallRefusal, CallGate, isRefusal, isWait } from "./http/call-gate.js";
 import { type BodyGuard, guardedBody } from "./http/guarded-body.js";
+import { shown, shownPath } from "./http/shown-path.js";
 import { createOnePortServer, type RequestHandler } from "./net/one-port-server.js";
 import { HealthService } from "./ops/health-service.js";
 import type { Metrics } from "./ops/metrics.js";
@@ -238,9 +239,9 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       const refusal =
         error.code === "FST_ERR_MAX_PARAM_LENGTH"
           ? apiError("INVALID_ARGUMENT", { field: "path", problem: "a path segment is longer than 512 characters" })
-          : apiError("MALFORMED_REQUEST", { problem: `the URL ${req.url.slice(0, 200)} is not valid: percent-encode it as RFC 3986 says (a "%" that starts no escape is written %25)` });
+          : apiError("MALFORMED_REQUEST", { problem: `the URL ${shown(req.url)} is not valid: percent-encode it as RFC 3986 says (a "%" that starts no escape is written %25)` });
       void sendRestError(reply as unknown as FastifyReply, refusal, { "x-request-id": req.id });
-      req.log.info({ method: req.method, path: req.url.split("?")[0]!.slice(0, 200), reason: reasonOf(refusal), status: reply.statusCode }, "request");
+      req.log.info({ method: shown(req.method), path: shownPath(req.url), reason: reasonOf(refusal), status: reply.statusCode }, "request");
     },
     requestIdHeader: false,
     genReqId: (req) => requestIdFor(req.headers["x-request-id"]),
@@ -517,8 +518,8 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     }
     req.log.info(
       {
-        method: req.method,
-        path: req.url.split("?")[0],
+        method: shown(req.method),
+        path: shownPath(req.url),
         // A call its client left may still be running: canceled is what its client got.
         ...(o.rpc === undefined ? {} : { rpc: o.rpc, protocol: o.protocol, code: o.code ?? (gone ? "canceled" : undefined) }),
         ...(o.reason === undefined ? {} : { reason: o.reason }),
@@ -541,7 +542,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
             ? apiError("REQUEST_TOO_LARGE", { limitBytes: deps.bodyLimitBytes })
             : status >= 400 && status < 500
               ? apiError("MALFORMED_REQUEST", { problem: error.message })
-              : toError(error, `${req.method} ${req.url.split("?")[0]}`, req);
+              : toError(error, `${shown(req.method)} ${shownPath(req.url)}`, req);
     noteRefusal(req.rpcOutcome, apiErr);
     return sendRestError(reply, apiErr);
   });
@@ -626,10 +627,10 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   });
 
   app.setNotFoundHandler((req, reply) => {
-    const path = req.url.split("?")[0]!;
+    const path = req.url.split("?", 1)[0]!;
     const allowed = rpcMethods.get(path) ?? restRoutes.allowedMethods(path);
     if (allowed.length > 0) {
-      const refusal = apiError("METHOD_NOT_ALLOWED", { method: req.method, path, allowed: allowed.join(", ") });
+      const refusal = apiError("METHOD_NOT_ALLOWED", { method: shown(req.method), path: shownPath(path), allowed: allowed.join(", ") });
       // A Connect GET of a method with side effects: its client reads Connect's error JSON.
       if (rpcMethods.has(path) && isConnectGet(req.method, req.url)) {
         return reply.code(405).headers({ allow: allowed.join(", "), "content-type": "application/json" }).send(connectErrorJson(refusal));
@@ -642,7 +643,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       return reply;
     }
     if (rpc !== undefined) return reply.code(rpc.status).headers(rpc.headers).send(rpc.body);
-    return sendRestError(reply, apiError("ROUTE_NOT_FOUND", { method: req.method, path }));
+    return sendRestError(reply, apiError("ROUTE_NOT_FOUND", { method: shown(req.method), path: shownPath(path) }));
   });
   registerOpenApiRoutes(app);
   app.get("/healthz", async () => ({ status: "ok" }));

@@ -6,6 +6,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import FindMyWay from "find-my-way";
 import { apiError } from "../errors/api-error.js";
 import type { CallPass } from "../http/call-gate.js";
+import { shownPath } from "../http/shown-path.js";
 import type { RpcRouteConfig } from "../rpc/connect-routes.js";
 import { noteRefusal, type RpcOutcome } from "../rpc/observe-interceptor.js";
 import type { InProcessCallInit, InProcessCaller, InProcessStreamCaller } from "../rpc/in-process-caller.js";
@@ -192,7 +193,7 @@ function requestJson(binding: RestBinding, req: FastifyRequest, bodyCame?: boole
     if (parsed || (req.body === undefined && !bodyRead.has(req) && (bodyCame ?? sendsBody(req)))) {
       const query = queryParameters(binding);
       throw apiError("MALFORMED_REQUEST", {
-        problem: `${req.method} ${req.url.split("?")[0]} takes no body${parsed ? " (at most {})" : ""}: its fields go in the path${query.length > 0 ? ` and the query (${query.join(", ")})` : ""}`,
+        problem: `${req.method} ${shownPath(req.url)} takes no body${parsed ? " (at most {})" : ""}: its fields go in the path${query.length > 0 ? ` and the query (${query.join(", ")})` : ""}`,
       });
     }
   }

@@ -1,5 +1,6 @@
 import type { ConnectError } from "@connectrpc/connect";
 import { apiError } from "../errors/api-error.js";
+import { shownPath } from "../http/shown-path.js";
 import { codeName } from "./observe-interceptor.js";
 import { grpcErrorHeaders, packedDetails } from "./trailers-only.js";
 
@@ -25,7 +26,7 @@ const rpcPath = /^\/[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)+\/[A-Za-z_]\w*$/;
 export function unknownMethodAnswer(method: string, url: string, contentType: string | undefined): UnknownMethodAnswer | undefined {
   const [path = ""] = url.split("?", 2);
   const type = (contentType ?? "").toLowerCase();
-  const error = apiError("UNKNOWN_METHOD", { path });
+  const error = apiError("UNKNOWN_METHOD", { path: shownPath(path) });
   if (type.startsWith("application/grpc")) return { status: 200, headers: grpcErrorHeaders(error, type), body: "" };
   const connectGet = isConnectGet(method, url);
   const connectPost = method === "POST" && /^application\/(?:connect\+)?(?:json|proto)\b/.test(type);

@@ -312,6 +312,29 @@ export function logsSuite(backend: Backend) {
     }
   });
 
+  s("a long path is cut in the log line and the refusal: a client cannot make either as long as it likes", async () => {
+    const { logger, text } = memoryLogger();
+    const svc = await startService(backend, { logger });
+    try {
+      const long = `/${"a".repeat(5_000)}`;
+      const rest = await svc.rest.get(long, { "x-request-id": "long-rest" });
+      assert.equal([rest.status, rest.body.code], [404, "ROUTE_NOT_FOUND"]);
+      assert.ok(rest.body.error.length < 600, `the message is ${rest.body.error.length} characters`);
+      const rpc = await fetch(`${svc.url}/x.Y/${"B".repeat(5_000)}`, { method: "POST", headers: { "content-type": "application/json", "x-request-id": "long-rpc" }, body: "{}" });
+      const rpcBody = (await rpc.json()) as { message: string };
+      assert.is(rpc.status, 404);
+      assert.ok(rpcBody.message.length < 600, `the message is ${rpcBody.message.length} characters`);
+      const lines = text().trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+      for (const id of ["long-rest", "long-rpc"]) {
+        const line = lines.find((l) => l["msg"] === "request" && l["reqId"] === id);
+        assert.ok(line !== undefined, `a line for ${id}`);
+        assert.ok(String(line["path"]).length <= 201, `${id}: a path of ${String(line["path"]).length} characters`);
+      }
+    } finally {
+      await svc.close();
+    }
+  });
+
   s("a call its client cancels over HTTP/1.1 is still one line, 499 canceled, and counted", async () => {
     const { logger, text } = memoryLogger();
     const slowStat = { slow: false };
