@@ -44,12 +44,20 @@ export function lockDataDir(dir: string): DataDirLock {
   fs.mkdirSync(dir, { recursive: true });
   // Resolved: the claims of one folder named two ways are one count.
   const file = path.resolve(dir, "service.pid");
-  const holderOf = (): number | undefined => {
+  // The pid in the file; undefined when there is no file; "unreadable" when
+  // it could not be read for another reason (no file descriptor left, say),
+  // which says nothing of who holds the folder.
+  const readHolder = (): number | undefined | "unreadable" => {
     try {
       return Number.parseInt(fs.readFileSync(file, "utf8"), 10);
-    } catch {
-      return undefined;
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      return code === "ENOENT" || code === "ENOTDIR" ? undefined : "unreadable";
     }
+  };
+  const holderOf = (): number | undefined => {
+    const holder = readHolder();
+    return holder === "unreadable" ? undefined : holder;
   };
   // Written unless this process holds it already (and it is still there).
   for (let attempt = 0; claims.get(file) === undefined || holderOf() !== process.pid; attempt++) {
@@ -85,8 +93,8 @@ export function lockDataDir(dir: string): DataDirLock {
     },
     lost: () => {
       if (released) return undefined;
-      const holder = holderOf();
-      if (holder === process.pid) return undefined;
+      const holder = readHolder();
+      if (holder === process.pid || holder === "unreadable") return undefined;
       return holder === undefined
         ? `DATA_DIR ${dir} was deleted (its ${path.basename(file)} is gone) while the service ran: the database and packages it held are gone, and what is written now would be lost; start the service again (npm start) to begin with an empty one`
         : `DATA_DIR ${dir} was taken over by process ${holder} while the service ran: two services must not share it; stop the other one, or give each its own DATA_DIR`;

@@ -45,6 +45,26 @@ test("a directory deleted (or taken over) under the running service is noticed, 
   assert.ok(fs.existsSync(pidFile(dir)), "another process's file is left alone");
 });
 
+test("a process out of file descriptors does not take its folder for deleted", () => {
+  const dir = fresh();
+  const script = `
+    import fs from "node:fs";
+    import { lockDataDir } from ${JSON.stringify(path.resolve("src/ops/data-dir-lock.ts"))};
+    const lock = lockDataDir(${JSON.stringify(dir)});
+    const held = [];
+    try { for (;;) held.push(fs.openSync("/dev/null", "r")); } catch (error) { if (error.code !== "EMFILE") throw error; }
+    const lost = lock.lost();
+    for (const fd of held) fs.closeSync(fd);
+    lock.release();
+    console.log(JSON.stringify({ opened: held.length, lost: lost ?? null }));
+  `;
+  const run = spawnSync("sh", ["-c", `ulimit -n 256 && exec "${process.execPath}" --import tsx --input-type=module -e "$0"`, script], { encoding: "utf8" });
+  assert.is(run.status, 0, run.stderr);
+  const result = JSON.parse(run.stdout.trim().split("\n").pop()!) as { opened: number; lost: string | null };
+  assert.ok(result.opened > 0, "the process ran out of descriptors");
+  assert.is(result.lost, null);
+});
+
 test("a directory another live process holds is refused, naming it and what to do", () => {
   const dir = fresh();
   fs.mkdirSync(dir, { recursive: true });
