@@ -13,7 +13,7 @@ import { AzureBlobStore } from "./blob/azure-blob-store.js";
 import type { BlobStore } from "./blob/blob-store.js";
 import { type EmbeddedAzurite, startEmbeddedAzurite } from "./blob/embedded-azurite.js";
 import { type Clock, systemClock } from "./clock.js";
-import type { Config } from "./config.js";
+import { type Config, ConfigError } from "./config.js";
 import { EventHub } from "./events/event-hub.js";
 import { BlobDeleter } from "./jobs/blob-deleter.js";
 import { OrphanSweeper } from "./jobs/sweeper.js";
@@ -22,6 +22,7 @@ import { isLoopbackHost } from "./net/loopback.js";
 import { lockDataDir } from "./ops/data-dir-lock.js";
 import { createLogger } from "./ops/logger.js";
 import { Metrics, type PoolStats } from "./ops/metrics.js";
+import { openFileLimit, openFileLimitProblem } from "./ops/open-file-limit.js";
 import { Readiness } from "./ops/readiness.js";
 import { sharedReading } from "./ops/shared-reading.js";
 import { untilAborted } from "./store/abandon.js";
@@ -106,6 +107,12 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     for (const stop of stops.reverse()) await stop().catch((error: unknown) => logger.error({ err: error }, "shutdown step failed"));
   };
   try {
+    const files = openFileLimitProblem(openFileLimit(), config.http.maxConnections, config.database.kind === "mysql" ? config.database.poolMax : 1);
+    if (files !== undefined) {
+      // Production refuses it, as it refuses other weak settings; elsewhere it is said once.
+      if (config.production) throw new ConfigError(files);
+      logger.warn({}, files);
+    }
     // The embedded defaults serve one process: a second one on the same files is refused before it touches them.
     const dataDirLock = config.database.kind === "sqlite" || config.blob.kind === "embedded-azurite" ? lockDataDir(config.dataDir) : undefined;
     if (dataDirLock !== undefined) stops.push(async () => dataDirLock.release());

@@ -19,6 +19,12 @@ try {
   app = await createApp(config);
   address = await app.server.listen({ host: config.host, port: config.port });
 } catch (error) {
+  if (error instanceof ConfigError) {
+    // A setting that the machine cannot bear (the open-file limit): as bad a configuration as a malformed one.
+    process.stderr.write(`entity-versions: configuration error: ${error.message}\n`);
+    await app?.close();
+    process.exit(2);
+  }
   const message = messageWithCauses(error);
   // As written in the URL: decoding could itself fail on a stray "%".
   const databaseName = config.database.kind === "mysql" ? new URL(config.database.url).pathname.slice(1) : undefined;

@@ -142,6 +142,38 @@ s("NODE_ENV=production refuses to start without auth, or on the embedded default
   assert.equal(fs.readdirSync(base.DATA_DIR), [], "nothing was created");
 });
 
+s("an open-file limit below HTTP_MAX_CONNECTIONS is refused in production, and said in development", async () => {
+  const underLimit = (env: Record<string, string>) => {
+    const r = spawnSync("sh", ["-c", `ulimit -n 1024 && exec "${process.execPath}" --import tsx src/main.ts`], { env: { PATH: process.env["PATH"] ?? "", ...env }, encoding: "utf8", timeout: 60_000 });
+    return { status: r.status, output: `${r.stdout}${r.stderr}` };
+  };
+  const production = {
+    NODE_ENV: "production",
+    DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), "ev-prod-files-")),
+    DATABASE_URL: "mysql://u:p@127.0.0.1:1/db",
+    AZURE_STORAGE_CONNECTION_STRING: "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=a2V5;EndpointSuffix=core.windows.net",
+    PAGE_TOKEN_SECRET: "Hk4Qw8Zr2Nv6Tc1Lm9Xb5Pj3Fs7Dg0Ya+page",
+    AUTH_JWT_SECRET: "Qm7Vt2Kx9Lp4Rz8Nw3Hc6Jd1Fb5Gs0Ye+jwt",
+  };
+  const refused = underLimit(production);
+  assert.is(refused.status, 2, refused.output);
+  assert.match(refused.output, "configuration error: the process may open 1024 files, but HTTP_MAX_CONNECTIONS (10000)");
+  assert.match(refused.output, "lower HTTP_MAX_CONNECTIONS to at most 758");
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-dev-files-"));
+  // In development it is said, and the start goes on, to a port already taken here so that it ends.
+  const taken = net.createServer();
+  await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
+  try {
+    const warned = underLimit({ DATA_DIR: dataDir, PORT: String((taken.address() as net.AddressInfo).port), HOST: "127.0.0.1" });
+    assert.match(warned.output, "the process may open 1024 files");
+    assert.not.match(warned.output, "configuration error");
+    assert.match(warned.output, "could not start", "it went on to listen");
+  } finally {
+    taken.close();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
 s("a port already taken stops the start with a message that says to set PORT", async () => {
   const taken = net.createServer();
   await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
