@@ -333,7 +333,7 @@ function auth(env: Env, production: boolean): AuthConfig {
   });
 }
 
-function httpLimits(env: Env, maxRequestBytes: number): HttpLimits {
+function httpLimits(env: Env, maxRequestBytes: number, production: boolean): HttpLimits {
   const maxConnectionBufferedBytes = integer(env, "MAX_CONNECTION_BUFFERED_BYTES", Math.max(4 * 1024 * 1024, maxRequestBytes), 1024, 1024 * 1024 * 1024);
   const maxBufferedBytes = integer(env, "MAX_BUFFERED_BYTES", Math.max(64 * 1024 * 1024, maxConnectionBufferedBytes), 1024, 16 * 1024 * 1024 * 1024);
   if (maxConnectionBufferedBytes < maxRequestBytes || maxBufferedBytes < maxConnectionBufferedBytes) {
@@ -343,6 +343,13 @@ function httpLimits(env: Env, maxRequestBytes: number): HttpLimits {
   }
   const maxConcurrentStreams = integer(env, "HTTP2_MAX_CONCURRENT_STREAMS", 100, 1, 10_000);
   const maxCallsInFlight = integer(env, "HTTP_MAX_CALLS_IN_FLIGHT", 1000, 1, 1_000_000);
+  // A quarter: one caller, however many connections it opens, leaves most places to the others.
+  const maxCallsPerCaller = integer(env, "HTTP_MAX_CALLS_PER_CALLER", Math.max(1, Math.floor(maxCallsInFlight / 4)), 1, 1_000_000);
+  if (production && maxCallsInFlight > 1 && maxCallsPerCaller >= maxCallsInFlight) {
+    throw new ConfigError(
+      `NODE_ENV=production needs HTTP_MAX_CALLS_PER_CALLER (${maxCallsPerCaller}) below HTTP_MAX_CALLS_IN_FLIGHT (${maxCallsInFlight}): one caller could take every place; leave it unset for a quarter.`,
+    );
+  }
   return Object.freeze({
     maxConcurrentStreams,
     idleTimeoutMs: integer(env, "HTTP_IDLE_TIMEOUT_MS", 65_000, 1_000, 3_600_000),
@@ -354,25 +361,31 @@ function httpLimits(env: Env, maxRequestBytes: number): HttpLimits {
     // Twice the streams: a client's reset streams may still be finishing their work.
     maxCallsPerConnection: integer(env, "HTTP_MAX_CALLS_PER_CONNECTION", 2 * maxConcurrentStreams, 1, 100_000),
     maxCallsInFlight,
-    // A quarter: one caller, however many connections it opens, leaves most places to the others.
-    maxCallsPerCaller: integer(env, "HTTP_MAX_CALLS_PER_CALLER", Math.max(1, Math.floor(maxCallsInFlight / 4)), 1, 1_000_000),
+    maxCallsPerCaller,
     maxCallsQueued: integer(env, "HTTP_MAX_CALLS_QUEUED", 5000, 0, 1_000_000),
     maxConnections: integer(env, "HTTP_MAX_CONNECTIONS", 10_000, 1, 1_000_000),
     maxOpenStreams: integer(env, "HTTP_MAX_OPEN_STREAMS", 100, 1, 100_000),
   });
 }
 
-function watch(env: Env, http: HttpLimits): WatchConfig {
+function watch(env: Env, http: HttpLimits, production: boolean): WatchConfig {
   const keepaliveMs = integer(env, "WATCH_KEEPALIVE_MS", Math.min(15_000, Math.floor(http.idleTimeoutMs / 2)), 100, 600_000);
   // A quiet stream must send something before the idle timeout closes its connection.
   if (keepaliveMs >= http.idleTimeoutMs) {
     throw new ConfigError(`WATCH_KEEPALIVE_MS (${keepaliveMs}) must be less than HTTP_IDLE_TIMEOUT_MS (${http.idleTimeoutMs}), or idle watches are cut.`);
   }
+  const maxPerProcess = integer(env, "WATCH_MAX_PER_PROCESS", 1000, 1, 100_000);
+  const maxPerCaller = integer(env, "WATCH_MAX_PER_CALLER", 20, 1, 100_000);
+  if (production && maxPerProcess > 1 && maxPerCaller >= maxPerProcess) {
+    throw new ConfigError(
+      `NODE_ENV=production needs WATCH_MAX_PER_CALLER (${maxPerCaller}) below WATCH_MAX_PER_PROCESS (${maxPerProcess}): one caller could take every watch.`,
+    );
+  }
   return Object.freeze({
     pollIntervalMs: integer(env, "WATCH_POLL_INTERVAL_MS", 500, 10, 60_000),
     keepaliveMs,
-    maxPerProcess: integer(env, "WATCH_MAX_PER_PROCESS", 1000, 1, 100_000),
-    maxPerCaller: integer(env, "WATCH_MAX_PER_CALLER", 20, 1, 100_000),
+    maxPerProcess,
+    maxPerCaller,
   });
 }
 
@@ -589,7 +602,7 @@ export function loadConfig(env: Env = process.env): Config {
     return level;
   });
   const maxRequestBytes = read(() => integer(env, "MAX_REQUEST_BYTES", 1024 * 1024, 1024, 64 * 1024 * 1024)) ?? 1024 * 1024;
-  const http = read(() => httpLimits(env, maxRequestBytes));
+  const http = read(() => httpLimits(env, maxRequestBytes, production));
   const uploadUrlTtlSeconds = read(() => integer(env, "UPLOAD_URL_TTL_SECONDS", 900, 10, 7 * 24 * 3600));
   const orphanGraceSeconds = read(() => integer(env, "ORPHAN_GRACE_SECONDS", 24 * 3600, 1, 365 * 24 * 3600));
   if (production && http !== undefined && uploadUrlTtlSeconds !== undefined && orphanGraceSeconds !== undefined) {
@@ -670,7 +683,7 @@ export function loadConfig(env: Env = process.env): Config {
         maxPageBytes: integer(env, "PAGE_MAX_BYTES", defaultPageMaxBytes, 64 * 1024, 256 * 1024 * 1024),
       }),
     ),
-    watch: http === undefined ? undefined : read(() => watch(env, http)),
+    watch: http === undefined ? undefined : read(() => watch(env, http, production)),
   };
   problems.done();
   // Every part was read without a problem, so none is undefined.

@@ -80,6 +80,9 @@ test("production refuses weak settings, each with a message naming the variable"
     // The database says what each version downloads: a link in the clear, or to whoever answers, could change it.
     [{ DATABASE_URL: "mysql://u:p@db:3306/versions" }, "needs TLS to a MySQL on another host (db): add ?ssl-mode=VERIFY_IDENTITY"],
     [{ DATABASE_URL: "mysql://u:p@10.0.0.7:3306/versions?ssl-mode=required" }, "ssl-mode=REQUIRED: it encrypts but checks no certificate"],
+    // A per-caller share as large as the whole: one caller could take every place.
+    [{ HTTP_MAX_CALLS_PER_CALLER: "1000" }, "HTTP_MAX_CALLS_PER_CALLER (1000) below HTTP_MAX_CALLS_IN_FLIGHT (1000)"],
+    [{ WATCH_MAX_PER_CALLER: "5000", WATCH_MAX_PER_PROCESS: "5000" }, "WATCH_MAX_PER_CALLER (5000) below WATCH_MAX_PER_PROCESS (5000)"],
   ];
   // A link that never leaves the machine (a local proxy doing the TLS), or one said to be protected another way.
   for (const url of ["mysql://u:p@127.0.0.1:3306/versions", "mysql://u:p@localhost/versions", "mysql://u:p@[::1]:3306/versions", "mysql://u:p@db/versions?ssl-mode=DISABLED", "mysql://u:p@db/versions?ssl-mode=VERIFY_CA"]) {
