@@ -436,6 +436,18 @@ s("an idle HTTP/2 session is closed after HTTP_IDLE_TIMEOUT_MS", async ({ svc })
   assert.ok(closed >= 1500 && closed < 6000, `closed after ${closed} ms`);
 });
 
+s("an idle HTTP/1.1 keep-alive connection is closed after HTTP_IDLE_TIMEOUT_MS", async ({ svc }) => {
+  const socket = net.connect(Number(new URL(svc.url).port), "127.0.0.1");
+  socket.on("error", () => {});
+  await new Promise((resolve) => socket.once("connect", resolve));
+  socket.write("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+  socket.resume();
+  const started = Date.now();
+  const closed = await Promise.race([new Promise<number>((resolve) => socket.once("close", () => resolve(Date.now() - started))), sleep(10_000).then(() => -1)]);
+  socket.destroy();
+  assert.ok(closed >= 1500 && closed < 7000, `closed after ${closed} ms`);
+});
+
 s("an HTTP/2 session whose only request never finishes its headers (HEADERS without END_HEADERS) is cut after two quiet periods", async ({ svc }) => {
   const socket = net.connect(Number(new URL(svc.url).port), "127.0.0.1");
   socket.on("error", () => {});

@@ -63,14 +63,17 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
     },
     handler as http.RequestListener,
   );
-  // An HTTP/1.1 connection whose answer has sat in its send buffer for a
-  // whole idle period (a client that sends requests, pipelined or not, and
-  // never reads) is cut: otherwise it holds the connection and the answer's
-  // memory for as long as its client likes. Quiet connections with nothing
-  // to send are left to the keep-alive, header and request timeouts, so a
-  // call that takes long to answer is not cut.
+  // Answers each HTTP/1.1 connection has in progress.
+  const answering = new WeakMap<net.Socket, number>();
+  // An HTTP/1.1 connection on which nothing moved for an idle period is
+  // closed (Node tells of it here, and destroys it only when nobody
+  // listens): one with no answer in progress (keep-alive), and one whose
+  // answer sits in its send buffer (a client that sends requests,
+  // pipelined or not, and never reads), which would otherwise hold the
+  // connection and the answer's memory for as long as its client likes. A
+  // call still working on its answer is left running: its deadline ends it.
   h1.setTimeout(idleTimeoutMs, (socket) => {
-    if (socket.writableLength > 0) socket.destroy();
+    if (socket.writableLength > 0 || (answering.get(socket) ?? 0) === 0) socket.destroy();
   });
   const h2 = http2.createServer(
     // The header list size a session takes is advertised (Node advertises
@@ -93,7 +96,11 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
       // A graceful close waits for the session's streams, and one whose
       // headers never finished (no "stream" event, so not counted above)
       // never ends: given one more quiet period, then cut.
-      const cut = setTimeout(() => session.destroy(), idleTimeoutMs);
+      // A stream that began after all (its headers were on their way) is
+      // let finish: the session is then quiet again later.
+      const cut = setTimeout(() => {
+        if ((openStreams.get(session) ?? 0) === 0) session.destroy();
+      }, idleTimeoutMs);
       cut.unref();
       session.once("close", () => clearTimeout(cut));
       return;
@@ -116,10 +123,15 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
   // Node tracks an HTTP/1 server's connections (closeIdleConnections needs
   // that) only once the server has emitted "listening".
   h1.emit("listening");
-  h1.prependListener("request", (_req, res) => {
+  h1.prependListener("request", (req, res) => {
     if (closing) res.shouldKeepAlive = false;
     responses.add(res);
-    res.once("close", () => responses.delete(res));
+    const socket = req.socket;
+    answering.set(socket, (answering.get(socket) ?? 0) + 1);
+    res.once("close", () => {
+      responses.delete(res);
+      answering.set(socket, (answering.get(socket) ?? 1) - 1);
+    });
   });
   h2.on("session", (session) => {
     sessions.add(session);
