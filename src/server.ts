@@ -275,10 +275,10 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   /**
    * Starts the clock on an answer that is ready: dropped unless its client
    * takes it within responseTimeoutMs, plus a second for every 64 KiB
-   * past the first (a large file on a slow link). Every answer but a
-   * stream's (which has keep-alives and caps of its own), so that no client
-   * holds a connection, or the memory of an answer, by never reading: an
-   * API call's, a probe's, the metrics', the docs' files, a 404's.
+   * past the first (a large file). Every API call's answer, and over HTTP/2
+   * every other answer but a stream's (which has keep-alives and caps of
+   * its own), so that no client holds a connection, or the memory of an
+   * answer, by never reading: a probe's, the metrics', the docs' files, a 404's.
    */
   const awaitTaken = (reply: FastifyReply, bytes = 0): void => {
     const res = reply.raw;
@@ -479,7 +479,11 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   });
   app.addHook("onSend", async (req, reply, payload) => {
     // Every answer Fastify sends is ready now, but a stream's (a REST watch).
-    if ((req.routeOptions.config as Partial<RpcRouteConfig>).unary !== false) {
+    // HTTP/2's only: over HTTP/1.1 the connection's own timeout cuts an
+    // answer whose sending stopped for an idle period (one-port-server), and
+    // lets one that is taken slowly go on, as a browser (always HTTP/1.1
+    // here: browsers speak HTTP/2 only over TLS) on a slow link needs.
+    if (req.raw instanceof http2.Http2ServerRequest && (req.routeOptions.config as Partial<RpcRouteConfig>).unary !== false) {
       const length = typeof payload === "string" || Buffer.isBuffer(payload) ? Buffer.byteLength(payload) : Number(reply.getHeader("content-length") ?? 0);
       awaitTaken(reply, Number.isFinite(length) ? length : 0);
     }
