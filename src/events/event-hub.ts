@@ -250,10 +250,16 @@ export class Watch {
   }
 
   #holdUntil(work: Promise<unknown>): void {
-    const settled = work.then(
-      () => undefined,
-      () => undefined,
-    );
+    // At most heldReadMaxMs: a read on a connection that never answers
+    // (until TCP gives up, minutes later) gives the place back by then.
+    let timer: NodeJS.Timeout | undefined;
+    const settled = Promise.race([
+      work.then(
+        () => undefined,
+        () => undefined,
+      ),
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, heldReadMaxMs))),
+    ]).finally(() => clearTimeout(timer));
     this.#abandoned.add(settled);
     void settled.then(() => {
       this.#abandoned.delete(settled);
@@ -278,6 +284,9 @@ export class Watch {
     queueMicrotask(() => this.#release());
   }
 }
+
+/** The longest an abandoned read keeps its watch's place (as long as a unary call's default deadline). */
+const heldReadMaxMs = 30_000;
 
 /**
  * Fans out an entity's new events to every watch of it in this process.

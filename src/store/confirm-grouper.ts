@@ -14,7 +14,9 @@ export interface ConfirmGrouperOptions<I extends { readonly entityId: string }, 
    * Records several confirms, each on a different entity, in one
    * transaction; answers undefined for each one it left for `alone`
    * (anything but a plain creation), and throws when the group as a
-   * whole failed (nothing of it was written).
+   * whole failed: nothing of it was written, or, when the connection was
+   * lost after its COMMIT was sent (CommitOutcomeUnknownError), perhaps all
+   * of it, which each confirm's caller is told.
    */
   readonly together: (inputs: readonly I[]) => Promise<ReadonlyArray<O | undefined>>;
   /** Whether a confirm may join a group at all. */

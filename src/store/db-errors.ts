@@ -18,6 +18,7 @@ const unavailableCodes = new Set([
   "ER_ACCESS_DENIED_ERROR",
   "ER_BAD_DB_ERROR",
   "SQLITE_BUSY",
+  "SQLITE_BUSY_TIMEOUT",
   "SQLITE_CANTOPEN",
 ]);
 
@@ -26,10 +27,11 @@ const busyCodes = new Set(["ER_LOCK_DEADLOCK", "ER_LOCK_WAIT_TIMEOUT"]);
 /**
  * SQLite's extended busy and locked codes (SQLITE_BUSY_SNAPSHOT: another
  * connection wrote since this transaction's snapshot; SQLITE_LOCKED…): the
- * transaction is rolled back and a retry can succeed, as after a deadlock.
- * Plain SQLITE_BUSY is the busy timeout spent: unavailable.
+ * statement failed, and once the transaction is rolled back (inTransaction
+ * does) a retry can succeed, as after a deadlock. Plain SQLITE_BUSY, and
+ * SQLITE_BUSY_TIMEOUT, are the busy timeout spent: unavailable.
  */
-const sqliteBusy = /^SQLITE_(?:BUSY_|LOCKED)/;
+const sqliteBusy = /^SQLITE_(?:BUSY_(?!TIMEOUT)|LOCKED)/;
 
 /** MariaDB's max_statement_time and MySQL's max_execution_time. */
 const timeoutCodes = new Set(["ER_STATEMENT_TIMEOUT", "ER_QUERY_TIMEOUT"]);
@@ -55,6 +57,26 @@ export function classifyDbError(error: unknown): DbErrorKind {
     e = (e as { cause?: unknown }).cause;
   }
   return "other";
+}
+
+/** A connection lost with no answer from the server: a statement sent on it may or may not have run. */
+const lostCodes = new Set(["PROTOCOL_CONNECTION_LOST", "ECONNRESET", "EPIPE", "ETIMEDOUT", "PROTOCOL_SEQUENCE_TIMEOUT"]);
+
+/**
+ * Whether an error says the connection was lost before the server
+ * answered (so what was sent may have run), rather than an answer from
+ * the server (a known failure), or a connection already closed before
+ * anything was sent (mysql2: "in closed state"), or SQLite's (in-process:
+ * a COMMIT that failed did not happen).
+ */
+export function lostBeforeAnswer(error: unknown): boolean {
+  for (let e: unknown = error, depth = 0; e !== undefined && e !== null && depth < 5; depth++) {
+    const { code, message } = e as { code?: string; message?: string };
+    if (typeof message === "string" && /in closed state/.test(message)) return false;
+    if (code !== undefined && lostCodes.has(code)) return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { Knex } from "knex";
 import { untilAborted } from "./abandon.js";
-import { classifyDbError, CommitOutcomeUnknownError } from "./db-errors.js";
+import { classifyDbError, CommitOutcomeUnknownError, lostBeforeAnswer } from "./db-errors.js";
 import { entitiesWithEventsIn } from "./event-log.js";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -68,9 +68,9 @@ export async function inTransaction<T>(
           // Without this, a write that never landed would be reported done.
           await trx.executionPromise;
         } catch (error) {
-          // A deadlock at COMMIT rolled the transaction back, and is retried
-          // below; anything else leaves the COMMIT's fate unknown.
-          throw classifyDbError(error) === "busy" ? error : new CommitOutcomeUnknownError(error);
+          // A connection lost before the server answered the COMMIT leaves its
+          // fate unknown; an answer (a deadlock, retried below) does not.
+          throw lostBeforeAnswer(error) ? new CommitOutcomeUnknownError(error) : error;
         }
       } else {
         await trx.rollback();

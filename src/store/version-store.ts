@@ -603,7 +603,9 @@ export class VersionStore {
    * 5. Insert the versions and the claims' publishers, move the tips (and
    *    active pointers), commit.
    *
-   * Throws when the group failed; nothing of it is then written.
+   * Throws when the group failed; nothing of it is then written, unless
+   * the connection was lost after its COMMIT was sent
+   * (CommitOutcomeUnknownError: all of it may have been).
    */
   async #confirmTogether(inputs: readonly NewVersion[]): Promise<Array<ConfirmOutcome | undefined>> {
     const outcomes: Array<ConfirmOutcome | undefined> = inputs.map(() => undefined);

@@ -6,7 +6,7 @@ import path from "node:path";
 import knexFactory from "knex";
 import { test } from "uvu";
 import * as assert from "uvu/assert";
-import { classifyDbError, CommitOutcomeUnknownError } from "../../src/store/db-errors.js";
+import { classifyDbError, CommitOutcomeUnknownError, lostBeforeAnswer } from "../../src/store/db-errors.js";
 
 test("a stale snapshot's write (SQLITE_BUSY_SNAPSHOT) is a conflict to retry, not a bug", async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-db-errors-"));
@@ -32,6 +32,12 @@ test("a stale snapshot's write (SQLITE_BUSY_SNAPSHOT) is a conflict to retry, no
 
 test("plain SQLITE_BUSY (the busy timeout spent) is an outage; a lost COMMIT is told apart from both", () => {
   assert.is(classifyDbError(Object.assign(new Error("database is locked"), { code: "SQLITE_BUSY" })), "unavailable");
+  assert.is(classifyDbError(Object.assign(new Error("database is locked"), { code: "SQLITE_BUSY_TIMEOUT" })), "unavailable");
+  // Only a connection lost before the server answered leaves a COMMIT's fate unknown.
+  assert.ok(lostBeforeAnswer(Object.assign(new Error("Connection lost: The server closed the connection."), { code: "PROTOCOL_CONNECTION_LOST", fatal: true })));
+  assert.not.ok(lostBeforeAnswer(new Error("Can't add new command when connection is in closed state")));
+  assert.not.ok(lostBeforeAnswer(Object.assign(new Error("Deadlock found"), { code: "ER_LOCK_DEADLOCK", errno: 1213 })));
+  assert.not.ok(lostBeforeAnswer(Object.assign(new Error("database is locked"), { code: "SQLITE_BUSY" })));
   const lost = new CommitOutcomeUnknownError(Object.assign(new Error("Connection lost"), { code: "PROTOCOL_CONNECTION_LOST", fatal: true }));
   assert.instance(lost, CommitOutcomeUnknownError);
   assert.match(lost.message, /may have been made/);
