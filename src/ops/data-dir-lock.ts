@@ -66,8 +66,12 @@ export function lockDataDir(dir: string): DataDirLock {
       break;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== "EEXIST" || attempt > 0) throw error;
-      const holder = holderOf();
+      const holder = readHolder();
       if (holder === process.pid) break;
+      // Whose it is cannot be told: not taken over, which could be a live process's.
+      if (holder === "unreadable") {
+        throw new DataDirInUseError(`DATA_DIR ${dir} may be in use: ${file} exists but cannot be read; check it (its owner, its permissions), and delete it if no service runs there.`);
+      }
       if (holder !== undefined && Number.isInteger(holder) && holder > 0 && alive(holder)) {
         throw new DataDirInUseError(
           `DATA_DIR ${dir} is in use by another process (pid ${holder}): stop it, or give this one its own DATA_DIR ` +

@@ -267,17 +267,18 @@ export function deadlinesSuite() {
       try {
         for (let i = 0; i < 2; i++) {
           const w = watchRest(capped.url, e, headers);
-          await sleep(150);
+          // Reset once the server has the watch and its start read waits.
+          for (let waited = 0; capped.app.watches.size < i + 1 && waited < 5_000; waited += 20) await sleep(20);
           w.close();
         }
-        await sleep(150);
+        await sleep(200);
         third = await watchRest(capped.url, e, headers).ended(2_000);
       } finally {
         mariadb.thaw();
       }
       assert.equal([third.httpStatus, third.reason], [429, "TOO_MANY_WATCHES"]);
       // The abandoned reads end once the database answers, and the places come back.
-      await sleep(500);
+      for (let waited = 0; capped.app.watches.size > 0 && waited < 10_000; waited += 50) await sleep(50);
       const again = watchRest(capped.url, e, headers);
       assert.is((await again.next(10_000)).kind, "bookmark");
       again.close();

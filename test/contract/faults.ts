@@ -220,7 +220,13 @@ export function faultsSuite(backend: Backend) {
         const deleted = await svc.rest.delete(`/api/entities/${e}/versions/${doomed}`);
         assert.is(deleted.status, 503, JSON.stringify(deleted.body));
         assert.is(deleted.body.code, "COMMIT_OUTCOME_UNKNOWN");
-        assert.is((await svc.rest.get(`/api/entities/${e}/versions/${doomed}`)).body.code, "VERSION_NOT_FOUND");
+        // The server may still be finishing the COMMIT it was sent.
+        let gone = "";
+        for (let tries = 0; gone !== "VERSION_NOT_FOUND" && tries < 50; tries++) {
+          if (tries > 0) await sleep(100);
+          gone = (await svc.rest.get(`/api/entities/${e}/versions/${doomed}`)).body.code;
+        }
+        assert.is(gone, "VERSION_NOT_FOUND");
         const events = (await svc.rest.get(`/api/entities/${e}/events`)).body.events as Array<{ type: string }>;
         assert.is(events[0]!.type, "EVENT_TYPE_VERSION_DELETED", "the delete and its event landed together");
       } finally {

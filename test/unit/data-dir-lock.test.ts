@@ -65,6 +65,13 @@ test("a process out of file descriptors does not take its folder for deleted", (
   assert.is(result.lost, null);
 });
 
+test("a pid file that cannot be read is not taken over: whose it is cannot be told", () => {
+  const dir = fresh();
+  fs.mkdirSync(pidFile(dir), { recursive: true });
+  assert.throws(() => lockDataDir(dir), (error: Error) => error instanceof DataDirInUseError && /exists but cannot be read/.test(error.message));
+  assert.ok(fs.statSync(pidFile(dir)).isDirectory(), "left as it was");
+});
+
 test("a directory another live process holds is refused, naming it and what to do", () => {
   const dir = fresh();
   fs.mkdirSync(dir, { recursive: true });
