@@ -2,7 +2,9 @@ import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { type ParsedUploadPath, parseUploadPath } from "../blob/blob-paths.js";
 import {
   entityIdPattern,
-  serviceSlugPattern,
+  isServiceSlug,
+  serviceSlugMaxLength,
+  serviceSlugShape,
   sourceHashPattern,
   versionIdPattern,
 } from "../domain/identifiers.js";
@@ -97,7 +99,7 @@ export function serviceDependencies(values: readonly string[], limits: Limits): 
   }
   const seen = new Set<string>();
   for (const slug of values) {
-    if (!serviceSlugPattern.test(slug)) {
+    if (!isServiceSlug(slug)) {
       throw invalid("service_dependencies", `${show(slug)} is not a service slug (lowercase letters and digits joined by single hyphens, up to 63 characters)`);
     }
     if (seen.has(slug)) throw invalid("service_dependencies", `lists ${show(slug)} twice`);
@@ -191,6 +193,8 @@ export function pageSize(value: number): number {
 export interface FieldConstraint {
   /** An ECMA-262 regular expression the whole value matches. */
   readonly pattern?: string;
+  /** The most characters of a string. */
+  readonly maxLength?: number;
   /** The least value of an integer. */
   readonly minimum?: number;
 }
@@ -215,7 +219,7 @@ export const requestFieldConstraints: Readonly<Record<string, FieldConstraint>> 
   expected_active_version_id: { pattern: orEmpty(versionIdPattern) },
   version: { pattern: versionStringPattern.source },
   source_hash: { pattern: sourceHashPattern.source },
-  service_dependencies: { pattern: serviceSlugPattern.source },
+  service_dependencies: { pattern: serviceSlugShape.source, maxLength: serviceSlugMaxLength },
   after_event_id: { pattern: orEmpty(eventIdPattern) },
   page_size: { minimum: 0 },
 });

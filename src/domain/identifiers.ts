@@ -14,8 +14,19 @@ export const versionIdPattern = /^[A-Za-z0-9_-]{1,64}$/;
  */
 export const sourceHashPattern = /^(?:[0-9a-f]{40}|[0-9a-f]{64}|[0-9a-f]{96}|[0-9a-f]{128})$/;
 
-/** Service slugs in service_dependencies: lowercase words joined by single hyphens, up to 63 characters. */
-export const serviceSlugPattern = /^(?=.{1,63}$)[a-z0-9]+(?:-[a-z0-9]+)*$/;
+/**
+ * Service slugs in service_dependencies: lowercase words joined by single
+ * hyphens (serviceSlugShape), up to serviceSlugMaxLength characters. Two
+ * parts rather than one lookahead, so that the OpenAPI document can state
+ * them in forms every regex engine reads (RE2 has no lookahead).
+ */
+export const serviceSlugShape = /^[a-z0-9]+(?:-[a-z0-9]+)*$/;
+export const serviceSlugMaxLength = 63;
+
+/** Whether a string is a service slug. */
+export function isServiceSlug(value: string): boolean {
+  return value.length <= serviceSlugMaxLength && serviceSlugShape.test(value);
+}
 
 /**
  * User and organization ids: printable, no spaces, at most 255 characters
