@@ -35,6 +35,7 @@ import { HealthService } from "./ops/health-service.js";
 import type { Metrics } from "./ops/metrics.js";
 import type { Readiness } from "./ops/readiness.js";
 import { ReflectionService } from "./ops/reflection-service.js";
+import { sharedReading } from "./ops/shared-reading.js";
 import { sendRestError } from "./rest/rest-error.js";
 import { registerOpenApiRoutes } from "./rest/openapi-routes.js";
 import { registerRestGateway } from "./rest/rest-gateway.js";
@@ -655,8 +656,13 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     const report = await deps.readiness.check();
     return reply.code(report.ready ? 200 : 503).send({ status: report.ready ? "ready" : "not ready", checks: report.checks });
   });
+  // One rendering shared by the scrapes that come while it runs (no
+  // token needed): a hundred on one connection, never read, hold one
+  // answer's memory rather than a hundred. Never reused once done, so
+  // every scrape after it sees fresh figures.
+  const renderMetrics = sharedReading(async () => Buffer.from(await deps.metrics.registry.metrics()), -1);
   app.get("/metrics", async (_req, reply) => {
-    return reply.type(deps.metrics.registry.contentType).send(await deps.metrics.registry.metrics());
+    return reply.type(deps.metrics.registry.contentType).send(await renderMetrics());
   });
   return app;
 }

@@ -1,5 +1,6 @@
 import { execFile } from "node:child_process";
 import http from "node:http";
+import http2 from "node:http2";
 import path from "node:path";
 import { promisify } from "node:util";
 import * as grpc from "@grpc/grpc-js";
@@ -251,6 +252,46 @@ export function opsSuite(backend: Backend) {
     assert.match(text, /entity_versions_blob_deletions_pending \d+/);
     assert.match(text, /entity_versions_process_resident_memory_bytes \d+/);
     if (backend === "mysql") assert.match(text, /entity_versions_db_pool_connections\{state="used"\} \d+/);
+  });
+
+  s("scrapes that come together share one rendering of /metrics; the next one sees fresh figures", async () => {
+    const svc = await startService(backend);
+    const registry = svc.app.metrics.registry;
+    const render = registry.metrics.bind(registry);
+    let renderings = 0;
+    registry.metrics = async () => {
+      renderings++;
+      return render();
+    };
+    try {
+      const session = http2.connect(svc.url);
+      session.on("error", () => {});
+      const bodies = await Promise.all(
+        Array.from(
+          { length: 50 },
+          () =>
+            new Promise<string>((resolve) => {
+              const req = session.request({ ":path": "/metrics" });
+              let text = "";
+              req.setEncoding("utf8");
+              req.on("data", (d: string) => (text += d));
+              req.on("end", () => resolve(text));
+              req.on("error", () => resolve(""));
+            }),
+        ),
+      );
+      session.close();
+      assert.ok(bodies.every((b) => b.includes("entity_versions_rpc_requests_total")), "every scrape answered");
+      assert.ok(renderings < 10, `${renderings} renderings for 50 scrapes at once`);
+      const before = renderings;
+      await svc.grpc.call("GetVersion", { entity_id: newEntityId(), version_id: "fresh" });
+      const after = await (await fetch(`${svc.url}/metrics`)).text();
+      assert.is(renderings, before + 1, "a later scrape renders again");
+      assert.match(after, /protocol="grpc",code="not_found"/);
+    } finally {
+      registry.metrics = render;
+      await svc.close();
+    }
   });
 
   return s;
