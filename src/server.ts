@@ -283,8 +283,15 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
    */
   const awaitTaken = (reply: FastifyReply, bytes = 0): void => {
     const res = reply.raw;
-    if (untaken.has(res) || res.writableFinished || res.destroyed) return;
-    untaken.set(res, Date.now() + limits.responseTimeoutMs + Math.floor(bytes / 65_536) * 1000);
+    if (res.writableFinished || res.destroyed) return;
+    const by = Date.now() + limits.responseTimeoutMs + Math.floor(bytes / 65_536) * 1000;
+    const since = untaken.get(res);
+    // Already on the clock (an API call's, from its place at the gate): its size, known now, may only give it longer.
+    if (since !== undefined) {
+      if (by > since) untaken.set(res, by);
+      return;
+    }
+    untaken.set(res, by);
     res.once("close", () => untaken.delete(res));
   };
   /**
@@ -484,7 +491,10 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     // answer whose sending stopped for an idle period (one-port-server), and
     // lets one that is taken slowly go on, as a browser (always HTTP/1.1
     // here: browsers speak HTTP/2 only over TLS) on a slow link needs.
-    if (req.raw instanceof http2.Http2ServerRequest && (req.routeOptions.config as Partial<RpcRouteConfig>).unary !== false) {
+    // An API call's answer is on the clock already, on both: its size is
+    // known only here.
+    const route = req.routeOptions.config as Partial<RpcRouteConfig>;
+    if (route.unary !== false && (req.raw instanceof http2.Http2ServerRequest || untaken.has(reply.raw))) {
       const length = typeof payload === "string" || Buffer.isBuffer(payload) ? Buffer.byteLength(payload) : Number(reply.getHeader("content-length") ?? 0);
       awaitTaken(reply, Number.isFinite(length) ? length : 0);
     }

@@ -258,7 +258,10 @@ export class Watch {
         () => undefined,
         () => undefined,
       ),
-      new Promise<void>((resolve) => (timer = setTimeout(resolve, heldReadMaxMs))),
+      new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, heldReadMaxMs);
+        timer.unref();
+      }),
     ]).finally(() => clearTimeout(timer));
     this.#abandoned.add(settled);
     void settled.then(() => {

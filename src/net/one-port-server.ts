@@ -97,12 +97,15 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
       // headers never finished (no "stream" event, so not counted above)
       // never ends: given one more quiet period, then cut.
       // A stream that began after all (its headers were on their way) is
-      // let finish: the session is then quiet again later.
-      const cut = setTimeout(() => {
-        if ((openStreams.get(session) ?? 0) === 0) session.destroy();
-      }, idleTimeoutMs);
-      cut.unref();
-      session.once("close", () => clearTimeout(cut));
+      // let finish, looked at again each idle period.
+      const cut = (): void => {
+        if ((openStreams.get(session) ?? 0) === 0) return void session.destroy();
+        timer = setTimeout(cut, idleTimeoutMs);
+        timer.unref();
+      };
+      let timer = setTimeout(cut, idleTimeoutMs);
+      timer.unref();
+      session.once("close", () => clearTimeout(timer));
       return;
     }
     // The last quiet period's ping still unanswered: the peer is gone.
@@ -123,12 +126,28 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
   // Node tracks an HTTP/1 server's connections (closeIdleConnections needs
   // that) only once the server has emitted "listening".
   h1.emit("listening");
+  // Answers not yet closed, by connection. An answer queued behind another
+  // on a connection (pipelining) never closes when the connection dies
+  // first (Node emits "close" only for the one being written): closed here,
+  // so that what waits for it (a call's place, its log line) is let go.
+  const unfinished = new WeakMap<net.Socket, Set<http.ServerResponse>>();
   h1.prependListener("request", (req, res) => {
     if (closing) res.shouldKeepAlive = false;
     responses.add(res);
     const socket = req.socket;
     answering.set(socket, (answering.get(socket) ?? 0) + 1);
+    let open = unfinished.get(socket);
+    if (open === undefined) {
+      const mine = (open = new Set());
+      unfinished.set(socket, mine);
+      socket.once("close", () => {
+        // Only those never given the connection: Node closes the one that was.
+        for (const left of [...mine]) if (left.socket === null) left.emit("close");
+      });
+    }
+    open.add(res);
     res.once("close", () => {
+      open.delete(res);
       responses.delete(res);
       answering.set(socket, (answering.get(socket) ?? 1) - 1);
     });

@@ -59,21 +59,21 @@ export function classifyDbError(error: unknown): DbErrorKind {
   return "other";
 }
 
-/** A connection lost with no answer from the server: a statement sent on it may or may not have run. */
-const lostCodes = new Set(["PROTOCOL_CONNECTION_LOST", "ECONNRESET", "EPIPE", "ETIMEDOUT", "PROTOCOL_SEQUENCE_TIMEOUT"]);
-
 /**
  * Whether an error says the connection was lost before the server
- * answered (so what was sent may have run), rather than an answer from
- * the server (a known failure), or a connection already closed before
- * anything was sent (mysql2: "in closed state"), or SQLite's (in-process:
- * a COMMIT that failed did not happen).
+ * answered (so what was sent may have run): mysql2 marks such errors fatal
+ * (PROTOCOL_CONNECTION_LOST, or the socket's own ECONNRESET, ETIMEDOUT,
+ * EHOSTUNREACH…). Not an answer from the server (a known failure), not a
+ * write that failed (the statement never left), not a connection already
+ * closed before anything was sent (mysql2: "in closed state"), and never
+ * SQLite's (in-process: a COMMIT that failed did not happen).
  */
 export function lostBeforeAnswer(error: unknown): boolean {
   for (let e: unknown = error, depth = 0; e !== undefined && e !== null && depth < 5; depth++) {
-    const { code, message } = e as { code?: string; message?: string };
-    if (typeof message === "string" && /in closed state/.test(message)) return false;
-    if (code !== undefined && lostCodes.has(code)) return true;
+    const { code, message, fatal, syscall } = e as { code?: string; message?: string; fatal?: boolean; syscall?: string };
+    if ((typeof message === "string" && /in closed state/.test(message)) || syscall === "write") return false;
+    if (code?.startsWith("SQLITE_") === true) return false;
+    if (fatal === true || code === "PROTOCOL_CONNECTION_LOST") return true;
     e = (e as { cause?: unknown }).cause;
   }
   return false;

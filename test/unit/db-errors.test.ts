@@ -35,6 +35,8 @@ test("plain SQLITE_BUSY (the busy timeout spent) is an outage; a lost COMMIT is 
   assert.is(classifyDbError(Object.assign(new Error("database is locked"), { code: "SQLITE_BUSY_TIMEOUT" })), "unavailable");
   // Only a connection lost before the server answered leaves a COMMIT's fate unknown.
   assert.ok(lostBeforeAnswer(Object.assign(new Error("Connection lost: The server closed the connection."), { code: "PROTOCOL_CONNECTION_LOST", fatal: true })));
+  assert.ok(lostBeforeAnswer(Object.assign(new Error("connect EHOSTUNREACH"), { code: "EHOSTUNREACH", fatal: true })));
+  assert.not.ok(lostBeforeAnswer(Object.assign(new Error("write EPIPE"), { code: "EPIPE", syscall: "write", fatal: true })), "the COMMIT never left");
   assert.not.ok(lostBeforeAnswer(new Error("Can't add new command when connection is in closed state")));
   assert.not.ok(lostBeforeAnswer(Object.assign(new Error("Deadlock found"), { code: "ER_LOCK_DEADLOCK", errno: 1213 })));
   assert.not.ok(lostBeforeAnswer(Object.assign(new Error("database is locked"), { code: "SQLITE_BUSY" })));

@@ -74,4 +74,21 @@ test("a failed read is shared too, for its age, and is not an unhandled rejectio
   assert.is(reads, 2);
 });
 
+test("a negative age shares a reading only while it is in flight, even when the clock steps back", async () => {
+  let clock = 5_000;
+  let reads = 0;
+  const reading = sharedReading(
+    async () => {
+      reads++;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      return reads;
+    },
+    -1,
+    () => clock,
+  );
+  assert.equal(await Promise.all([reading(), reading(), reading()]), [1, 1, 1], "shared while in flight");
+  clock = 4_000;
+  assert.is(await reading(), 2, "a new reading once the last one is done, whatever the clock says");
+});
+
 test.run();
