@@ -37,6 +37,20 @@ s.after(async (ctx) => {
 const confirmPath = "/entityversions.v1.EntityVersionsService/ConfirmUpload";
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** A plain TCP connection to the service, once connected. */
+async function rawConnection(svc: Spawned): Promise<net.Socket> {
+  const socket = net.connect(Number(new URL(svc.url).port), "127.0.0.1");
+  socket.on("error", () => {});
+  await new Promise((resolve) => socket.once("connect", resolve));
+  return socket;
+}
+
+/** Milliseconds from now until `target` closes; -1 when it is still open after `timeoutMs`. */
+function msUntilClosed(target: { once(event: "close", listener: () => void): unknown }, timeoutMs: number): Promise<number> {
+  const started = Date.now();
+  return Promise.race([new Promise<number>((resolve) => target.once("close", () => resolve(Date.now() - started))), sleep(timeoutMs).then(() => -1)]);
+}
+
 function rssBytes(pid: number): number {
   const kb = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))?.[1];
   return Number(kb) * 1024;
@@ -412,9 +426,7 @@ s("answers outside the API a client never takes are dropped too: probes, metrics
   session.destroy();
   for (const end of ends) assert.match(end, /: dropped after \d+ ms$/, end);
   // HTTP/1.1: answers pipelined behind one the client does not read.
-  const socket = net.connect(Number(new URL(svc.url).port), "127.0.0.1");
-  socket.on("error", () => {});
-  await new Promise((resolve) => socket.once("connect", resolve));
+  const socket = await rawConnection(svc);
   socket.write("GET /openapi.json HTTP/1.1\r\nHost: x\r\n\r\n".repeat(300));
   // Read nothing for two idle periods; then read what is left. A connection
   // cut by then yields what the buffers held; one left open, every answer.
@@ -430,28 +442,22 @@ s("answers outside the API a client never takes are dropped too: probes, metrics
 s("an idle HTTP/2 session is closed after HTTP_IDLE_TIMEOUT_MS", async ({ svc }) => {
   const session = http2.connect(svc.url);
   session.on("error", () => {});
-  const started = Date.now();
-  const closed = await Promise.race([new Promise<number>((resolve) => session.once("close", () => resolve(Date.now() - started))), sleep(8000).then(() => -1)]);
+  const closed = await msUntilClosed(session, 8_000);
   session.destroy();
   assert.ok(closed >= 1500 && closed < 6000, `closed after ${closed} ms`);
 });
 
 s("an idle HTTP/1.1 keep-alive connection is closed after HTTP_IDLE_TIMEOUT_MS", async ({ svc }) => {
-  const socket = net.connect(Number(new URL(svc.url).port), "127.0.0.1");
-  socket.on("error", () => {});
-  await new Promise((resolve) => socket.once("connect", resolve));
+  const socket = await rawConnection(svc);
   socket.write("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
   socket.resume();
-  const started = Date.now();
-  const closed = await Promise.race([new Promise<number>((resolve) => socket.once("close", () => resolve(Date.now() - started))), sleep(10_000).then(() => -1)]);
+  const closed = await msUntilClosed(socket, 10_000);
   socket.destroy();
   assert.ok(closed >= 1500 && closed < 7000, `closed after ${closed} ms`);
 });
 
 s("an HTTP/2 session whose only request never finishes its headers (HEADERS without END_HEADERS) is cut after two quiet periods", async ({ svc }) => {
-  const socket = net.connect(Number(new URL(svc.url).port), "127.0.0.1");
-  socket.on("error", () => {});
-  await new Promise((resolve) => socket.once("connect", resolve));
+  const socket = await rawConnection(svc);
   const frame = (type: number, flags: number, stream: number, payload: Buffer) => {
     const head = Buffer.alloc(9);
     head.writeUIntBE(payload.length, 0, 3);
@@ -463,8 +469,7 @@ s("an HTTP/2 session whose only request never finishes its headers (HEADERS with
   // The preface, an empty SETTINGS, and the start of a header block (":method: GET", indexed) that never ends.
   socket.write(Buffer.concat([Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), frame(0x4, 0, 0, Buffer.alloc(0)), frame(0x1, 0, 1, Buffer.from([0x82]))]));
   socket.resume();
-  const started = Date.now();
-  const closed = await Promise.race([new Promise<number>((resolve) => socket.once("close", () => resolve(Date.now() - started))), sleep(10_000).then(() => -1)]);
+  const closed = await msUntilClosed(socket, 10_000);
   socket.destroy();
   assert.ok(closed >= 1500 && closed < 7000, `closed after ${closed} ms`);
 });
