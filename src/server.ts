@@ -486,13 +486,13 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     return body;
   });
   app.addHook("onSend", async (req, reply, payload) => {
-    // Every answer Fastify sends is ready now, but a stream's (a REST watch).
-    // HTTP/2's only: over HTTP/1.1 the connection's own timeout cuts an
-    // answer whose sending stopped for an idle period (one-port-server), and
-    // lets one that is taken slowly go on, as a browser (always HTTP/1.1
-    // here: browsers speak HTTP/2 only over TLS) on a slow link needs.
-    // An API call's answer is on the clock already, on both: its size is
-    // known only here.
+    // The answer is ready now. Put on the clock: over HTTP/2, every answer
+    // but a stream's (a REST watch); over HTTP/1.1, only an API call's,
+    // already there from its place at the gate, whose size is known only
+    // here. Others over HTTP/1.1 are left to the connection's own timeout
+    // (one-port-server), which cuts an answer whose sending stopped and lets
+    // one taken slowly go on, as a browser on a slow link needs (browsers
+    // speak HTTP/2 only over TLS, so always HTTP/1.1 here).
     const route = req.routeOptions.config as Partial<RpcRouteConfig>;
     if (route.unary !== false && (req.raw instanceof http2.Http2ServerRequest || untaken.has(reply.raw))) {
       const length = typeof payload === "string" || Buffer.isBuffer(payload) ? Buffer.byteLength(payload) : Number(reply.getHeader("content-length") ?? 0);

@@ -95,9 +95,9 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
       session.close();
       // A graceful close waits for the session's streams, and one whose
       // headers never finished (no "stream" event, so not counted above)
-      // never ends: given one more quiet period, then cut.
-      // A stream that began after all (its headers were on their way) is
-      // let finish, looked at again each idle period.
+      // never ends: given one more quiet period, then cut. A stream that
+      // began after all (its headers were on their way) is let finish, the
+      // session looked at again each idle period.
       const cut = (): void => {
         if ((openStreams.get(session) ?? 0) === 0) return void session.destroy();
         timer = setTimeout(cut, idleTimeoutMs);
