@@ -63,8 +63,8 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
     },
     handler as http.RequestListener,
   );
-  // Answers each HTTP/1.1 connection has in progress.
-  const answering = new WeakMap<net.Socket, number>();
+  // Answers not yet closed, by HTTP/1.1 connection.
+  const unfinished = new WeakMap<net.Socket, Set<http.ServerResponse>>();
   // An HTTP/1.1 connection on which nothing moved for an idle period is
   // closed (Node tells of it here, and destroys it only when nobody
   // listens): one with no answer in progress (keep-alive), and one whose
@@ -73,7 +73,7 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
   // connection and the answer's memory for as long as its client likes. A
   // call still working on its answer is left running: its deadline ends it.
   h1.setTimeout(idleTimeoutMs, (socket) => {
-    if (socket.writableLength > 0 || (answering.get(socket) ?? 0) === 0) socket.destroy();
+    if (socket.writableLength > 0 || (unfinished.get(socket)?.size ?? 0) === 0) socket.destroy();
   });
   const h2 = http2.createServer(
     // The header list size a session takes is advertised (Node advertises
@@ -126,16 +126,14 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
   // Node tracks an HTTP/1 server's connections (closeIdleConnections needs
   // that) only once the server has emitted "listening".
   h1.emit("listening");
-  // Answers not yet closed, by connection. An answer queued behind another
-  // on a connection (pipelining) never closes when the connection dies
-  // first (Node emits "close" only for the one being written): closed here,
-  // so that what waits for it (a call's place, its log line) is let go.
-  const unfinished = new WeakMap<net.Socket, Set<http.ServerResponse>>();
+  // An answer queued behind another on a connection (pipelining) never
+  // closes when the connection dies first (Node emits "close" only for the
+  // one being written): closed here, so that what waits for it (a call's
+  // place, its log line) is let go.
   h1.prependListener("request", (req, res) => {
     if (closing) res.shouldKeepAlive = false;
     responses.add(res);
     const socket = req.socket;
-    answering.set(socket, (answering.get(socket) ?? 0) + 1);
     let open = unfinished.get(socket);
     if (open === undefined) {
       const mine = (open = new Set());
@@ -149,7 +147,6 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
     res.once("close", () => {
       open.delete(res);
       responses.delete(res);
-      answering.set(socket, (answering.get(socket) ?? 1) - 1);
     });
   });
   h2.on("session", (session) => {
