@@ -1,4 +1,4 @@
-import { createRemoteJWKSet, errors, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from "jose";
+import { createRemoteJWKSet, customFetch, errors, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from "jose";
 import { apiError } from "../errors/api-error.js";
 import type { Authenticator, Caller } from "./caller.js";
 import { claimsProblem } from "./claims.js";
@@ -62,6 +62,30 @@ function malformedHeader(header: string): string {
   return "The bearer token is not a JWT (three base64url parts separated by dots)";
 }
 
+/** Largest key set read, in bytes: a few dozen keys take a few KB. */
+const maxKeySetBytes = 1 << 20;
+
+/**
+ * fetch for the key set that stops reading past maxKeySetBytes, so that a
+ * misbehaving key server cannot make the process hold its whole answer.
+ */
+async function boundedFetch(url: string, init: RequestInit): Promise<Response> {
+  const response = await fetch(url, init);
+  const chunks: Uint8Array[] = [];
+  let bytes = 0;
+  if (response.body !== null) {
+    for await (const chunk of response.body) {
+      bytes += chunk.byteLength;
+      if (bytes > maxKeySetBytes) {
+        await response.body.cancel();
+        throw new Error(`the JSON Web Key Set at ${url} is larger than ${maxKeySetBytes} bytes`);
+      }
+      chunks.push(chunk);
+    }
+  }
+  return new Response(Buffer.concat(chunks), { status: response.status, headers: response.headers });
+}
+
 /** How many verified tokens are remembered. */
 const cacheSize = 10_000;
 /**
@@ -101,11 +125,25 @@ export class JwtAuthenticator implements Authenticator {
             cooldownDuration: options.jwksCooldownSeconds * 1000,
             cacheMaxAge: options.jwksMaxAgeSeconds * 1000,
             timeoutDuration: options.jwksTimeoutMs ?? 5_000,
+            [customFetch]: boundedFetch,
           });
     this.#algorithms = [...(secret === undefined ? [] : ["HS256"]), ...(jwks === undefined ? [] : ["RS256", "ES256"])];
     this.#key = async (header, token) => {
       if (header.alg === "HS256" && secret !== undefined) return await secret;
-      if (jwks !== undefined) return jwks(header, token);
+      if (jwks !== undefined) {
+        try {
+          return await jwks(header, token);
+        } catch (error) {
+          // jose reports a key set answered with an error status, or with a
+          // body that is no JSON, as a bare JOSEError, which would read as a
+          // malformed token: every holder of a good token would be told to
+          // drop it. Only a key set without the token's key speaks of the token.
+          if (error instanceof errors.JOSEError && error.code === "ERR_JOSE_GENERIC") {
+            throw new Error(`the JSON Web Key Set could not be read: ${error.message}`, { cause: error });
+          }
+          throw error;
+        }
+      }
       throw new errors.JOSEAlgNotAllowed(`alg ${header.alg} is not accepted`);
     };
   }

@@ -1,4 +1,6 @@
 import { ConnectError } from "@connectrpc/connect";
+import * as http from "node:http";
+import type { AddressInfo } from "node:net";
 import { SignJWT } from "jose";
 import { test } from "uvu";
 import * as assert from "uvu/assert";
@@ -57,6 +59,39 @@ test("an nbf or iat that is no number is a malformed claim, not a token from the
     assert.unreachable();
   } catch (error) {
     assert.is(reasonOf(error as ConnectError), "TOKEN_NOT_YET_VALID");
+  }
+});
+
+test("a key set answered with an error status or a body that is no JSON is AUTH_KEYS_UNAVAILABLE, not a malformed token", async () => {
+  const answers: Array<[number, string]> = [
+    [503, "busy"],
+    [200, "{ not json"],
+    // Well-formed but past the bound: never held whole.
+    [200, JSON.stringify({ keys: [], padding: "x".repeat(2 << 20) })],
+  ];
+  for (const [status, body] of answers) {
+    const jwks = http.createServer((_req, res) => res.writeHead(status, { "content-type": "application/json" }).end(body));
+    await new Promise<void>((resolve) => jwks.listen(0, "127.0.0.1", resolve));
+    try {
+      const auth = new JwtAuthenticator({
+        jwksUrl: `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/jwks.json`,
+        clockSkewSeconds: 0,
+        jwksCooldownSeconds: 0,
+        jwksMaxAgeSeconds: 60,
+        tokenCacheSeconds: 0,
+      });
+      const b64 = (v: object) => Buffer.from(JSON.stringify(v)).toString("base64url");
+      const rsToken = `${b64({ alg: "RS256", kid: "k1", typ: "JWT" })}.${b64({ sub: "x", exp: Math.floor(Date.now() / 1000) + 600 })}.${"A".repeat(43)}`;
+      try {
+        await auth.authenticate(`Bearer ${rsToken}`);
+        assert.unreachable(`${status} ${body.slice(0, 20)}`);
+      } catch (error) {
+        assert.instance(error, ConnectError);
+        assert.is(reasonOf(error as ConnectError), "AUTH_KEYS_UNAVAILABLE", `${status} ${body.slice(0, 20)}`);
+      }
+    } finally {
+      await new Promise((resolve) => jwks.close(resolve));
+    }
   }
 });
 
