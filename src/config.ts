@@ -422,6 +422,11 @@ function databaseTls(url: URL): DatabaseTls | undefined {
   if (caFile !== undefined && mode !== "VERIFY_CA" && mode !== "VERIFY_IDENTITY") {
     throw new ConfigError(`DATABASE_URL gives ssl-ca with ssl-mode ${mode}, which checks no certificate: use ssl-mode=VERIFY_CA or VERIFY_IDENTITY to have it used.`);
   }
+  // As MySQL's own client: checked against the public CAs and not against
+  // the host name, any server with any public certificate would pass.
+  if (mode === "VERIFY_CA" && caFile === undefined) {
+    throw new ConfigError(`DATABASE_URL's ssl-mode=VERIFY_CA needs ssl-ca=<PEM file>, the private CA to trust: against the public CAs, without a check of the host name, any publicly certified server would pass. For a server with a public certificate use ssl-mode=VERIFY_IDENTITY.`);
+  }
   if (mode === "DISABLED") return undefined;
   return caFile === undefined ? { mode } : { mode, caFile };
 }

@@ -85,7 +85,7 @@ test("production refuses weak settings, each with a message naming the variable"
     [{ WATCH_MAX_PER_CALLER: "5000", WATCH_MAX_PER_PROCESS: "5000" }, "WATCH_MAX_PER_CALLER (5000) below WATCH_MAX_PER_PROCESS (5000)"],
   ];
   // A link that never leaves the machine (a local proxy doing the TLS), or one said to be protected another way.
-  for (const url of ["mysql://u:p@127.0.0.1:3306/versions", "mysql://u:p@localhost/versions", "mysql://u:p@[::1]:3306/versions", "mysql://u:p@db/versions?ssl-mode=DISABLED", "mysql://u:p@db/versions?ssl-mode=VERIFY_CA"]) {
+  for (const url of ["mysql://u:p@127.0.0.1:3306/versions", "mysql://u:p@localhost/versions", "mysql://u:p@[::1]:3306/versions", "mysql://u:p@db/versions?ssl-mode=DISABLED", `mysql://u:p@db/versions?ssl-mode=VERIFY_CA&ssl-ca=${anyFile}`]) {
     assert.is(loadConfig({ ...good, DATABASE_URL: url }).production, true, url);
   }
   for (const [change, name] of cases) {
@@ -153,6 +153,8 @@ test("a bad value stops the start with a message naming the variable", () => {
     [{ DATABASE_URL: `mysql://u:p@db:3306/x?ssl-ca=${anyFile}` }, "checks no certificate"],
     [{ DATABASE_URL: `mysql://u:p@db:3306/x?ssl-mode=REQUIRED&ssl-ca=${anyFile}` }, "checks no certificate"],
     [{ DATABASE_URL: "mysql://u:p@db:3306/x?ssl-mode=VERIFY_CA&ssl-ca=/etc" }, "is not a file"],
+    // Public CAs and no host-name check: any publicly certified server would pass.
+    [{ DATABASE_URL: "mysql://u:p@db:3306/x?ssl-mode=VERIFY_CA" }, "VERIFY_CA needs ssl-ca"],
     [{ DATABASE_URL: "mysql://u:p#w@db:3306/x" }, "percent-encode"],
     [{ DATABASE_URL: "mysql://u:100%@db:3306/x" }, '"%" is "%25"'],
     [{ AZURE_STORAGE_CONTAINER: "Bad_Name" }, "AZURE_STORAGE_CONTAINER"],
