@@ -237,6 +237,9 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
     assert.match(stale.stderr, `the tip of ${entity} is ${v2.version} (id ${v2.id}), published by alice at ${v2.created_at}`);
     assert.match(stale.stderr, `built on ${v1.version.id}`);
     assert.match(stale.stderr, `--base ${v2.id}`);
+    // The tip is downloaded outside the pushed tree, or the next push would pack it.
+    const tipAt = /download \S+ --version-id \S+ -o (\S+)/.exec(stale.stderr)?.[1] ?? "";
+    assert.ok(path.isAbsolute(tipAt) && path.relative(bobDir, tipAt).startsWith(".."), tipAt);
     assert.is(stale.stdout, "");
     const staleJson = await cli(["push", bobDir, "--entity", entity, "--json"], { cwd: work, env: bob });
     expectExit(staleJson, 3, "stale push, --json");

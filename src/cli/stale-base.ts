@@ -1,3 +1,5 @@
+import * as os from "node:os";
+import * as path from "node:path";
 import { CliError, type ServiceError } from "./cli-error.js";
 import { ExitCode } from "./exit-codes.js";
 import type { RestVersionRef } from "./rest-types.js";
@@ -28,7 +30,9 @@ export function staleBaseError(
   if (tip !== null && tip !== undefined) {
     hints.push(
       "to reconcile, get the tip, merge its changes into your tree, then push on top of it:",
-      `  entity-versions download ${entity} --version-id ${tip.id} -o tip.tgz`,
+      // Outside the pushed tree, wherever the command runs: a package
+      // written into it would be packed into the next push.
+      `  entity-versions download ${entity} --version-id ${tip.id} -o ${path.join(os.tmpdir(), `${entity}-${tip.version}.tgz`)}`,
       `  entity-versions push ${target} --entity ${entity} --base ${tip.id}`,
     );
   }
