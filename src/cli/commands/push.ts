@@ -13,7 +13,7 @@ import { describeVersion, displayPath, formatBytes, type Output } from "../outpu
 import { md5OfFile } from "../file-digest.js";
 import { copyHashedFile, packTree } from "../pack.js";
 import { type PushSource, readPushSource } from "../push-source.js";
-import type { RestConfirmAnswer, RestUploadUrlAnswer, RestVersion } from "../rest-types.js";
+import type { RestConfirmAnswer, RestUploadUrlAnswer, RestVersion, RestVersionList } from "../rest-types.js";
 import { readBase, type RecordedBase, stateFileName, tryRecordBase } from "../state-file.js";
 import { secondAfter, versionStringAt } from "../version-clock.js";
 
@@ -145,18 +145,34 @@ function nextPushLine(recorded: RecordedBase): string[] {
   return recorded.problem === undefined ? [`The next push from here builds on it (recorded in ${displayPath(recorded.file)}).`] : [];
 }
 
+/**
+ * Records the version a push answered as the folder's base, and returns the
+ * closing line that says so. A version already published that is neither
+ * the push's base nor the tip is source reverted to an older version's:
+ * the folder knew the versions since, and its next push builds on what it
+ * knew, so its base does not move back.
+ */
+async function settleBase(api: ApiClient, output: Output, push: { stateDir: string; service: string; entity: string; base: Base }, v: RestVersion, created: boolean): Promise<string[]> {
+  const { stateDir, service, entity, base } = push;
+  if (!created && base.id !== undefined && v.id !== base.id) {
+    const newest = (await api.call<RestVersionList>("GET", `${apiPath("entities", entity, "versions")}?page_size=1`)).body.versions[0];
+    if (newest?.id !== v.id) return [`It is not the tip: the next push from here still builds on ${base.id} (from ${base.from ?? "--base"}).`];
+  }
+  return nextPushLine(recordPushed(output, stateDir, service, entity, v));
+}
+
 /** A push of source that is already published: success, the existing version, activated if asked. */
-async function finishDeduplicated(api: ApiClient, output: Output, entity: string, existing: RestVersion, activate: boolean, record: () => RecordedBase): Promise<void> {
+async function finishDeduplicated(api: ApiClient, output: Output, entity: string, existing: RestVersion, activate: boolean, settle: () => Promise<string[]>): Promise<void> {
   let version = existing;
   if (activate && !existing.is_active) {
     version = (await api.call<RestVersion>("PUT", apiPath("entities", entity, "active-version"), { version_id: existing.id })).body;
   }
-  const recorded = record();
+  const closing = await settle();
   output.result({ version, created: false }, () =>
     [
       `${entity}: this source is already published as ${describeVersion(version)}; nothing was uploaded${version.is_active && !existing.is_active ? " (it is now active)" : ""}.`,
       "Use --force to publish it again as a new version.",
-      ...nextPushLine(recorded),
+      ...closing,
     ].join("\n"),
   );
 }
@@ -170,6 +186,7 @@ async function push(target: string, options: PushOptions): Promise<void> {
   const base = resolveBase(options.base, source.stateDir, settings.url, entity);
   const force = options.force === true ? { force: true } : {};
   const baseField = base.id === undefined ? {} : { base_version_id: base.id };
+  const pushed = { stateDir: source.stateDir, service: settings.url, entity, base };
   try {
     const { answer, version } = await requestUpload(
       api,
@@ -179,7 +196,7 @@ async function push(target: string, options: PushOptions): Promise<void> {
     );
     if (answer.existing_version !== undefined) {
       const existing = answer.existing_version;
-      await finishDeduplicated(api, output, entity, existing, options.activate === true, () => recordPushed(output, source.stateDir, settings.url, entity, existing));
+      await finishDeduplicated(api, output, entity, existing, options.activate === true, () => settleBase(api, output, pushed, existing, false));
       return;
     }
     const { upload_url: uploadUrl, storage_path: storagePath } = answer;
@@ -195,13 +212,13 @@ async function push(target: string, options: PushOptions): Promise<void> {
       { version, ...baseField, set_as_active: options.activate === true, ...force },
     );
     const v = confirmed.version;
-    const recorded = recordPushed(output, source.stateDir, settings.url, entity, v);
+    const closing = await settleBase(api, output, pushed, v, confirmed.created);
     output.result(confirmed, () =>
       [
         confirmed.created
           ? `Published ${entity} ${describeVersion(v)} ${base.id === undefined ? "as its first version" : `on top of ${base.id}`}${v.is_active ? ", now active" : ""}.`
           : `${entity}: this source is already published as ${describeVersion(v)}${retried ? " (the first confirm's answer was lost; the retry found the version)" : ""}.`,
-        ...nextPushLine(recorded),
+        ...closing,
       ].join("\n"),
     );
   } catch (error) {
