@@ -4,9 +4,11 @@
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import fs from "node:fs";
+import http from "node:http";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
@@ -342,6 +344,36 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
     assert.not.match(download.stdout, "sig=");
   });
 
+  s("source reverted to an older version's is already published, and the folder's base stays at the tip it built on", async ({ svc, work, alice }) => {
+    const entity = newEntityId("cli");
+    const app = path.join(work, `${entity}-revert`);
+    const at = { cwd: work, env: alice };
+    const baseOf = () => JSON.parse(fs.readFileSync(path.join(app, ".entity-versions.json"), "utf8")).services[svc.url][entity].version_id;
+    write(app, { "f.txt": "A\n" });
+    const v1 = json(await cli(["push", app, "--entity", entity, "--json"], at)).version;
+    write(app, { "f.txt": "B\n" });
+    const v2 = json(await cli(["push", app, "--entity", entity, "--json"], at)).version;
+    // Back to A: v1's source, answered with v1; the folder still builds on v2, the tip.
+    write(app, { "f.txt": "A\n" });
+    const reverted = await cli(["push", app, "--entity", entity], at);
+    expectExit(reverted, 0, "a push of reverted source");
+    assert.match(reverted.stdout, `already published as ${v1.version}`);
+    assert.match(reverted.stdout, `still builds on ${v2.id}`);
+    assert.is(baseOf(), v2.id);
+    write(app, { "f.txt": "C\n" });
+    const next = await cli(["push", app, "--entity", entity, "--json"], at);
+    expectExit(next, 0, "the push after a revert");
+    assert.is(json(next).version.base_version_id, v2.id);
+    // The tip's own source, from a folder that built on an older version, moves the base to the tip.
+    fs.rmSync(path.join(app, ".entity-versions.json"));
+    write(app, { "f.txt": "A\n" });
+    expectExit(await cli(["push", app, "--entity", entity, "--base", v1.id], at), 0, "v1's source, deduplicated");
+    write(app, { "f.txt": "C\n" });
+    const tipAgain = await cli(["push", app, "--entity", entity, "--base", v2.id, "--json"], at);
+    expectExit(tipAgain, 0, "the tip's source");
+    assert.is(baseOf(), json(next).version.id);
+  });
+
   s("events, watch and activate --expect-active: each event printed once, in order, across a cut connection and a replica that stops", async ({ work }) => {
     const db = await createTestDatabase(backend);
     let svc = await startService(backend, { db, env: { AUTH_CLOCK_SKEW_SECONDS: "0" } });
@@ -380,9 +412,21 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
       // The replica stops (SHUTTING_DOWN); another serves the same database; the watch resumes there.
       const plain = cliInBackground(["watch", entity, "--after", "4"], at);
       await plain.until((l) => l.some((x) => x.startsWith("5 ")), "event 5, as a line of text");
+      // Meanwhile a gateway answers its own 502 page, as nginx does with no upstream: the watches go on trying.
+      let gatewayAnswers = 0;
+      const gateway = http.createServer((_req, res) => {
+        gatewayAnswers++;
+        res.writeHead(502, { "content-type": "text/html" }).end("<html><body><h1>502 Bad Gateway</h1><hr>nginx</body></html>");
+      });
+      await new Promise<void>((resolve) => gateway.listen(0, "127.0.0.1", resolve));
+      proxy.retarget(`http://127.0.0.1:${(gateway.address() as net.AddressInfo).port}`);
       await svc.close();
+      for (const until = Date.now() + 20_000; gatewayAnswers < 2 && Date.now() < until; ) await sleep(50);
+      gateway.close();
+      assert.ok(gatewayAnswers >= 2, "both watches met the gateway's 502");
       svc = await startService(backend, { db, env: { AUTH_CLOCK_SKEW_SECONDS: "0" } });
       proxy.retarget(svc.url);
+      proxy.cut();
       const stale = await cli(["activate", entity, v1.id, "--expect-active", v1.id], { cwd: work, env: { ...env, ENTITY_VERSIONS_URL: svc.url } });
       expectExit(stale, 3, "activate --expect-active with another version active");
       assert.match(stale.stderr, "(ACTIVE_VERSION_CHANGED)");

@@ -173,6 +173,8 @@ export class ApiClient {
       } finally {
         clearTimeout(timer);
       }
+      // A proxy's 502, 503 or 504 says the service was not reached, as for a call: a watch resumes from it.
+      if (gatewayFailure(res) || (res.status === 503 && !fromTheService(res))) throw this.#unreachable(`a gateway in front of it answered HTTP ${res.status}`, undefined);
       throw res.ok ? this.#unexpected(res.status, text) : this.#refusal(res.status, text, parseJson(text));
     }
     const decoder = new TextDecoder();
