@@ -157,7 +157,9 @@ export async function run(userArgv: readonly string[]): Promise<number> {
       return ExitCode.failure;
     }
     const message = error instanceof Error ? (error.stack ?? error.message) : String(error);
-    process.stderr.write(`error: ${message} (INTERNAL)\nThis is a bug in the CLI; please report it with the command you ran.\n`);
+    // --json promises a JSON error body on stderr, whatever failed.
+    if (json) report(new CliError(`${error instanceof Error ? error.message : String(error)}: this is a bug in the CLI; please report it with the command you ran`, "INTERNAL"), true);
+    else process.stderr.write(`error: ${message} (INTERNAL)\nThis is a bug in the CLI; please report it with the command you ran.\n`);
     return ExitCode.failure;
   }
 }

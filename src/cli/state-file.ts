@@ -27,6 +27,14 @@ interface StateDocument {
   services: Record<string, Record<string, BaseRecord>>;
 }
 
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value);
+
+/** An object each of whose values passes `each`. */
+const isRecordOf = (value: unknown, each: (item: unknown) => boolean): boolean => isObject(value) && Object.values(value).every(each);
+
+/** What a push reads of a record: an entry edited by hand to anything else would be sent as the base, or crash. */
+const isBaseRecord = (value: unknown): boolean => isObject(value) && typeof value["version_id"] === "string";
+
 function read(file: string): StateDocument {
   let text: string;
   try {
@@ -42,7 +50,7 @@ function read(file: string): StateDocument {
     doc = undefined;
   }
   const services = (doc as { services?: unknown } | undefined)?.services;
-  if (typeof doc !== "object" || doc === null || (doc as { format?: unknown }).format !== 1 || typeof services !== "object" || services === null) {
+  if (typeof doc !== "object" || doc === null || (doc as { format?: unknown }).format !== 1 || !isRecordOf(services, (entities) => isRecordOf(entities, isBaseRecord))) {
     throw new CliError(
       `${file} is not a state file this CLI wrote: delete it (the next push then needs --base) or fix it.`,
       "STATE_FILE_INVALID",

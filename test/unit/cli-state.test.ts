@@ -75,8 +75,11 @@ test("state file: one base per service and entity, others kept, written whole", 
   assert.is(readBase(dir, "http://a", "other")?.version_id, "v2");
   assert.is(readBase(dir, "http://b", "app")?.version_id, "v3");
   assert.equal(fs.readdirSync(dir), [stateFileName], "no temporary file left behind");
-  fs.writeFileSync(path.join(dir, stateFileName), "{not json");
-  assert.throws(() => readBase(dir, "http://a", "app"), (e: unknown) => e instanceof CliError && e.code === "STATE_FILE_INVALID");
+  // Not JSON, or JSON whose entries were edited into something no push can build on.
+  for (const text of ["{not json", '{"format":1,"services":{"http://a":{"app":null}}}', '{"format":1,"services":{"http://a":{"app":{"version_id":42}}}}', '{"format":1,"services":{"http://a":[]}}']) {
+    fs.writeFileSync(path.join(dir, stateFileName), text);
+    assert.throws(() => readBase(dir, "http://a", "app"), (e: unknown) => e instanceof CliError && e.code === "STATE_FILE_INVALID", text);
+  }
 });
 
 test("state file: commands writing one folder at once (parallel file pushes from one CI directory) each keep their base; a lock left by a killed command is taken over", async () => {
