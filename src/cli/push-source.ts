@@ -68,6 +68,7 @@ export async function readPushSource(target: string, cwd = process.cwd()): Promi
     throw new CliError(`${target} does not exist: give a directory to pack or a package file to upload.`, "SOURCE_NOT_FOUND", ExitCode.usage);
   }
   if (stat.isFile()) {
+    if (stat.size === 0) throw new CliError(`${target} is empty: a package holds at least one byte.`, "EMPTY_SOURCE");
     return {
       kind: "file",
       file: absolute,

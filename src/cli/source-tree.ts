@@ -62,11 +62,22 @@ export async function listSourceTree(root: string): Promise<SourceFile[]> {
   const matcher = await loadIgnore(root);
   const files: SourceFile[] = [];
   const walk = async (dir: string, relative: string): Promise<void> => {
-    const entries = await fs.readdir(dir, { withFileTypes: true });
+    // Read as bytes: a name that is not UTF-8 would otherwise be read as
+    // another name, of a file that does not exist.
+    const entries = await fs.readdir(dir, { withFileTypes: true, encoding: "buffer" });
     for (const entry of entries) {
-      if (isAlwaysExcluded(entry.name)) continue;
-      const rel = relative === "" ? entry.name : `${relative}/${entry.name}`;
-      const absolute = path.join(dir, entry.name);
+      const name = entry.name.toString("utf8");
+      if (isAlwaysExcluded(name)) continue;
+      const rel = relative === "" ? name : `${relative}/${name}`;
+      if (!Buffer.from(name, "utf8").equals(entry.name)) {
+        if (matcher.ignores(entry.isDirectory() ? `${rel}/` : rel)) continue;
+        throw new CliError(
+          `${rel} (shown with � for its bytes ${entry.name.toString("hex").replace(/(..)(?!$)/g, "$1 ")}) has a name that is not UTF-8: package paths are UTF-8. Rename it, or add a pattern that matches it to ${ignoreFileName}.`,
+          "UNSUPPORTED_FILE_NAME",
+          ExitCode.failure,
+        );
+      }
+      const absolute = path.join(dir, name);
       if (entry.isDirectory()) {
         if (!matcher.ignores(`${rel}/`)) await walk(absolute, rel);
         continue;

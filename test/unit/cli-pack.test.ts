@@ -14,6 +14,7 @@ import * as assert from "uvu/assert";
 import { CliError } from "../../src/cli/cli-error.js";
 import { copyHashedFile, packMtime, packTree } from "../../src/cli/pack.js";
 import { hashFiles, sourceHashOfListing } from "../../src/cli/source-hash.js";
+import { readPushSource } from "../../src/cli/push-source.js";
 import { listSourceTree } from "../../src/cli/source-tree.js";
 
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "ev-cli-pack-"));
@@ -201,6 +202,32 @@ test("a symbolic link is refused with its path named", async () => {
     assert.instance(error, CliError);
     assert.is((error as CliError).code, "UNSUPPORTED_FILE_TYPE");
     assert.match((error as CliError).message, "link.md is a symbolic link");
+  }
+});
+
+test("a name that is not UTF-8 is refused with its bytes, unless the ignore file matches it; an empty package file is refused", async () => {
+  const root = makeTree({ ...sample, "sub/keep.txt": "k\n" });
+  // fs takes a Buffer path as bytes: a name no UTF-8 decoder reads back.
+  fs.writeFileSync(Buffer.concat([Buffer.from(path.join(root, "sub") + "/"), Buffer.from([0xff, 0xfe]), Buffer.from(".bin")]), "x");
+  try {
+    await listSourceTree(root);
+    assert.unreachable("should have refused the name");
+  } catch (error) {
+    assert.instance(error, CliError);
+    assert.is((error as CliError).code, "UNSUPPORTED_FILE_NAME");
+    assert.match((error as CliError).message, "sub/\uFFFD\uFFFD.bin");
+    assert.match((error as CliError).message, "ff fe 2e 62 69 6e");
+  }
+  fs.writeFileSync(path.join(root, ".entityversionsignore"), "*.bin\n");
+  assert.ok((await listSourceTree(root)).some((f) => f.path === "sub/keep.txt"), "ignored, the rest is packed");
+  const empty = path.join(scratch, `empty-${counter++}.tgz`);
+  fs.writeFileSync(empty, "");
+  try {
+    await readPushSource(empty);
+    assert.unreachable("should have refused the empty file");
+  } catch (error) {
+    assert.is((error as CliError).code, "EMPTY_SOURCE");
+    assert.match((error as CliError).message, "is empty");
   }
 });
 
