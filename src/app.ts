@@ -86,7 +86,8 @@ async function authentication(config: Config): Promise<{ authenticator: Authenti
   const devToken = await mintToken(secret, {
     sub: "dev",
     roles: [publisherRole, adminRole],
-    ttlSeconds: devTokenTtlSeconds,
+    // Never longer than the service itself accepts.
+    ttlSeconds: Math.min(devTokenTtlSeconds, auth.maxTokenLifetimeSeconds ?? devTokenTtlSeconds),
     ...(auth.issuer === undefined ? {} : { issuer: auth.issuer }),
     ...(auth.audience === undefined ? {} : { audience: auth.audience }),
   });

@@ -24,7 +24,8 @@ s("without auth configured, npm start prints a working token for user dev and wr
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-dev-"));
   const azurite = await sharedAzurite();
   const svc = await spawnService(
-    { PORT: "0", DATA_DIR: dataDir, AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString, AZURE_STORAGE_CONTAINER: "ev-dev-mode" },
+    // A bound on token lifetimes holds for the development token too.
+    { PORT: "0", DATA_DIR: dataDir, AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString, AZURE_STORAGE_CONTAINER: "ev-dev-mode", AUTH_MAX_TOKEN_LIFETIME: "7200" },
     { url: "", drop: async () => undefined },
   );
   try {
@@ -205,8 +206,9 @@ s("npm run token signs with AUTH_JWT_SECRET in production without the server's o
     [["--sub", "a b"], "sub must be a user id"],
     [["--orgs", "acme,a b"], '"orgs" must be an array'],
     [["--roles", "publisher,writer"], '"writer" is not a role; the roles are publisher and admin'],
+    [["--ttl", "7200"], "--ttl 7200 is longer than the service accepts (AUTH_MAX_TOKEN_LIFETIME, 3600 s)"],
   ] as const) {
-    const bad = mint([...args], { AUTH_JWT_SECRET: "Zq3x9Lr7Tb2Wm5Kc8Hf1Jd4Gs6Pn0Vy+/AbCdEfGh=" });
+    const bad = mint([...args], { AUTH_JWT_SECRET: "Zq3x9Lr7Tb2Wm5Kc8Hf1Jd4Gs6Pn0Vy+/AbCdEfGh=", AUTH_MAX_TOKEN_LIFETIME: "3600" });
     assert.is(bad.status, 2, args.join(" "));
     assert.match(bad.stderr, says);
     assert.is(bad.stdout, "");

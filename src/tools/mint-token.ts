@@ -50,6 +50,10 @@ try {
   const secret = config.auth.secret ?? localSecret(path.join(config.dataDir, "auth-dev-secret")).toString("base64");
   const ttlSeconds = Number(values.ttl);
   if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1) throw new ConfigError("--ttl must be a whole number of seconds, at least 1.");
+  const longest = config.auth.maxTokenLifetimeSeconds;
+  if (longest !== undefined && ttlSeconds > longest) {
+    throw new ConfigError(`--ttl ${ttlSeconds} is longer than the service accepts (AUTH_MAX_TOKEN_LIFETIME, ${longest} s): give --ttl ${longest} or less.`);
+  }
   const roles = list(values.roles);
   const unknownRole = roles.find((role) => !knownRoles.includes(role));
   if (unknownRole !== undefined) throw new ConfigError(`--roles: "${unknownRole}" is not a role; the roles are ${knownRoles.join(" and ")} ("" for none).`);
