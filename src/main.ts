@@ -28,7 +28,7 @@ try {
   const message = messageWithCauses(error);
   // As written in the URL: decoding could itself fail on a stray "%".
   const databaseName = config.database.kind === "mysql" ? new URL(config.database.url).pathname.slice(1) : undefined;
-  const hint = startupHint(error, { host: config.host, port: config.port, ...(databaseName ? { databaseName } : {}) });
+  const hint = startupHint(error, { host: config.host, port: config.port, databaseKind: config.database.kind, ...(databaseName ? { databaseName } : {}) });
   process.stderr.write(`entity-versions: could not start: ${message}${hint}\n`);
   await app?.close();
   process.exit(1);

@@ -6,6 +6,8 @@ export interface StartupSettings {
   readonly host: string;
   readonly port: number;
   readonly databaseName?: string;
+  /** Which database DATABASE_URL names: the hints for one would mislead about the other. */
+  readonly databaseKind: "mysql" | "sqlite";
 }
 
 function codeOf(error: unknown): unknown {
@@ -18,6 +20,9 @@ function codeOf(error: unknown): unknown {
  * failed, its cause says why (an unknown host, a refused key).
  */
 export function messageWithCauses(error: unknown): string {
+  // Knex's own text speaks of a full pool and a missing .transacting(),
+  // which at start, with an empty pool, are never the cause.
+  if (error instanceof Error && error.name === "KnexTimeoutError") return "no connection to the database within DATABASE_ACQUIRE_TIMEOUT_MS";
   let text = error instanceof Error ? error.message : String(error);
   let cause = error instanceof Error ? error.cause : undefined;
   for (let depth = 0; cause !== undefined && depth < 5; depth++) {
@@ -37,7 +42,12 @@ export function startupHint(error: unknown, settings: StartupSettings): string {
   if (error instanceof BlobStoreUnavailableError) return " (check AZURE_STORAGE_CONNECTION_STRING and that the storage account is reachable)";
   const code = codeOf(error);
   if (code === "EADDRINUSE") return ` (another process listens on ${settings.host}:${settings.port}: stop it, or set PORT to a free port)`;
-  if (code === "EACCES") return ` (port ${settings.port} needs privileges this process lacks: set PORT to 1024 or above)`;
+  const { syscall, path } = error as { syscall?: unknown; path?: unknown };
+  if (code === "EACCES" && syscall === "listen") return ` (port ${settings.port} needs privileges this process lacks: set PORT to 1024 or above)`;
+  if ((code === "EACCES" || code === "EPERM" || code === "EROFS") && typeof path === "string") {
+    return ` (this user may not write ${path}: set DATA_DIR, or DATABASE_URL's sqlite: path, to a folder it may write)`;
+  }
+  if ((code === "EEXIST" || code === "ENOTDIR") && typeof path === "string") return ` (${path} is a file where a folder is needed: set DATA_DIR to a folder)`;
   if (code === "EADDRNOTAVAIL") return ` (${settings.host} is not an address of this machine: set HOST to one, or 0.0.0.0 for all)`;
   if (code === "ENOTFOUND" && (error as { hostname?: unknown }).hostname === settings.host) {
     return ` (HOST "${settings.host}" is not a name this machine resolves: set HOST to an address of this machine, or 0.0.0.0 for all)`;
@@ -48,6 +58,11 @@ export function startupHint(error: unknown, settings: StartupSettings): string {
   }
   // 1698 is MariaDB's answer for a user that may log in only without a password, or only by socket.
   if (code === "ER_ACCESS_DENIED_ERROR" || code === "ER_ACCESS_DENIED_NO_PASSWORD_ERROR") return " (check the user and password in DATABASE_URL, and that the user may connect from this host)";
-  if (classifyDbError(error) === "unavailable") return " (check DATABASE_URL and that MySQL is running and reachable)";
+  if (settings.databaseKind === "sqlite" && typeof code === "string" && code.startsWith("SQLITE_CANTOPEN")) {
+    return " (check DATABASE_URL's sqlite: path: its folder must exist and this user must be able to write it)";
+  }
+  if (classifyDbError(error) === "unavailable") {
+    return settings.databaseKind === "mysql" ? " (check DATABASE_URL and that MySQL is running and reachable from here)" : " (check DATABASE_URL's sqlite: path)";
+  }
   return "";
 }

@@ -4,12 +4,21 @@ import { BlobStoreUnavailableError } from "../../src/blob/blob-store.js";
 import { messageWithCauses, startupHint } from "../../src/ops/startup-hint.js";
 
 const s = suite("start-up hints: an error that stops the start says what to do");
-const settings = { host: "127.0.0.1", port: 8080, databaseName: "versions" };
+const settings = { host: "127.0.0.1", port: 8080, databaseName: "versions", databaseKind: "mysql" as const };
 const failure = (code: string) => Object.assign(new Error(code), { code });
 
 s("each known cause gets its fix, naming the setting", () => {
   assert.match(startupHint(failure("EADDRINUSE"), settings), "another process listens on 127.0.0.1:8080: stop it, or set PORT to a free port");
-  assert.match(startupHint(failure("EACCES"), { ...settings, port: 80 }), "set PORT to 1024 or above");
+  assert.match(startupHint(Object.assign(failure("EACCES"), { syscall: "listen" }), { ...settings, port: 80 }), "set PORT to 1024 or above");
+  // A folder it may not write is not the port's fault.
+  const denied = startupHint(Object.assign(failure("EACCES"), { syscall: "mkdir", path: "/var/lib/ev" }), settings);
+  assert.match(denied, "this user may not write /var/lib/ev: set DATA_DIR");
+  assert.not.match(denied, "PORT");
+  assert.match(startupHint(Object.assign(failure("EEXIST"), { syscall: "mkdir", path: "/tmp/f" }), settings), "/tmp/f is a file where a folder is needed");
+  // SQLite's failures are not MySQL's.
+  const sqlite = startupHint(failure("SQLITE_CANTOPEN"), { ...settings, databaseKind: "sqlite" });
+  assert.match(sqlite, "sqlite: path");
+  assert.not.match(sqlite, "MySQL");
   assert.match(startupHint(failure("EADDRNOTAVAIL"), settings), "set HOST");
   assert.match(startupHint(failure("ER_BAD_DB_ERROR"), settings), "CREATE DATABASE `versions`");
   assert.match(startupHint(failure("ER_ACCESS_DENIED_ERROR"), settings), "user and password in DATABASE_URL");
@@ -33,6 +42,10 @@ s("the message names the causes it does not already say", () => {
   );
   assert.is(messageWithCauses(new Error("x failed: boom", { cause: new Error("boom") })), "x failed: boom", "a cause already said is not repeated");
   assert.is(messageWithCauses("plain"), "plain");
+  // Knex's text blames a full pool, which at start it never is.
+  const timeout = Object.assign(new Error("Knex: Timeout acquiring a connection. The pool is probably full. Are you missing a .transacting(trx) call?"), { name: "KnexTimeoutError" });
+  assert.is(messageWithCauses(timeout), "no connection to the database within DATABASE_ACQUIRE_TIMEOUT_MS");
+  assert.match(startupHint(timeout, settings), "that MySQL is running and reachable");
 });
 
 s.run();
