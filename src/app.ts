@@ -47,8 +47,8 @@ export interface App {
   readonly devToken: string | undefined;
   /**
    * Settles with why the service must stop by itself: its data directory
-   * (embedded defaults) was deleted or taken over under it. Never settles
-   * otherwise.
+   * (embedded defaults) was deleted or taken over under it, or the
+   * embedded Azurite exited. Never settles otherwise.
    */
   readonly fatal: Promise<string>;
   /**
@@ -120,14 +120,14 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     // A data directory deleted under the service (rm -rf data): SQLite and
     // Azurite would answer on from files no longer there, every write lost
     // at the next start, and a second service could claim the folder.
-    let onDataDirLost: (why: string) => void = () => undefined;
-    const fatal = new Promise<string>((resolve) => (onDataDirLost = resolve));
+    let mustStop: (why: string) => void = () => undefined;
+    const fatal = new Promise<string>((resolve) => (mustStop = resolve));
     if (dataDirLock !== undefined) {
       const timer = setInterval(() => {
         const why = dataDirLock.lost();
         if (why === undefined) return;
         clearInterval(timer);
-        onDataDirLost(why);
+        mustStop(why);
       }, dataDirCheckMs);
       timer.unref();
       stops.push(async () => clearInterval(timer));
@@ -137,6 +137,7 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     if (config.blob.kind === "embedded-azurite") {
       azurite = await startEmbeddedAzurite({ location: config.blob.location, port: config.blob.port });
       stops.push(() => azurite!.stop());
+      void azurite.exited.then(mustStop);
       connectionString = azurite.connectionString;
       if (!isLoopbackHost(config.host)) {
         logger.warn(

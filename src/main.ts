@@ -64,7 +64,7 @@ process.once("SIGINT", () => stop("SIGINT"));
 void app.fatal.then((why) => {
   app.server.log.fatal(why);
   process.stderr.write(`entity-versions: stopping: ${why}.\n`);
-  stop("DATA_DIR_LOST", 1);
+  stop("FATAL", 1);
 });
 
 app.server.log.info(

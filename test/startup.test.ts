@@ -82,6 +82,28 @@ s("the embedded Azurite stops when the service is killed (kill -9), so a restart
   }
 });
 
+s("an embedded Azurite that exits under the running service stops it, saying so, instead of failing every upload from then on", async () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-azurite-gone-"));
+  const emulators = () =>
+    spawnSync("ps", ["-eo", "pid=,args="], { encoding: "utf8" })
+      .stdout.split("\n")
+      .filter((line) => line.includes("azurite") && line.includes(dataDir))
+      .map((line) => Number(line.trim().split(" ")[0]));
+  const svc = await spawnService({ PORT: "0", DATA_DIR: dataDir }, { url: "", drop: async () => undefined });
+  try {
+    const exited = new Promise<number | null>((resolve) => svc.child.once("exit", resolve));
+    const [pid] = emulators();
+    assert.ok(pid !== undefined, "the service runs an emulator");
+    process.kill(pid!, "SIGKILL");
+    const code = await Promise.race([exited, new Promise<string>((resolve) => setTimeout(() => resolve("still running"), 15_000))]);
+    assert.is(code, 1, svc.output());
+    assert.match(svc.stderr(), "the embedded Azurite exited (SIGKILL); start the service again");
+  } finally {
+    await svc.close();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
 s("a data folder deleted under the running service (rm -rf data) stops it, saying so, instead of answering on from files that are gone", async () => {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-deleted-"));
   const svc = await spawnService({ PORT: "0", DATA_DIR: dataDir }, { url: "", drop: async () => undefined });

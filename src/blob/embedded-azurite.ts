@@ -21,6 +21,12 @@ export interface EmbeddedAzurite {
    * process has exited, with whether it had to be killed after 5 s.
    */
   stop(): Promise<{ readonly killed: boolean }>;
+  /**
+   * Settles with why, when the emulator exits without being asked (a
+   * crash, the kernel's out-of-memory killer): every upload, download and
+   * confirm would fail from then on, and no retry could mend it.
+   */
+  readonly exited: Promise<string>;
 }
 
 /** Where to run Azurite. */
@@ -116,12 +122,20 @@ export async function startEmbeddedAzurite(options: EmbeddedAzuriteOptions = {})
   });
 
   const blobEndpoint = `http://${host}:${port}/${azuriteAccount}`;
+  let stopping = false;
+  const exited = new Promise<string>((resolve) =>
+    child.once("exit", (code, signal) => {
+      if (!stopping) resolve(`the embedded Azurite exited (${signal ?? `code ${code}`}); start the service again`);
+    }),
+  );
   return {
+    exited,
     blobEndpoint,
     pid: child.pid,
     connectionString: `DefaultEndpointsProtocol=http;AccountName=${azuriteAccount};AccountKey=${azuriteKey};BlobEndpoint=${blobEndpoint};`,
     stop: () =>
       new Promise<{ killed: boolean }>((resolve) => {
+        stopping = true;
         process.off("exit", killOnExit);
         if (child.exitCode !== null || child.signalCode !== null) return resolve({ killed: child.signalCode === "SIGKILL" });
         child.once("exit", (_code, signal) => resolve({ killed: signal === "SIGKILL" }));
