@@ -233,14 +233,19 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
         sendTrailersOnly(reply, 200, Object.entries(grpcErrorHeaders(refusal, req.headers["content-type"] ?? "")));
         return;
       }
-      // gRPC and gRPC-Web clients read no such body: theirs is the status alone.
-      if (answered.status === 415 && answered.body === undefined && outcome.protocol === "connect") {
-        // Connect answers a codec it does not take with a bare 415 (its
-        // protocol asks for the status, and says nothing of a body): said
-        // here what to send instead, as its error JSON.
+      // Connect answers a codec it does not take with a bare 415: said here
+      // what to send instead, in each protocol's own form.
+      if (answered.status === 415 && answered.body === undefined) {
         const contentType = req.method === "GET" ? `encoding=${new URL(req.url, "http://x").searchParams.get("encoding") ?? "(none)"}` : (req.headers["content-type"] ?? "(none)");
         const refusal = apiError("UNSUPPORTED_MEDIA_TYPE", { contentType, rpc: true });
         noteRefusal(outcome, refusal);
+        if (outcome.protocol !== "connect") {
+          // PROTOCOL-HTTP2.md keeps 415 for content types that do not
+          // begin with application/grpc; a gRPC client reads the status of
+          // one that does (application/grpc+xml) from the headers alone.
+          sendTrailersOnly(reply, 200, Object.entries(grpcErrorHeaders(refusal, contentType)));
+          return;
+        }
         answered = { ...answered, header: new Headers([...(answered.header ?? []), ["content-type", "application/json"]]), body: once(new TextEncoder().encode(connectErrorJson(refusal))) };
       }
       const { res: uRes, empty } = outcome.protocol === "grpc" ? await messageless(answered) : { res: answered, empty: false };

@@ -188,6 +188,14 @@ export function grpcSuite(backend: Backend) {
     const unsupported = await rawGrpc(svc.url, path, frame(1, message), { ...auth, "grpc-encoding": "snappy" });
     assert.is(status(unsupported), String(grpc.status.UNIMPLEMENTED));
     assert.match(String(unsupported.headers["grpc-accept-encoding"]), /gzip/);
+    // PROTOCOL-HTTP2.md keeps HTTP 415 for content types that do not begin with application/grpc;
+    // one that does, with a codec this server lacks, is answered as gRPC, with a status that says what to send.
+    for (const contentType of ["application/grpc+xml", "application/grpc; charset=utf-8", "application/grpc-web+xml"]) {
+      const codec = await rawGrpc(svc.url, path, frame(0, message), { ...auth, "content-type": contentType });
+      assert.is(codec.headers[":status"], 200, contentType);
+      assert.is(status(codec), String(grpc.status.INVALID_ARGUMENT), contentType);
+      assert.match(decodeURIComponent(String(codec.headers["grpc-message"])), `Content-Type ${contentType} is not one this RPC takes`);
+    }
     // gzip is read.
     const gzipped = await rawGrpc(svc.url, path, frame(1, gzipSync(message)), { ...auth, "grpc-encoding": "gzip" });
     assert.is(status(gzipped), String(grpc.status.NOT_FOUND));
