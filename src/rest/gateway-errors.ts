@@ -25,6 +25,13 @@ export const bodyReasons: readonly Reason[] = ["UNSUPPORTED_MEDIA_TYPE", "UNSUPP
  */
 export const unaryReasons: readonly Reason[] = ["TOO_MANY_CALLS"];
 
+/**
+ * The error of a request whose method takes no body (GET) but whose
+ * headers announce one without its length (chunked): it is waited for, to
+ * refuse a body the route does not take, and may never come.
+ */
+export const announcedBodyReasons: readonly Reason[] = ["REQUEST_BODY_TIMEOUT"];
+
 /** Whether requests with this HTTP method have their body read, and can meet bodyReasons. */
 export function readsBody(verb: string): boolean {
   return verb !== "GET" && verb !== "HEAD";

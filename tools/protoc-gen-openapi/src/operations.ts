@@ -1,6 +1,6 @@
 import type { DescField, DescMessage } from "@bufbuild/protobuf";
 import type { Reason } from "../../../src/errors/catalog.js";
-import { bodyReasons, everyRouteReasons, readsBody, unaryReasons } from "../../../src/rest/gateway-errors.js";
+import { announcedBodyReasons, bodyReasons, everyRouteReasons, readsBody, unaryReasons } from "../../../src/rest/gateway-errors.js";
 import { queryFieldPath, type RestBinding } from "../../../src/rest/http-rules.js";
 import type { ApiOptions } from "./api-options.js";
 import { describe, firstSentence } from "./comments.js";
@@ -99,7 +99,7 @@ export interface OperationContext {
 export function operationReasons(binding: RestBinding, options: ApiOptions): Reason[] {
   return [
     ...everyRouteReasons,
-    ...(readsBody(binding.verb) ? bodyReasons : []),
+    ...(readsBody(binding.verb) ? bodyReasons : announcedBodyReasons),
     ...(binding.method.methodKind === "unary" ? unaryReasons : []),
     ...options.declaredReasons(binding.method),
   ];
