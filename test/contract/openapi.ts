@@ -228,6 +228,30 @@ export function openapiSuite(backend: Backend) {
     assert.is((await holder).code, "REQUEST_BODY_TIMEOUT");
   });
 
+  s("a request body the document takes is one the service takes: either JSON name of each field, and no other key", async ({ svc }) => {
+    const samples = await validSamples(svc);
+    const withBody = operations().filter((o) => o.readsBody);
+    assert.ok(withBody.length > 0);
+    const document = apiDocument();
+    for (const op of withBody) {
+      const url = fill(op.template, { entity_id: samples["entity_id"] as string });
+      const schema = document.document.paths[op.template][op.method.toLowerCase()].requestBody?.content["application/json"].schema;
+      if (schema === undefined) continue; // no body: DELETE
+      const ref = (schema.$ref as string).split("/").pop()!;
+      const required = (document.document.components.schemas[ref].required ?? []) as string[];
+      const camel = (name: string) => name.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase());
+      const body = Object.fromEntries(required.map((name) => [name, samples[name]]));
+      assert.equal(document.requestBodyProblems(op.method, url, body), [], `${op.id}: its required fields`);
+      // The document's canonical names are snake_case (so are its required lists); the other spelling of a key is not refused.
+      const spelt = Object.fromEntries(Object.keys(document.document.components.schemas[ref].properties as object).map((name) => [camel(name), null]));
+      assert.equal(document.requestBodyProblems(op.method, url, { ...body, ...spelt }).filter((p) => p.includes("property name")), [], `${op.id}: lowerCamelCase`);
+      assert.ok(document.requestBodyProblems(op.method, url, { ...body, note: "x" }).length > 0, `${op.id}: the document refuses an unknown key`);
+      const refused = await svc.rest.request(op.method, url, { ...body, note: "x" });
+      assert.equal([refused.status, refused.body.code], [400, "INVALID_ARGUMENT"], `${op.id}: the service refuses it`);
+      assert.match(refused.body.error, "note", op.id);
+    }
+  });
+
   s("the request fields the proto marks REQUIRED (which the document requires) are exactly those each RPC refuses to go without", async ({ svc }) => {
     // A valid value of each field an RPC may ask for, so that only a missing one is refused.
     const samples = await validSamples(svc);

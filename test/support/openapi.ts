@@ -66,6 +66,8 @@ export class OpenApiDocument {
     // The document is added whole, so that its own "#/components/…" references resolve.
     this.#ajv.addVocabulary(["openapi", "info", "servers", "tags", "paths", "components"]);
     this.#ajv.addSchema(closed, "urn:entity-versions:openapi");
+    // Requests are held to the document as generated: its request schemas say themselves which keys they take.
+    this.#ajv.addSchema(structuredClone(document), "urn:entity-versions:openapi-as-generated");
     for (const [template, methods] of Object.entries(document.paths as Record<string, Record<string, Json>>)) {
       const source = template.replace(/[.*+?^$()|[\]\\]/g, "\\$&").replace(/\{[^}]+\}/g, "[^/]+");
       for (const [method, operation] of Object.entries(methods)) {
@@ -140,6 +142,15 @@ export class OpenApiDocument {
       }
     }
     return problems;
+  }
+
+  /** Why the document refuses a JSON request body for this operation; empty when it takes it. */
+  requestBodyProblems(method: string, requestPath: string, body: unknown): string[] {
+    const route = this.route(method, requestPath);
+    if (route === undefined) return [`no operation for ${method} ${requestPath}`];
+    const ref = `urn:entity-versions:openapi-as-generated#/${pointer("paths", route.template, route.method.toLowerCase(), "requestBody", "content", "application/json", "schema")}`;
+    const validate = this.#ajv.getSchema(ref) ?? this.#ajv.compile({ $ref: ref });
+    return validate(body) ? [] : [this.#ajv.errorsText(validate.errors, { separator: "; " })];
   }
 
   /** Throws when an answer breaks the document. */

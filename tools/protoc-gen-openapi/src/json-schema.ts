@@ -253,11 +253,17 @@ export class SchemaSet {
     const properties: Record<string, Schema> = {};
     for (const field of fields) properties[field.name] = this.field(field, form);
     const required = fields.filter(form === "answer" ? alwaysInAnswers : form === "request" ? this.#required : () => false).map((f) => f.name);
+    // A request's unknown keys are refused, as protojson refuses them; its
+    // fields go by either JSON name. An answer stays open, so that clients
+    // survive fields added later.
+    const names = [...new Set(fields.flatMap((f) => [f.name, f.jsonName]))];
+    const closed: Schema = form !== "request" ? {} : names.length === 0 ? { maxProperties: 0 } : { propertyNames: { enum: names } };
     return {
       type: "object",
       ...(describe(message) === undefined ? {} : { description: describe(message) }),
       properties,
       ...(required.length === 0 ? {} : { required }),
+      ...closed,
     };
   }
 
