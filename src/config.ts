@@ -482,6 +482,9 @@ function database(env: Env, dataDir: string, production: boolean): DatabaseConfi
   if (url.protocol !== "mysql:") {
     throw new ConfigError(`DATABASE_URL scheme "${url.protocol}" is not supported: use mysql://user:password@host:port/database or sqlite:<file>.`);
   }
+  // A "#" or "?" in the password ends the URL's authority there: the rest
+  // is read as a fragment or a query, and the host and database go missing.
+  if (/[#?]/.test(raw.slice(0, raw.lastIndexOf("@")))) throw new ConfigError(`DATABASE_URL has a "#" or "?" before its host: ${encodeHint} ("#" is "%23", "?" is "%3F").`);
   if (url.pathname.length <= 1) throw new ConfigError("DATABASE_URL must name the database: mysql://user:password@host:port/database.");
   try {
     for (const part of [url.username, url.password, url.pathname]) decodeURIComponent(part);

@@ -156,6 +156,8 @@ test("a bad value stops the start with a message naming the variable", () => {
     // Public CAs and no host-name check: any publicly certified server would pass.
     [{ DATABASE_URL: "mysql://u:p@db:3306/x?ssl-mode=VERIFY_CA" }, "VERIFY_CA needs ssl-ca"],
     [{ DATABASE_URL: "mysql://u:p#w@db:3306/x" }, "percent-encode"],
+    [{ DATABASE_URL: "mysql://u:p@ss#w/rd@db:3306/x" }, '"#" is "%23"'],
+    [{ DATABASE_URL: "mysql://u:p?w@db:3306/x" }, "percent-encoded"],
     [{ DATABASE_URL: "mysql://u:100%@db:3306/x" }, '"%" is "%25"'],
     [{ AZURE_STORAGE_CONTAINER: "Bad_Name" }, "AZURE_STORAGE_CONTAINER"],
     [{ AZURE_STORAGE_CONNECTION_STRING: "UseDevelopmentStorage=true" }, "AZURE_STORAGE_CONNECTION_STRING"],
