@@ -201,6 +201,15 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
   return value;
 }
 
+/**
+ * Reads whole numbers into a problem list: a bad one is noted and read as
+ * its fallback, so that a group of settings names every bad value in it,
+ * not only its first.
+ */
+function wholeNumbers(env: Env, p: ReturnType<typeof problemsOf>): (name: string, fallback: number, min: number, max: number) => number {
+  return (name, fallback, min, max) => p.check(() => integer(env, name, fallback, min, max)) ?? fallback;
+}
+
 function text(env: Env, name: string, fallback: string): string {
   const raw = env[name];
   return raw === undefined || raw.trim() === "" ? fallback : raw.trim();
@@ -334,59 +343,67 @@ function auth(env: Env, production: boolean): AuthConfig {
 }
 
 function httpLimits(env: Env, maxRequestBytes: number, production: boolean): HttpLimits {
-  const maxConnectionBufferedBytes = integer(env, "MAX_CONNECTION_BUFFERED_BYTES", Math.max(4 * 1024 * 1024, maxRequestBytes), 1024, 1024 * 1024 * 1024);
-  const maxBufferedBytes = integer(env, "MAX_BUFFERED_BYTES", Math.max(64 * 1024 * 1024, maxConnectionBufferedBytes), 1024, 16 * 1024 * 1024 * 1024);
+  const p = problemsOf();
+  const int = wholeNumbers(env, p);
+  const maxConnectionBufferedBytes = int("MAX_CONNECTION_BUFFERED_BYTES", Math.max(4 * 1024 * 1024, maxRequestBytes), 1024, 1024 * 1024 * 1024);
+  const maxBufferedBytes = int("MAX_BUFFERED_BYTES", Math.max(64 * 1024 * 1024, maxConnectionBufferedBytes), 1024, 16 * 1024 * 1024 * 1024);
   if (maxConnectionBufferedBytes < maxRequestBytes || maxBufferedBytes < maxConnectionBufferedBytes) {
-    throw new ConfigError(
+    p.problem(
       `MAX_REQUEST_BYTES (${maxRequestBytes}) ≤ MAX_CONNECTION_BUFFERED_BYTES (${maxConnectionBufferedBytes}) ≤ MAX_BUFFERED_BYTES (${maxBufferedBytes}) must hold, or a largest request could never be read.`,
     );
   }
-  const maxConcurrentStreams = integer(env, "HTTP2_MAX_CONCURRENT_STREAMS", 100, 1, 10_000);
-  const maxCallsInFlight = integer(env, "HTTP_MAX_CALLS_IN_FLIGHT", 1000, 1, 1_000_000);
+  const maxConcurrentStreams = int("HTTP2_MAX_CONCURRENT_STREAMS", 100, 1, 10_000);
+  const maxCallsInFlight = int("HTTP_MAX_CALLS_IN_FLIGHT", 1000, 1, 1_000_000);
   // A quarter: one caller, however many connections it opens, leaves most places to the others.
-  const maxCallsPerCaller = integer(env, "HTTP_MAX_CALLS_PER_CALLER", Math.max(1, Math.floor(maxCallsInFlight / 4)), 1, 1_000_000);
+  const maxCallsPerCaller = int("HTTP_MAX_CALLS_PER_CALLER", Math.max(1, Math.floor(maxCallsInFlight / 4)), 1, 1_000_000);
   if (production && maxCallsInFlight > 1 && maxCallsPerCaller >= maxCallsInFlight) {
-    throw new ConfigError(
+    p.problem(
       `NODE_ENV=production needs HTTP_MAX_CALLS_PER_CALLER (${maxCallsPerCaller}) below HTTP_MAX_CALLS_IN_FLIGHT (${maxCallsInFlight}): one caller could take every place; leave it unset for a quarter.`,
     );
   }
-  return Object.freeze({
+  const limits = Object.freeze({
     maxConcurrentStreams,
-    idleTimeoutMs: integer(env, "HTTP_IDLE_TIMEOUT_MS", 65_000, 1_000, 3_600_000),
-    bodyTimeoutMs: integer(env, "REQUEST_BODY_TIMEOUT_MS", 10_000, 100, 600_000),
-    responseTimeoutMs: integer(env, "RESPONSE_BODY_TIMEOUT_MS", 10_000, 100, 600_000),
+    idleTimeoutMs: int("HTTP_IDLE_TIMEOUT_MS", 65_000, 1_000, 3_600_000),
+    bodyTimeoutMs: int("REQUEST_BODY_TIMEOUT_MS", 10_000, 100, 600_000),
+    responseTimeoutMs: int("RESPONSE_BODY_TIMEOUT_MS", 10_000, 100, 600_000),
     maxConnectionBufferedBytes,
     maxBufferedBytes,
-    defaultDeadlineMs: integer(env, "REQUEST_DEADLINE_MS", 30_000, 100, 600_000),
+    defaultDeadlineMs: int("REQUEST_DEADLINE_MS", 30_000, 100, 600_000),
     // Twice the streams: a client's reset streams may still be finishing their work.
-    maxCallsPerConnection: integer(env, "HTTP_MAX_CALLS_PER_CONNECTION", 2 * maxConcurrentStreams, 1, 100_000),
+    maxCallsPerConnection: int("HTTP_MAX_CALLS_PER_CONNECTION", 2 * maxConcurrentStreams, 1, 100_000),
     maxCallsInFlight,
     maxCallsPerCaller,
-    maxCallsQueued: integer(env, "HTTP_MAX_CALLS_QUEUED", 5000, 0, 1_000_000),
-    maxConnections: integer(env, "HTTP_MAX_CONNECTIONS", 10_000, 1, 1_000_000),
-    maxOpenStreams: integer(env, "HTTP_MAX_OPEN_STREAMS", 100, 1, 100_000),
+    maxCallsQueued: int("HTTP_MAX_CALLS_QUEUED", 5000, 0, 1_000_000),
+    maxConnections: int("HTTP_MAX_CONNECTIONS", 10_000, 1, 1_000_000),
+    maxOpenStreams: int("HTTP_MAX_OPEN_STREAMS", 100, 1, 100_000),
   });
+  p.done();
+  return limits;
 }
 
 function watch(env: Env, http: HttpLimits, production: boolean): WatchConfig {
-  const keepaliveMs = integer(env, "WATCH_KEEPALIVE_MS", Math.min(15_000, Math.floor(http.idleTimeoutMs / 2)), 100, 600_000);
+  const p = problemsOf();
+  const int = wholeNumbers(env, p);
+  const keepaliveMs = int("WATCH_KEEPALIVE_MS", Math.min(15_000, Math.floor(http.idleTimeoutMs / 2)), 100, 600_000);
   // A quiet stream must send something before the idle timeout closes its connection.
   if (keepaliveMs >= http.idleTimeoutMs) {
-    throw new ConfigError(`WATCH_KEEPALIVE_MS (${keepaliveMs}) must be less than HTTP_IDLE_TIMEOUT_MS (${http.idleTimeoutMs}), or idle watches are cut.`);
+    p.problem(`WATCH_KEEPALIVE_MS (${keepaliveMs}) must be less than HTTP_IDLE_TIMEOUT_MS (${http.idleTimeoutMs}), or idle watches are cut.`);
   }
-  const maxPerProcess = integer(env, "WATCH_MAX_PER_PROCESS", 1000, 1, 100_000);
-  const maxPerCaller = integer(env, "WATCH_MAX_PER_CALLER", 20, 1, 100_000);
+  const maxPerProcess = int("WATCH_MAX_PER_PROCESS", 1000, 1, 100_000);
+  const maxPerCaller = int("WATCH_MAX_PER_CALLER", 20, 1, 100_000);
   if (production && maxPerProcess > 1 && maxPerCaller >= maxPerProcess) {
-    throw new ConfigError(
+    p.problem(
       `NODE_ENV=production needs WATCH_MAX_PER_CALLER (${maxPerCaller}) below WATCH_MAX_PER_PROCESS (${maxPerProcess}): one caller could take every watch.`,
     );
   }
-  return Object.freeze({
-    pollIntervalMs: integer(env, "WATCH_POLL_INTERVAL_MS", 500, 10, 60_000),
+  const config = Object.freeze({
+    pollIntervalMs: int("WATCH_POLL_INTERVAL_MS", 500, 10, 60_000),
     keepaliveMs,
     maxPerProcess,
     maxPerCaller,
   });
+  p.done();
+  return config;
 }
 
 /**
@@ -456,15 +473,18 @@ function productionDatabaseLink(url: URL, tls: DatabaseTls | undefined): void {
 function database(env: Env, dataDir: string, production: boolean): DatabaseConfig {
   // Read whatever the database: a typo in a MySQL setting is refused on
   // SQLite too, not found out on the day the service moves to MySQL.
+  const p = problemsOf();
+  const int = wholeNumbers(env, p);
   const pool = {
-    poolMax: integer(env, "DATABASE_POOL_MAX", 10, 1, 1000),
-    lockWaitTimeoutSeconds: integer(env, "DATABASE_LOCK_WAIT_TIMEOUT_SECONDS", 5, 1, 3600),
-    statementTimeoutMs: integer(env, "DATABASE_STATEMENT_TIMEOUT_MS", 10_000, 100, 3_600_000),
-    acquireTimeoutMs: integer(env, "DATABASE_ACQUIRE_TIMEOUT_MS", 5_000, 100, 600_000),
-    readBatchMax: integer(env, "DATABASE_READ_BATCH_MAX", 16, 1, 64),
-    confirmGroupMax: integer(env, "DATABASE_CONFIRM_GROUP_MAX", 16, 1, 64),
-    preparedStatements: onOff(env, "DATABASE_PREPARED_STATEMENTS", true),
+    poolMax: int("DATABASE_POOL_MAX", 10, 1, 1000),
+    lockWaitTimeoutSeconds: int("DATABASE_LOCK_WAIT_TIMEOUT_SECONDS", 5, 1, 3600),
+    statementTimeoutMs: int("DATABASE_STATEMENT_TIMEOUT_MS", 10_000, 100, 3_600_000),
+    acquireTimeoutMs: int("DATABASE_ACQUIRE_TIMEOUT_MS", 5_000, 100, 600_000),
+    readBatchMax: int("DATABASE_READ_BATCH_MAX", 16, 1, 64),
+    confirmGroupMax: int("DATABASE_CONFIRM_GROUP_MAX", 16, 1, 64),
+    preparedStatements: p.check(() => onOff(env, "DATABASE_PREPARED_STATEMENTS", true)) ?? true,
   };
+  p.done();
   const raw = env["DATABASE_URL"]?.trim();
   if (raw === undefined || raw === "") return { kind: "sqlite", file: path.join(dataDir, "entity-versions.db") };
   if (raw.startsWith("sqlite:")) {
@@ -668,30 +688,35 @@ export function loadConfig(env: Env = process.env): Config {
       }
       return value;
     }),
-    limits: read(() =>
-      Object.freeze({
+    limits: read(() => {
+      const p = problemsOf();
+      const int = wholeNumbers(env, p);
+      const limits = Object.freeze({
         maxRequestBytes,
         // Confirm copies the package inside the store with Copy Blob From URL,
         // which takes sources of at most 256 MiB.
-        maxPackageBytes: integer(env, "MAX_PACKAGE_BYTES", 256 * 1024 * 1024, 1, 256 * 1024 * 1024),
+        maxPackageBytes: int("MAX_PACKAGE_BYTES", 256 * 1024 * 1024, 1, 256 * 1024 * 1024),
         // The most MySQL's MEDIUMTEXT column holds.
-        maxPackageJsonBytes: integer(env, "MAX_PACKAGE_JSON_BYTES", 256 * 1024, 2, 16 * 1024 * 1024 - 1),
+        maxPackageJsonBytes: int("MAX_PACKAGE_JSON_BYTES", 256 * 1024, 2, 16 * 1024 * 1024 - 1),
         // What a manifest costs to decode and encode grows with its values as
         // much as with its bytes; a large package.json has a few thousand.
-        maxPackageJsonValues: integer(env, "MAX_PACKAGE_JSON_VALUES", 10_000, 1, 10_000_000),
+        maxPackageJsonValues: int("MAX_PACKAGE_JSON_VALUES", 10_000, 1, 10_000_000),
         // As many distinct slugs of 63 characters as MySQL's TEXT column
         // holds in JSON (66 bytes each): past it, MySQL would refuse a
         // confirm SQLite accepts.
-        maxServiceDependencies: integer(env, "MAX_SERVICE_DEPENDENCIES", 100, 0, 992),
-        maxAccessEntries: integer(env, "MAX_ACCESS_ENTRIES", 1000, 1, 1_000_000),
-        maxOpenUploadsPerEntity: integer(env, "MAX_OPEN_UPLOADS_PER_ENTITY", 1000, 1, 1_000_000),
+        maxServiceDependencies: int("MAX_SERVICE_DEPENDENCIES", 100, 0, 992),
+        maxAccessEntries: int("MAX_ACCESS_ENTRIES", 1000, 1, 1_000_000),
+        maxOpenUploadsPerEntity: int("MAX_OPEN_UPLOADS_PER_ENTITY", 1000, 1, 1_000_000),
         // A page of ListVersions holds at most this much package_json and
         // service_dependencies (one version at least), so that no request
         // can make the service read and send hundreds of megabytes at once.
-        maxPageBytes: integer(env, "PAGE_MAX_BYTES", defaultPageMaxBytes, 64 * 1024, 256 * 1024 * 1024),
-      }),
-    ),
-    watch: http === undefined ? undefined : read(() => watch(env, http, production)),
+        maxPageBytes: int("PAGE_MAX_BYTES", defaultPageMaxBytes, 64 * 1024, 256 * 1024 * 1024),
+      });
+      p.done();
+      return limits;
+    }),
+    // Read against the default HTTP limits when those are wrong: its own mistakes are named at the same start.
+    watch: read(() => watch(env, http ?? httpLimits({}, maxRequestBytes, false), production)),
   };
   problems.done();
   // Every part was read without a problem, so none is undefined.

@@ -237,6 +237,20 @@ test("every problem is named at once, each with what to set", () => {
   const several = refused(production);
   assert.match(several, /^4 settings need fixing:/);
   for (const part of ["development key", "https blob endpoint", "https:// AUTH_JWKS_URL", "AUTH_ISSUER and AUTH_AUDIENCE"]) assert.match(several, part);
+  // Several bad numbers in one group of settings (HTTP, the pool, the limits, watches), each named at once.
+  const numbers = {
+    HTTP2_MAX_CONCURRENT_STREAMS: "0",
+    HTTP_MAX_CONNECTIONS: "-5",
+    DATABASE_POOL_MAX: "0",
+    DATABASE_STATEMENT_TIMEOUT_MS: "1",
+    MAX_PACKAGE_BYTES: "999999999999",
+    MAX_ACCESS_ENTRIES: "0",
+    WATCH_MAX_PER_CALLER: "0",
+    WATCH_POLL_INTERVAL_MS: "1",
+  };
+  const grouped = refused(numbers);
+  assert.match(grouped, /^8 settings need fixing:/);
+  for (const name of Object.keys(numbers)) assert.match(grouped, name);
 });
 
 test("secrets a generator made pass the production check", () => {
