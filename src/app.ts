@@ -154,7 +154,7 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
 
     const db = openDatabase(config.database, logger);
     stops.push(() => db.knex.destroy());
-    await migrateLatest(db.knex);
+    await migrateLatest(db.knex, undefined, (message) => logger.warn({}, message));
 
     const uploads = new UploadStore(db);
     const events = new EventStore(db);

@@ -594,6 +594,15 @@ export function loadAuthConfig(env: Env = process.env): { readonly auth: AuthCon
 }
 
 /**
+ * The database settings alone: what `npm run migrate:unlock` connects
+ * with, the service's own TLS settings included.
+ */
+export function loadDatabaseConfig(env: Env = process.env): DatabaseConfig {
+  const production = isProduction(env);
+  return Object.freeze(database(env, path.resolve(text(env, "DATA_DIR", "data")), production));
+}
+
+/**
  * Reads and validates the configuration from the environment. The only place
  * that reads process.env: everything else receives the frozen result, so a
  * bad value stops the start with a message naming the variable instead of

@@ -1,7 +1,9 @@
 // Migrations that change data, run on both databases: what a database
 // upgraded from an earlier release holds afterwards.
+import { spawnSync } from "node:child_process";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
+import { startupHint } from "../src/ops/startup-hint.js";
 import { migrateLatest } from "../src/store/migrate.js";
 import { versionDataCost } from "../src/domain/version-data-cost.js";
 import * as migration0008 from "../src/store/migrations/0008-version-data-cost.js";
@@ -64,6 +66,33 @@ function defineMigrationsSuite(backend: Backend): void {
         "every version measured once, each with its own cost",
       );
       await migration0008.down(knex);
+    } finally {
+      await knex.destroy();
+      await tdb.drop();
+    }
+  });
+
+  s("a migration lock left by a process stopped mid-migration: the start fails saying what to run, npm run migrate:unlock clears it", async () => {
+    const tdb = await createTestDatabase(backend);
+    const knex = connectTestDatabase(backend, tdb);
+    try {
+      await migrateLatest(knex);
+      await knex("knex_migrations_lock").update({ is_locked: 1 });
+      const said: string[] = [];
+      const failed = await migrateLatest(knex, 300, (m) => said.push(m)).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      assert.instance(failed, Error);
+      assert.match(startupHint(failed, { host: "127.0.0.1", port: 8080, databaseKind: backend }), "npm run migrate:unlock");
+      assert.is(said.length, 1, "the wait is said once, not at every attempt");
+      const unlocked = spawnSync(process.execPath, ["--import", "tsx", "src/tools/migrate-unlock.ts"], {
+        env: { PATH: process.env["PATH"] ?? "", DATABASE_URL: tdb.url },
+        encoding: "utf8",
+      });
+      assert.is(unlocked.status, 0, unlocked.stderr);
+      assert.match(unlocked.stdout, "the migration lock");
+      await migrateLatest(knex, 300);
     } finally {
       await knex.destroy();
       await tdb.drop();

@@ -1,5 +1,6 @@
 import { BlobStoreUnavailableError } from "../blob/blob-store.js";
 import { classifyDbError } from "../store/db-errors.js";
+import { migrationLockAdvice } from "../store/migrate.js";
 
 /** Where the service was told to listen and what database it was given, as the hints name them. */
 export interface StartupSettings {
@@ -39,6 +40,7 @@ export function messageWithCauses(error: unknown): string {
  * a database to create), not a bare system error.
  */
 export function startupHint(error: unknown, settings: StartupSettings): string {
+  if (error instanceof Error && error.name === "MigrationLocked") return ` (${migrationLockAdvice})`;
   if (error instanceof BlobStoreUnavailableError) return " (check AZURE_STORAGE_CONNECTION_STRING and that the storage account is reachable)";
   const code = codeOf(error);
   if (code === "EADDRINUSE") return ` (another process listens on ${settings.host}:${settings.port}: stop it, or set PORT to a free port)`;

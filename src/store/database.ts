@@ -74,7 +74,14 @@ export function openDatabase(config: DatabaseConfig, logger?: DatabaseLogger): D
       : {
           // Its first line says what failed ("Acquire connection error: connect
           // ECONNREFUSED …"); the driver's stack under it helps no operator.
-          warn: (message: unknown) => logger.warn({ knex: String(message).split("\n")[0] }, "database"),
+          warn: (message: unknown) => {
+            const first = String(message).split("\n")[0]!;
+            // Said every 100 ms of a wait for the migration lock, with advice
+            // (`knex migrate:unlock`) that does not apply here: migrateLatest
+            // says it once, with what to run instead.
+            if (first.startsWith("Can't take lock to run migrations")) return;
+            logger.warn({ knex: first }, "database");
+          },
           error: (message: unknown) => logger.error({ knex: String(message) }, "database"),
           deprecate: () => undefined,
           debug: () => undefined,

@@ -73,15 +73,20 @@ async function ensureOneLockRow(knex: Knex): Promise<void> {
   }
 }
 
+/** What to do about a migration lock that outlived the wait: the start-up hint and the wait's log line say it. */
+export const migrationLockAdvice =
+  "when no other replica is starting, a process stopped mid-migration left it: clear it with `npm run migrate:unlock` (same DATABASE_URL) and start again";
+
 /**
  * Brings the schema up to date. Knex guards migrations with a lock row but
  * fails rather than waits when another process holds it, and two processes
  * creating Knex's own tables at once collide; both are waited out here, so
  * replicas may start together. A lock left by a crashed migration needs
- * `npx knex migrate:unlock` (see the README).
+ * `npm run migrate:unlock` (see the README).
  */
-export async function migrateLatest(knex: Knex, waitMs = 60_000): Promise<void> {
+export async function migrateLatest(knex: Knex, waitMs = 60_000, waiting?: (message: string) => void): Promise<void> {
   const deadline = Date.now() + waitMs;
+  let said = false;
   for (;;) {
     try {
       await ensureOneLockRow(knex);
@@ -89,7 +94,21 @@ export async function migrateLatest(knex: Knex, waitMs = 60_000): Promise<void> 
       return;
     } catch (error) {
       if (!isLockContention(error) || Date.now() > deadline) throw error;
+      if (!said && (error as Error).message?.includes("Migration table is already locked")) {
+        said = true;
+        waiting?.(`another process holds the migration lock; waiting up to ${waitMs / 1000} s (${migrationLockAdvice})`);
+      }
       await sleep(100 + Math.random() * 200);
     }
   }
+}
+
+/**
+ * Clears the migration lock (Knex's forceFreeMigrationsLock): what
+ * `npm run migrate:unlock` does, over the service's own connection
+ * settings, TLS included.
+ */
+export async function freeMigrationLock(knex: Knex): Promise<void> {
+  await ensureOneLockRow(knex);
+  await knex.migrate.forceFreeMigrationsLock({ migrationSource: source });
 }
