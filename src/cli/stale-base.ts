@@ -12,9 +12,9 @@ import type { RestVersionRef } from "./rest-types.js";
  */
 export function staleBaseError(
   error: ServiceError,
-  push: { entity: string; target: string; base: string | undefined; baseFrom: string | undefined },
+  push: { entity: string; target: string; base: string | undefined; baseFrom: string | undefined; elsewhere?: ReadonlyArray<{ service: string; base: { version_id: string } }> },
 ): CliError {
-  const { entity, target, base, baseFrom } = push;
+  const { entity, target, base, baseFrom, elsewhere = [] } = push;
   const tip = error.body["latest_version"] as RestVersionRef | null | undefined;
   const hints: string[] = [];
   if (tip !== null && tip !== undefined) {
@@ -27,6 +27,11 @@ export function staleBaseError(
       ? "this push named no base: this folder has no record of what it builds on (.entity-versions.json)."
       : `this push built on ${base} (from ${baseFrom ?? "--base"}).`,
   );
+  if (base === undefined) {
+    for (const other of elsewhere) {
+      hints.push(`it records ${other.base.version_id} as the base for ${other.service}: if that is this service under another name, pass --base ${other.base.version_id} (or use that URL).`);
+    }
+  }
   if (tip !== null && tip !== undefined) {
     hints.push(
       "to reconcile, get the tip, merge its changes into your tree, then push on top of it:",

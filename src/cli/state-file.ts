@@ -64,6 +64,16 @@ export function readBase(dir: string, service: string, entity: string): BaseReco
   return read(path.join(dir, stateFileName)).services[service]?.[entity];
 }
 
+/**
+ * The bases recorded in `dir` for this entity under other service URLs: the
+ * same service under another name (an IP address, an internal host name)
+ * finds no record under the URL it is called by, and is told of these.
+ */
+export function basesElsewhere(dir: string, service: string, entity: string): Array<{ service: string; base: BaseRecord }> {
+  const { services } = read(path.join(dir, stateFileName));
+  return Object.entries(services).flatMap(([url, entities]) => (url !== service && entities[entity] !== undefined ? [{ service: url, base: entities[entity]! }] : []));
+}
+
 /** The lock file's name, beside the state file (never packed either). */
 export const stateLockName = `${stateFileName}.lock`;
 /** How long a command waits for another to finish writing the state file. */

@@ -8,10 +8,11 @@ import path from "node:path";
 import { test } from "uvu";
 import * as assert from "uvu/assert";
 import { transferError } from "../../src/cli/blob-transfer.js";
-import { CliError } from "../../src/cli/cli-error.js";
+import { CliError, ServiceError } from "../../src/cli/cli-error.js";
 import { ExitCode, exitCodeForServiceError } from "../../src/cli/exit-codes.js";
 import { requireToken, resolveSettings } from "../../src/cli/settings.js";
-import { readBase, recordBase, stateFileName, stateLockName } from "../../src/cli/state-file.js";
+import { staleBaseError } from "../../src/cli/stale-base.js";
+import { basesElsewhere, readBase, recordBase, stateFileName, stateLockName } from "../../src/cli/state-file.js";
 import { summariseToken } from "../../src/cli/token-claims.js";
 import { secondAfter, versionStringAt } from "../../src/cli/version-clock.js";
 import { token } from "../support/tokens.js";
@@ -80,6 +81,19 @@ test("state file: one base per service and entity, others kept, written whole", 
     fs.writeFileSync(path.join(dir, stateFileName), text);
     assert.throws(() => readBase(dir, "http://a", "app"), (e: unknown) => e instanceof CliError && e.code === "STATE_FILE_INVALID", text);
   }
+});
+
+test("a push with no record under its URL, refused STALE_BASE, is told of the base recorded under another spelling of a URL", () => {
+  const dir = fs.mkdtempSync(path.join(scratch, "state-"));
+  const record = { version_id: "v-tip", version: "2026.01.01-000000", source_hash: "a".repeat(64), via: "push" as const, recorded_at: "2026-01-01T00:00:00.000Z" };
+  recordBase(dir, "http://localhost:8080", "app", record);
+  recordBase(dir, "http://localhost:8080", "other", { ...record, version_id: "v-other" });
+  assert.is(readBase(dir, "http://127.0.0.1:8080", "app"), undefined, "a base is kept per URL, and never sent to another");
+  const elsewhere = basesElsewhere(dir, "http://127.0.0.1:8080", "app");
+  assert.equal(elsewhere.map((e) => [e.service, e.base.version_id]), [["http://localhost:8080", "v-tip"]]);
+  const refused = new ServiceError(409, "STALE_BASE", "Base version \"\" is not the tip", { latest_version: { id: "v-tip", version: "2026.01.01-000000", published_by: "dev", created_at: "2026-01-01T00:00:00.000Z" } });
+  const told = staleBaseError(refused, { entity: "app", target: ".", base: undefined, baseFrom: undefined, elsewhere });
+  assert.ok(told.hints.some((h) => h.includes("records v-tip as the base for http://localhost:8080") && h.includes("pass --base v-tip")), told.hints.join("\n"));
 });
 
 test("state file: commands writing one folder at once (parallel file pushes from one CI directory) each keep their base; a lock left by a killed command is taken over", async () => {

@@ -14,7 +14,7 @@ import { md5OfFile } from "../file-digest.js";
 import { copyHashedFile, packTree } from "../pack.js";
 import { type PushSource, readPushSource } from "../push-source.js";
 import type { RestConfirmAnswer, RestUploadUrlAnswer, RestVersion, RestVersionList } from "../rest-types.js";
-import { readBase, type RecordedBase, stateFileName, tryRecordBase } from "../state-file.js";
+import { basesElsewhere, readBase, type RecordedBase, stateFileName, tryRecordBase } from "../state-file.js";
 import { secondAfter, versionStringAt } from "../version-clock.js";
 
 interface PushOptions extends CommonOptions {
@@ -222,7 +222,10 @@ async function push(target: string, options: PushOptions): Promise<void> {
       ].join("\n"),
     );
   } catch (error) {
-    if (error instanceof ServiceError && error.code === "STALE_BASE") throw staleBaseError(error, { entity, target, base: base.id, baseFrom: base.from });
+    if (error instanceof ServiceError && error.code === "STALE_BASE") {
+      const elsewhere = base.id === undefined ? basesElsewhere(source.stateDir, settings.url, entity) : [];
+      throw staleBaseError(error, { entity, target, base: base.id, baseFrom: base.from, elsewhere });
+    }
     if (error instanceof ServiceError && error.code === "ENTITY_NOT_FOUND" && settings.token !== undefined) throw withPushAccessHint(error, entity, settings.token);
     throw error;
   }
