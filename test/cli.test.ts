@@ -517,7 +517,7 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
 
   if (options.accessCommands) s("a package larger than the service takes is refused before it is uploaded", async ({ work }) => {
     let blobs: BlobStore | undefined;
-    const small = await startService(backend, { env: { MAX_PACKAGE_BYTES: "1024" }, blobStore: (store) => (blobs = store) });
+    const small = await startService(backend, { env: { MAX_PACKAGE_BYTES: "1024", MAX_PACKAGE_JSON_VALUES: "5" }, blobStore: (store) => (blobs = store) });
     try {
       const entity = newEntityId("cli");
       const file = path.join(work, `${entity}-big.tgz`);
@@ -534,6 +534,18 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
       // At the limit, it is taken.
       fs.writeFileSync(file, Buffer.alloc(1024, 7));
       expectExit(await cli(["push", file, "--entity", entity], { cwd: work, env }), 0, "push of a package at MAX_PACKAGE_BYTES");
+      // A package.json past the service's limits: refused by the service's rule, before the upload.
+      const manifested = newEntityId("cli");
+      const app = path.join(work, `${manifested}-manifest`);
+      write(app, { "package.json": JSON.stringify({ name: "x", dependencies: { a: "1", b: "1", c: "1" } }) });
+      const tooRich = await cli(["push", app, "--entity", manifested], { cwd: work, env });
+      expectExit(tooRich, 1, "push of a package.json over MAX_PACKAGE_JSON_VALUES");
+      assert.match(tooRich.stderr, "package.json holds 6 JSON values");
+      assert.match(tooRich.stderr, "nothing was uploaded. (INVALID_PACKAGE_JSON)");
+      assert.match(tooRich.stderr, "MAX_PACKAGE_JSON_VALUES");
+      const manifestStaged: string[] = [];
+      for await (const blob of blobs!.list(`uploads/${manifested}/`)) manifestStaged.push(blob.name);
+      assert.equal(manifestStaged, [], "nothing uploaded");
     } finally {
       await small.close();
     }

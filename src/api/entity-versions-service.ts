@@ -195,6 +195,8 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
       expiresAt: timestampFromDate(expiresAt),
       uploadHeaders: { ...uploadHeaders },
       maxFileSizeBytes: BigInt(this.#d.settings.limits.maxPackageBytes),
+      maxPackageJsonBytes: BigInt(this.#d.settings.limits.maxPackageJsonBytes),
+      maxPackageJsonValues: BigInt(this.#d.settings.limits.maxPackageJsonValues),
     };
   }
 

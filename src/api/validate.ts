@@ -109,7 +109,7 @@ export function serviceDependencies(values: readonly string[], limits: Limits): 
 }
 
 /** package_json: any JSON object, bounded in size. */
-export function packageJson(value: JsonObject | undefined, limits: Limits): JsonObject | undefined {
+export function packageJson(value: JsonObject | undefined, limits: Pick<Limits, "maxPackageJsonBytes" | "maxPackageJsonValues">): JsonObject | undefined {
   if (value === undefined) return undefined;
   const unstorable = unstorableValue(value, "package_json");
   if (unstorable !== undefined) throw invalid("package_json", unstorable);

@@ -41,6 +41,9 @@ export interface RestUploadUrlAnswer {
   upload_headers?: Record<string, string>;
   /** The largest package confirm accepts (a number; a string only past 2^53 - 1). */
   max_file_size_bytes?: number | string;
+  /** The most bytes of JSON, and JSON values, confirm accepts in package_json. */
+  max_package_json_bytes?: number | string;
+  max_package_json_values?: number | string;
 }
 
 /** ConfirmUpload's answer. */

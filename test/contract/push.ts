@@ -47,11 +47,12 @@ export function pushSuite(backend: Backend) {
     const before = Date.now();
     const { res } = await uploadOnly(svc, e);
     const b = res.body;
-    assert.equal(Object.keys(b).sort(), ["expires_at", "lockfile_upload_url", "max_file_size_bytes", "package_lock_path", "storage_path", "upload_headers", "upload_url"]);
+    assert.equal(Object.keys(b).sort(), ["expires_at", "lockfile_upload_url", "max_file_size_bytes", "max_package_json_bytes", "max_package_json_values", "package_lock_path", "storage_path", "upload_headers", "upload_url"]);
     assert.ok(b.storage_path.startsWith(`uploads/${e}/`) && b.storage_path.endsWith("/package"));
     assert.ok(b.package_lock_path.startsWith(`uploads/${e}/`) && b.package_lock_path.endsWith("/package-lock.json"));
     assert.equal(b.upload_headers, { "x-ms-blob-type": "BlockBlob", "Content-Type": "application/octet-stream" });
     assert.is(b.max_file_size_bytes, 256 * 1024 * 1024, "the MAX_PACKAGE_BYTES default, as a JSON number");
+    assert.equal([b.max_package_json_bytes, b.max_package_json_values], [256 * 1024, 10_000], "the MAX_PACKAGE_JSON_BYTES and MAX_PACKAGE_JSON_VALUES defaults");
     const ttl = Date.parse(b.expires_at) - before;
     assert.ok(ttl > 14 * 60_000 && ttl <= 15 * 60_000, `upload URL ttl ${ttl} ms`);
     assert.ok(new URL(b.upload_url).searchParams.get("sp") === "cw");

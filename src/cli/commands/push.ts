@@ -1,7 +1,10 @@
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import type { JsonObject } from "@bufbuild/protobuf";
+import { ConnectError } from "@connectrpc/connect";
 import type { Command } from "commander";
+import { packageJson } from "../../api/validate.js";
 import { type ApiClient, apiPath } from "../api-client.js";
 import { parseEntityId, parseVersionId, parseVersionString } from "../arguments.js";
 import { CliError, ServiceError } from "../cli-error.js";
@@ -98,6 +101,18 @@ async function uploadAndConfirm(
           "the service's limit is its MAX_PACKAGE_BYTES setting",
         ],
       );
+    }
+    const manifest = source.kind === "directory" ? source.packageJson : undefined;
+    if (manifest !== undefined && answer.max_package_json_bytes !== undefined && answer.max_package_json_values !== undefined) {
+      // Checked by the service's own rule, against its limits, before the upload that confirm would waste.
+      try {
+        packageJson(manifest as JsonObject, { maxPackageJsonBytes: Number(answer.max_package_json_bytes), maxPackageJsonValues: Number(answer.max_package_json_values) });
+      } catch (error) {
+        throw new CliError(`package.json ${error instanceof ConnectError ? error.rawMessage.replace(/^Invalid package_json: /, "") : String(error)}; nothing was uploaded.`, "INVALID_PACKAGE_JSON", undefined, undefined, [
+          "the service stores the root package.json as the version's manifest: make it smaller, or list it in .entityversionsignore (it is then left out of the package too)",
+          "the service's limits are its MAX_PACKAGE_JSON_BYTES and MAX_PACKAGE_JSON_VALUES settings",
+        ]);
+      }
     }
     output.note(`Uploading the package (${formatBytes(pkg.sizeBytes)})`);
     await uploadFile(answer.upload_url, pkg.file, pkg.sizeBytes, pkg.md5Base64, "package");
