@@ -41,6 +41,7 @@ export function messageWithCauses(error: unknown): string {
  */
 export function startupHint(error: unknown, settings: StartupSettings): string {
   if (error instanceof Error && error.name === "MigrationLocked") return ` (${migrationLockAdvice})`;
+  if (error instanceof Error && /^Azurite exited .*EADDRINUSE/s.test(error.message)) return " (another process listens on AZURITE_PORT: set it to a free port, or leave it unset for any free one)";
   if (error instanceof BlobStoreUnavailableError) return " (check AZURE_STORAGE_CONNECTION_STRING and that the storage account is reachable)";
   const code = codeOf(error);
   if (code === "EADDRINUSE") return ` (another process listens on ${settings.host}:${settings.port}: stop it, or set PORT to a free port)`;

@@ -27,6 +27,7 @@ s("each known cause gets its fix, naming the setting", () => {
   assert.match(startupHint(Object.assign(failure("ENOTFOUND"), { hostname: "db.internal" }), settings), "that MySQL is running", "a database host that does not resolve is DATABASE_URL's");
   assert.match(startupHint(failure("ECONNREFUSED"), settings), "that MySQL is running");
   assert.match(startupHint(new BlobStoreUnavailableError("down"), settings), "AZURE_STORAGE_CONNECTION_STRING");
+  assert.match(startupHint(new Error("Azurite exited with code 1 before it started: Error: listen EADDRINUSE: address already in use 127.0.0.1:10000"), settings), "set it to a free port");
 });
 
 s("an error it knows nothing about gets no hint", () => {
