@@ -189,6 +189,17 @@ function answerComponents(document: Json): Set<string> {
   return reached;
 }
 
+test("a code's message is the one the operation answers: where to resume only on a stream's", () => {
+  const paths = apiDocument().document.paths;
+  const confirm = paths["/api/entities/{entity_id}/versions/confirm"].post.responses;
+  const watch = paths["/api/entities/{entity_id}/events:watch"].get.responses;
+  for (const status of ["401", "503", "504"]) {
+    assert.not.match(confirm[status].description, "after_event_id", `ConfirmUpload ${status}`);
+    assert.match(watch[status].description, "after_event_id={lastEventId}", `WatchEvents ${status}`);
+  }
+  assert.match(confirm["504"].description, "retrying a push or a confirm is safe");
+});
+
 test("what the document calls required is exactly what the gateway writes for an empty message, in both documents", () => {
   const real = createRegistry(file_entityversions_v1_entity_versions, file_entityversions_v1_entity_access, file_entityversions_v1_entity_events);
   const checked: string[] = [];

@@ -14,11 +14,14 @@ export function sortReasons(reasons: Iterable<Reason>): Reason[] {
   return [...new Set(reasons)].sort((a, b) => reasonOrder.get(a)! - reasonOrder.get(b)!);
 }
 
-// A message template with its parameters shown as {name}: the catalog's
-// own words, so a reader learns what each code says.
-const placeholders = new Proxy({}, { get: (_target, key) => `{${String(key)}}` });
-
-function messageTemplate(reason: Reason): string {
+/**
+ * A message template with its parameters shown as {name}: the catalog's
+ * own words, so a reader learns what each code says. `lastEventId`, where
+ * a stream resumes, is set only for a stream: elsewhere the catalog's
+ * message for a unary call (what to retry) is the one it answers.
+ */
+function messageTemplate(reason: Reason, stream: boolean): string {
+  const placeholders = new Proxy({}, { get: (_target, key) => (key === "lastEventId" && !stream ? undefined : `{${String(key)}}`) });
   // Markdown would take <token> for HTML and drop it.
   return (catalog[reason].message as (p: unknown) => string)(placeholders).replace(/[<*]/g, (c) => `\\${c}`);
 }
@@ -89,8 +92,8 @@ export class ErrorResponses {
     return { oneOf: [...(plain.length === 0 ? [] : [plainSchema]), ...detailed] };
   }
 
-  /** The error responses of an operation that can answer these reasons, by status. */
-  responses(reasons: readonly Reason[]): Record<string, Response> {
+  /** The error responses of an operation that can answer these reasons, by status; `stream`: a server stream's. */
+  responses(reasons: readonly Reason[], stream = false): Record<string, Response> {
     const byStatus = new Map<number, Reason[]>();
     for (const reason of sortReasons(reasons)) {
       const status = catalog[reason].httpStatus;
@@ -113,7 +116,7 @@ export class ErrorResponses {
         };
       }
       responses[String(status)] = {
-        description: `${STATUS_CODES[status] ?? "Error"}.\n\n${codes.map((r) => `- \`${r}\`: ${messageTemplate(r)}`).join("\n")}`,
+        description: `${STATUS_CODES[status] ?? "Error"}.\n\n${codes.map((r) => `- \`${r}\`: ${messageTemplate(r, stream)}`).join("\n")}`,
         ...(Object.keys(headers).length === 0 ? {} : { headers }),
         content: { "application/json": { schema: this.schema(codes) } },
       };

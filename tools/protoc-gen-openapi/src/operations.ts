@@ -178,6 +178,6 @@ export function operation(binding: RestBinding, ctx: OperationContext): Operatio
     security: reasons.includes("AUTH_REQUIRED") ? [{ [bearerScheme]: [] }] : [],
     ...(parameters.length === 0 ? {} : { parameters }),
     ...(body === undefined ? {} : { requestBody: body }),
-    responses: { ...successResponses(binding, ctx), ...ctx.errors.responses(reasons) },
+    responses: { ...successResponses(binding, ctx), ...ctx.errors.responses(reasons, binding.method.methodKind === "server_streaming") },
   };
 }
