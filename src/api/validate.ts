@@ -3,6 +3,8 @@ import { type ParsedUploadPath, parseUploadPath } from "../blob/blob-paths.js";
 import {
   entityIdPattern,
   isServiceSlug,
+  principalIdMaxLength,
+  principalIdShape,
   serviceSlugMaxLength,
   serviceSlugShape,
   sourceHashPattern,
@@ -222,4 +224,6 @@ export const requestFieldConstraints: Readonly<Record<string, FieldConstraint>> 
   service_dependencies: { pattern: serviceSlugShape.source, maxLength: serviceSlugMaxLength },
   after_event_id: { pattern: orEmpty(eventIdPattern) },
   page_size: { minimum: 0 },
+  user_id: { pattern: principalIdShape.source, maxLength: principalIdMaxLength },
+  org_id: { pattern: principalIdShape.source, maxLength: principalIdMaxLength },
 });

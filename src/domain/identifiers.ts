@@ -37,3 +37,13 @@ export function isServiceSlug(value: string): boolean {
  * but not removed.
  */
 export const principalIdPattern = /^(?!\.\.?$)[^\s\p{C}\uFFFD]{1,255}$/u;
+
+/** The most characters of a user or organization id, as principalIdPattern counts them. */
+export const principalIdMaxLength = 255;
+
+/**
+ * What the OpenAPI document states of principalIdPattern: no white space,
+ * in a form every regex engine reads (Python's re has no \p{…}, RE2 no
+ * lookahead). Looser than the pattern, never stricter.
+ */
+export const principalIdShape = /^\S+$/;

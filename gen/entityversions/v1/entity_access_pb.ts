@@ -493,6 +493,10 @@ export const UnpublishFromPublicStoreResponseSchema: GenMessage<UnpublishFromPub
  * callers with the admin role. Adding what is there and removing what is not
  * change nothing; removing the last publisher is refused.
  *
+ * A user_id or org_id is 1 to 255 characters, none of them white space,
+ * of Unicode's category C (control, format, private use, unassigned) or
+ * U+FFFD, and not "." or ".." (INVALID_ARGUMENT names the field).
+ *
  * @generated from service entityversions.v1.EntityAccessService
  */
 export const EntityAccessService: GenService<{

@@ -440,7 +440,9 @@ export const EntityEventsService: GenService<{
    * after_event_id set to the last event id or bookmark received. The watch
    * ends with ENTITY_NOT_FOUND when the caller loses read access, with
    * TOKEN_EXPIRED when the caller's token expires (resume with a new one),
-   * and with SHUTTING_DOWN (retryable) when the server stops. When the
+   * and with SHUTTING_DOWN (retryable) when the server stops; these, and
+   * DEADLINE_EXCEEDED at the client's own deadline, carry the id to resume
+   * from in their ErrorInfo's metadata, last_event_id. When the
    * events after after_event_id are no longer all kept (the service's
    * event retention), it is refused with EVENTS_EXPIRED (OUT_OF_RANGE; REST
    * 410): read the entity's state afresh and watch without after_event_id.

@@ -423,7 +423,10 @@ export type ConfirmUploadRequest = Message<"entityversions.v1.ConfirmUploadReque
   serviceDependencies: string[];
 
   /**
-   * The package manifest: any JSON object.
+   * The package manifest: a JSON object within the service's limits,
+   * which GetUploadUrl names (max_package_json_bytes of JSON,
+   * max_package_json_values values), nested at most 32 levels, its numbers
+   * finite and its strings valid UTF-16.
    *
    * @generated from field: google.protobuf.Struct package_json = 8;
    */
@@ -830,6 +833,14 @@ export const GetVersionResponseSchema: GenMessage<GetVersionResponse> = /*@__PUR
  * Every RPC carries a google.api.http rule; the service's REST gateway is
  * generated from these rules at start-up, so grpc-gateway or Envoy
  * transcoding built from this file exposes the same paths.
+ *
+ * Identifiers, as every RPC checks them (INVALID_ARGUMENT names the field):
+ * entity_id is 1 to 128 ASCII letters, digits, "_" and "-", starting with a
+ * letter or digit; version_id 1 to 64 of the same; source_hash 40, 64, 96 or
+ * 128 lowercase hex digits; version YYYY.MM.DD-HHMMSS, a real UTC date and
+ * time; a service slug lowercase letters and digits joined by single
+ * hyphens, up to 63 characters. page_size is at least 0 (0: 50; at most
+ * 1000 are sent).
  *
  * @generated from service entityversions.v1.EntityVersionsService
  */
