@@ -3,7 +3,9 @@
 # working tree against that of an earlier commit, HEAD~1 unless
 # BUF_BREAKING_AGAINST names another (the last commit CI passed, a release
 # tag). Rules: buf.yaml's `breaking` section, FILE, which includes WIRE_JSON
-# (what REST clients read) and WIRE.
+# (what REST clients read) and WIRE; and tools/rest-breaking.ts for what
+# those cannot see: an RPC's REST mapping or success status changed, a field
+# newly REQUIRED.
 #
 # A breaking change passes only when its commit says so: a line starting
 # "BREAKING CHANGE:" in the commit message, and an added line containing
@@ -29,10 +31,16 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 git archive "$base" | tar -x -C "$tmp"
 ln -s "$root/node_modules" "$tmp/node_modules"
-(cd "$tmp" && "$buf" build proto -o "$tmp/against.binpb")
+(cd "$tmp" && "$buf" build proto -o "$tmp/against.binpb" && "$buf" build proto -o "$tmp/against.json")
+"$buf" build proto -o "$tmp/current.json"
 
 short=$(git rev-parse --short "$base")
-if report=$("$buf" breaking proto --against "$tmp/against.binpb" 2>&1); then
+# buf breaking compares descriptors; the REST mapping and REQUIRED marks are
+# option values, which tools/rest-breaking.ts compares.
+descriptors=$("$buf" breaking proto --against "$tmp/against.binpb" 2>&1) || true
+options=$(node --import tsx tools/rest-breaking.ts "$tmp/against.json" "$tmp/current.json" 2>&1) || true
+report=$(printf '%s\n%s\n' "$descriptors" "$options" | sed '/^$/d')
+if [ -z "$report" ]; then
   echo "buf breaking: proto/ keeps compatibility with $against ($short)."
   exit 0
 fi

@@ -1,0 +1,112 @@
+// What buf breaking cannot see: it compares descriptors, not the values of
+// their options, and the REST API and its OpenAPI document are made from
+// options. A change to an existing RPC's google.api.http rule (its path,
+// verb, body or response_body) or to its success status (created_when),
+// and a field newly marked REQUIRED, break REST clients and clients that
+// were generated from the proto as surely as a renamed field.
+//
+//   node --import tsx tools/rest-breaking.ts AGAINST.json CURRENT.json
+//
+// Reads two images written by `buf build -o <file>.json`; prints one line per
+// break and exits 1 when there is any. tools/proto-breaking.sh runs it.
+import fs from "node:fs";
+import { pathToFileURL } from "node:url";
+
+type Options = Record<string, unknown> | undefined;
+interface Field {
+  readonly name: string;
+  readonly number: number;
+  readonly options?: Options;
+}
+interface Message {
+  readonly name: string;
+  readonly field?: Field[];
+  readonly nestedType?: Message[];
+}
+interface Method {
+  readonly name: string;
+  readonly options?: Options;
+}
+interface Service {
+  readonly name: string;
+  readonly method?: Method[];
+}
+interface FileDescriptor {
+  readonly name: string;
+  readonly package?: string;
+  readonly messageType?: Message[];
+  readonly service?: Service[];
+}
+/** A FileDescriptorSet as `buf build` writes it in JSON. */
+export interface Image {
+  readonly file: FileDescriptor[];
+}
+
+/** JSON with its object keys sorted: the same option reads the same whatever order it was written in. */
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`;
+  if (typeof value === "object" && value !== null) {
+    return `{${Object.keys(value)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k])}`)
+      .join(",")}}`;
+  }
+  return JSON.stringify(value) ?? "undefined";
+}
+
+/** Our own files: the API's packages, not google's or gRPC's. */
+const ours = (file: FileDescriptor) => file.package?.startsWith("entityversions.") === true;
+
+function methods(image: Image): Map<string, Method> {
+  const found = new Map<string, Method>();
+  for (const file of image.file.filter(ours)) {
+    for (const service of file.service ?? []) for (const method of service.method ?? []) found.set(`${file.package}.${service.name}.${method.name}`, method);
+  }
+  return found;
+}
+
+function fields(image: Image): Map<string, Field> {
+  const found = new Map<string, Field>();
+  const visit = (prefix: string, message: Message) => {
+    const name = `${prefix}.${message.name}`;
+    for (const field of message.field ?? []) found.set(`${name}#${field.number}`, { ...field, name: `${name}.${field.name}` });
+    for (const nested of message.nestedType ?? []) visit(name, nested);
+  };
+  for (const file of image.file.filter(ours)) for (const message of file.messageType ?? []) visit(file.package!, message);
+  return found;
+}
+
+const required = (field: Field) => (field.options?.["[google.api.field_behavior]"] as string[] | undefined)?.includes("REQUIRED") === true;
+
+/** The breaks of CURRENT against AGAINST that buf breaking does not report, one line each. */
+export function restBreaks(against: Image, current: Image): string[] {
+  const breaks: string[] = [];
+  const now = methods(current);
+  for (const [name, before] of methods(against)) {
+    const after = now.get(name);
+    if (after === undefined) continue; // a removed RPC: buf breaking says so
+    for (const option of ["[google.api.http]", "[entityversions.v1.created_when]"]) {
+      const was = canonical(before.options?.[option]);
+      const is = canonical(after.options?.[option]);
+      if (was !== is) breaks.push(`${name}: its ${option.slice(1, -1)} option changed from ${was} to ${is}.`);
+    }
+  }
+  const fieldsNow = fields(current);
+  for (const [key, before] of fields(against)) {
+    const after = fieldsNow.get(key);
+    if (after !== undefined && required(after) && !required(before)) breaks.push(`${after.name}: newly REQUIRED; requests that leave it out are now refused.`);
+  }
+  return breaks;
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const [againstFile, currentFile] = process.argv.slice(2);
+  if (againstFile === undefined || currentFile === undefined) {
+    process.stderr.write("usage: rest-breaking AGAINST.json CURRENT.json\n");
+    process.exit(2);
+  }
+  const read = (file: string) => JSON.parse(fs.readFileSync(file, "utf8")) as Image;
+  const breaks = restBreaks(read(againstFile), read(currentFile));
+  for (const line of breaks) process.stdout.write(`${line}\n`);
+  process.exit(breaks.length === 0 ? 0 : 1);
+}
