@@ -202,13 +202,17 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
 }
 
 /**
- * Reads whole numbers into a problem list: a bad one is noted and read as
- * its fallback, so that a group of settings names every bad value in it,
- * not only its first.
+ * Reads whole numbers into a problem list, so that a group of settings
+ * names every bad value in it, not only its first: a bad one is noted and
+ * read as undefined, and a check across settings skips what it cannot
+ * read rather than name a value nobody set.
  */
-function wholeNumbers(env: Env, p: ReturnType<typeof problemsOf>): (name: string, fallback: number, min: number, max: number) => number {
-  return (name, fallback, min, max) => p.check(() => integer(env, name, fallback, min, max)) ?? fallback;
+function wholeNumbers(env: Env, p: ReturnType<typeof problemsOf>): (name: string, fallback: number, min: number, max: number) => number | undefined {
+  return (name, fallback, min, max) => p.check(() => integer(env, name, fallback, min, max));
 }
+
+/** A group's settings once its problem list is empty: every one read. */
+type AllRead<T> = { readonly [K in keyof T]: Exclude<T[K], undefined> };
 
 function text(env: Env, name: string, fallback: string): string {
   const raw = env[name];
@@ -342,12 +346,17 @@ function auth(env: Env, production: boolean): AuthConfig {
   });
 }
 
-function httpLimits(env: Env, maxRequestBytes: number, production: boolean): HttpLimits {
+function httpLimits(env: Env, maxRequestBytes: number | undefined, production: boolean): HttpLimits {
   const p = problemsOf();
   const int = wholeNumbers(env, p);
-  const maxConnectionBufferedBytes = int("MAX_CONNECTION_BUFFERED_BYTES", Math.max(4 * 1024 * 1024, maxRequestBytes), 1024, 1024 * 1024 * 1024);
-  const maxBufferedBytes = int("MAX_BUFFERED_BYTES", Math.max(64 * 1024 * 1024, maxConnectionBufferedBytes), 1024, 16 * 1024 * 1024 * 1024);
-  if (maxConnectionBufferedBytes < maxRequestBytes || maxBufferedBytes < maxConnectionBufferedBytes) {
+  const maxConnectionBufferedBytes = int("MAX_CONNECTION_BUFFERED_BYTES", Math.max(4 * 1024 * 1024, maxRequestBytes ?? 0), 1024, 1024 * 1024 * 1024);
+  const maxBufferedBytes = int("MAX_BUFFERED_BYTES", Math.max(64 * 1024 * 1024, maxConnectionBufferedBytes ?? 0), 1024, 16 * 1024 * 1024 * 1024);
+  if (
+    maxRequestBytes !== undefined &&
+    maxConnectionBufferedBytes !== undefined &&
+    maxBufferedBytes !== undefined &&
+    (maxConnectionBufferedBytes < maxRequestBytes || maxBufferedBytes < maxConnectionBufferedBytes)
+  ) {
     p.problem(
       `MAX_REQUEST_BYTES (${maxRequestBytes}) ≤ MAX_CONNECTION_BUFFERED_BYTES (${maxConnectionBufferedBytes}) ≤ MAX_BUFFERED_BYTES (${maxBufferedBytes}) must hold, or a largest request could never be read.`,
     );
@@ -355,13 +364,13 @@ function httpLimits(env: Env, maxRequestBytes: number, production: boolean): Htt
   const maxConcurrentStreams = int("HTTP2_MAX_CONCURRENT_STREAMS", 100, 1, 10_000);
   const maxCallsInFlight = int("HTTP_MAX_CALLS_IN_FLIGHT", 1000, 1, 1_000_000);
   // A quarter: one caller, however many connections it opens, leaves most places to the others.
-  const maxCallsPerCaller = int("HTTP_MAX_CALLS_PER_CALLER", Math.max(1, Math.floor(maxCallsInFlight / 4)), 1, 1_000_000);
-  if (production && maxCallsInFlight > 1 && maxCallsPerCaller >= maxCallsInFlight) {
+  const maxCallsPerCaller = int("HTTP_MAX_CALLS_PER_CALLER", Math.max(1, Math.floor((maxCallsInFlight ?? 1000) / 4)), 1, 1_000_000);
+  if (production && maxCallsInFlight !== undefined && maxCallsPerCaller !== undefined && maxCallsInFlight > 1 && maxCallsPerCaller >= maxCallsInFlight) {
     p.problem(
       `NODE_ENV=production needs HTTP_MAX_CALLS_PER_CALLER (${maxCallsPerCaller}) below HTTP_MAX_CALLS_IN_FLIGHT (${maxCallsInFlight}): one caller could take every place; leave it unset for a quarter.`,
     );
   }
-  const limits = Object.freeze({
+  const limits = {
     maxConcurrentStreams,
     idleTimeoutMs: int("HTTP_IDLE_TIMEOUT_MS", 65_000, 1_000, 3_600_000),
     bodyTimeoutMs: int("REQUEST_BODY_TIMEOUT_MS", 10_000, 100, 600_000),
@@ -370,40 +379,41 @@ function httpLimits(env: Env, maxRequestBytes: number, production: boolean): Htt
     maxBufferedBytes,
     defaultDeadlineMs: int("REQUEST_DEADLINE_MS", 30_000, 100, 600_000),
     // Twice the streams: a client's reset streams may still be finishing their work.
-    maxCallsPerConnection: int("HTTP_MAX_CALLS_PER_CONNECTION", 2 * maxConcurrentStreams, 1, 100_000),
+    maxCallsPerConnection: int("HTTP_MAX_CALLS_PER_CONNECTION", 2 * (maxConcurrentStreams ?? 100), 1, 100_000),
     maxCallsInFlight,
     maxCallsPerCaller,
     maxCallsQueued: int("HTTP_MAX_CALLS_QUEUED", 5000, 0, 1_000_000),
     maxConnections: int("HTTP_MAX_CONNECTIONS", 10_000, 1, 1_000_000),
     maxOpenStreams: int("HTTP_MAX_OPEN_STREAMS", 100, 1, 100_000),
-  });
+  };
   p.done();
-  return limits;
+  return Object.freeze(limits as AllRead<typeof limits>);
 }
 
-function watch(env: Env, http: HttpLimits, production: boolean): WatchConfig {
+/** The watch settings; `http` undefined when the HTTP settings could not be read (their own problems are named). */
+function watch(env: Env, http: HttpLimits | undefined, production: boolean): WatchConfig {
   const p = problemsOf();
   const int = wholeNumbers(env, p);
-  const keepaliveMs = int("WATCH_KEEPALIVE_MS", Math.min(15_000, Math.floor(http.idleTimeoutMs / 2)), 100, 600_000);
+  const keepaliveMs = int("WATCH_KEEPALIVE_MS", Math.min(15_000, Math.floor((http?.idleTimeoutMs ?? 65_000) / 2)), 100, 600_000);
   // A quiet stream must send something before the idle timeout closes its connection.
-  if (keepaliveMs >= http.idleTimeoutMs) {
+  if (http !== undefined && keepaliveMs !== undefined && keepaliveMs >= http.idleTimeoutMs) {
     p.problem(`WATCH_KEEPALIVE_MS (${keepaliveMs}) must be less than HTTP_IDLE_TIMEOUT_MS (${http.idleTimeoutMs}), or idle watches are cut.`);
   }
   const maxPerProcess = int("WATCH_MAX_PER_PROCESS", 1000, 1, 100_000);
   const maxPerCaller = int("WATCH_MAX_PER_CALLER", 20, 1, 100_000);
-  if (production && maxPerProcess > 1 && maxPerCaller >= maxPerProcess) {
+  if (production && maxPerProcess !== undefined && maxPerCaller !== undefined && maxPerProcess > 1 && maxPerCaller >= maxPerProcess) {
     p.problem(
       `NODE_ENV=production needs WATCH_MAX_PER_CALLER (${maxPerCaller}) below WATCH_MAX_PER_PROCESS (${maxPerProcess}): one caller could take every watch.`,
     );
   }
-  const config = Object.freeze({
+  const config = {
     pollIntervalMs: int("WATCH_POLL_INTERVAL_MS", 500, 10, 60_000),
     keepaliveMs,
     maxPerProcess,
     maxPerCaller,
-  });
+  };
   p.done();
-  return config;
+  return Object.freeze(config as AllRead<typeof config>);
 }
 
 /**
@@ -475,16 +485,17 @@ function database(env: Env, dataDir: string, production: boolean): DatabaseConfi
   // SQLite too, not found out on the day the service moves to MySQL.
   const p = problemsOf();
   const int = wholeNumbers(env, p);
-  const pool = {
+  const read = {
     poolMax: int("DATABASE_POOL_MAX", 10, 1, 1000),
     lockWaitTimeoutSeconds: int("DATABASE_LOCK_WAIT_TIMEOUT_SECONDS", 5, 1, 3600),
     statementTimeoutMs: int("DATABASE_STATEMENT_TIMEOUT_MS", 10_000, 100, 3_600_000),
     acquireTimeoutMs: int("DATABASE_ACQUIRE_TIMEOUT_MS", 5_000, 100, 600_000),
     readBatchMax: int("DATABASE_READ_BATCH_MAX", 16, 1, 64),
     confirmGroupMax: int("DATABASE_CONFIRM_GROUP_MAX", 16, 1, 64),
-    preparedStatements: p.check(() => onOff(env, "DATABASE_PREPARED_STATEMENTS", true)) ?? true,
+    preparedStatements: p.check(() => onOff(env, "DATABASE_PREPARED_STATEMENTS", true)),
   };
   p.done();
+  const pool = read as AllRead<typeof read>;
   const raw = env["DATABASE_URL"]?.trim();
   if (raw === undefined || raw === "") return { kind: "sqlite", file: path.join(dataDir, "entity-versions.db") };
   if (raw.startsWith("sqlite:")) {
@@ -504,7 +515,8 @@ function database(env: Env, dataDir: string, production: boolean): DatabaseConfi
   }
   // A "#" or "?" in the password ends the URL's authority there: the rest
   // is read as a fragment or a query, and the host and database go missing.
-  if (/[#?]/.test(raw.slice(0, raw.lastIndexOf("@")))) throw new ConfigError(`DATABASE_URL has a "#" or "?" before its host: ${encodeHint} ("#" is "%23", "?" is "%3F").`);
+  const at = raw.lastIndexOf("@");
+  if ((url.hash !== "" || url.pathname.length <= 1) && at > 0 && /[#?]/.test(raw.slice(0, at))) throw new ConfigError(`DATABASE_URL has a "#" or "?" before its host: ${encodeHint} ("#" is "%23", "?" is "%3F").`);
   if (url.pathname.length <= 1) throw new ConfigError("DATABASE_URL must name the database: mysql://user:password@host:port/database.");
   try {
     for (const part of [url.username, url.password, url.pathname]) decodeURIComponent(part);
@@ -638,7 +650,7 @@ export function loadConfig(env: Env = process.env): Config {
     }
     return level;
   });
-  const maxRequestBytes = read(() => integer(env, "MAX_REQUEST_BYTES", 1024 * 1024, 1024, 64 * 1024 * 1024)) ?? 1024 * 1024;
+  const maxRequestBytes = read(() => integer(env, "MAX_REQUEST_BYTES", 1024 * 1024, 1024, 64 * 1024 * 1024));
   const http = read(() => httpLimits(env, maxRequestBytes, production));
   const uploadUrlTtlSeconds = read(() => integer(env, "UPLOAD_URL_TTL_SECONDS", 900, 10, 7 * 24 * 3600));
   const orphanGraceSeconds = read(() => integer(env, "ORPHAN_GRACE_SECONDS", 24 * 3600, 1, 365 * 24 * 3600));
@@ -700,7 +712,7 @@ export function loadConfig(env: Env = process.env): Config {
     limits: read(() => {
       const p = problemsOf();
       const int = wholeNumbers(env, p);
-      const limits = Object.freeze({
+      const limits = {
         maxRequestBytes,
         // Confirm copies the package inside the store with Copy Blob From URL,
         // which takes sources of at most 256 MiB.
@@ -720,12 +732,12 @@ export function loadConfig(env: Env = process.env): Config {
         // service_dependencies (one version at least), so that no request
         // can make the service read and send hundreds of megabytes at once.
         maxPageBytes: int("PAGE_MAX_BYTES", defaultPageMaxBytes, 64 * 1024, 256 * 1024 * 1024),
-      });
+      };
       p.done();
-      return limits;
+      return Object.freeze(limits as AllRead<typeof limits>);
     }),
-    // Read against the default HTTP limits when those are wrong: its own mistakes are named at the same start.
-    watch: read(() => watch(env, http ?? httpLimits({}, maxRequestBytes, false), production)),
+    // Read even when the HTTP settings are wrong: its own mistakes are named at the same start.
+    watch: read(() => watch(env, http, production)),
   };
   problems.done();
   // Every part was read without a problem, so none is undefined.

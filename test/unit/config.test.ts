@@ -1,4 +1,7 @@
 import { randomBytes } from "node:crypto";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { test } from "uvu";
 import * as assert from "uvu/assert";
@@ -117,6 +120,11 @@ test("DATABASE_URL's ssl-mode and ssl-ca set TLS to MySQL, as MySQL's clients na
   assert.equal(tls("mysql://u:p@db/x?ssl-mode=VERIFY_IDENTITY"), { mode: "VERIFY_IDENTITY" });
   assert.equal(tls("mysql://u:p@db/x?ssl-mode=required"), { mode: "REQUIRED" });
   assert.equal(tls(`mysql://u:p@db/x?ssl-mode=VERIFY_CA&ssl-ca=${anyFile}`), { mode: "VERIFY_CA", caFile: anyFile });
+  // A "?" or "@" after the host is the URL's own: no user, or an "@" in a CA file's path.
+  assert.is(tls("mysql://db:3306/x?ssl-mode=DISABLED"), undefined);
+  const atFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "ev-ca-")), "a@b.pem");
+  fs.writeFileSync(atFile, "");
+  assert.equal(tls(`mysql://u:p@db:3306/x?ssl-mode=VERIFY_IDENTITY&ssl-ca=${atFile}`), { mode: "VERIFY_IDENTITY", caFile: atFile });
   assert.is(tls("mysql://u:p@db/x?ssl-mode=DISABLED"), undefined);
 });
 
@@ -251,6 +259,13 @@ test("every problem is named at once, each with what to set", () => {
   const grouped = refused(numbers);
   assert.match(grouped, /^8 settings need fixing:/);
   for (const name of Object.keys(numbers)) assert.match(grouped, name);
+  // A check across settings never names a value nobody set: one it cannot read is skipped.
+  const besides = refused({ HTTP_IDLE_TIMEOUT_MS: "120000", WATCH_KEEPALIVE_MS: "90000", HTTP_MAX_CONNECTIONS: "-5" });
+  assert.not.match(besides, "WATCH_KEEPALIVE_MS", besides);
+  const crossed = refused({ ...production, AZURE_STORAGE_CONNECTION_STRING: undefined as unknown as string, AUTH_JWKS_URL: undefined as unknown as string, HTTP_MAX_CALLS_IN_FLIGHT: "2k", HTTP_MAX_CALLS_PER_CALLER: "1500" });
+  assert.match(crossed, "HTTP_MAX_CALLS_IN_FLIGHT must be a whole number");
+  assert.not.match(crossed, "below HTTP_MAX_CALLS_IN_FLIGHT (1000)", crossed);
+  assert.not.match(refused({ MAX_REQUEST_BYTES: "huge", MAX_CONNECTION_BUFFERED_BYTES: "2048" }), "must hold");
 });
 
 test("secrets a generator made pass the production check", () => {
