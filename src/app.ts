@@ -104,7 +104,9 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
   const clock = overrides.clock ?? systemClock;
   const logger = overrides.logger ?? createLogger(config.logLevel);
   const stops: Array<() => Promise<unknown>> = [];
+  let closing = false;
   const stopAll = async () => {
+    closing = true;
     for (const stop of stops.reverse()) await stop().catch((error: unknown) => logger.error({ err: error }, "shutdown step failed"));
   };
   try {
@@ -137,7 +139,8 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     if (config.blob.kind === "embedded-azurite") {
       azurite = await startEmbeddedAzurite({ location: config.blob.location, port: config.blob.port });
       stops.push(() => azurite!.stop());
-      void azurite.exited.then(mustStop);
+      // Once the service closes, the emulator's exit is its own doing, not a failure.
+      void azurite.exited.then((why) => closing || mustStop(why));
       connectionString = azurite.connectionString;
       if (!isLoopbackHost(config.host)) {
         logger.warn(

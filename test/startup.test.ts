@@ -82,6 +82,30 @@ s("the embedded Azurite stops when the service is killed (kill -9), so a restart
   }
 });
 
+s("Ctrl-C in a terminal (SIGINT to the whole process group) stops the service cleanly: its Azurite is stopped by it, not by the signal", async () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-ctrl-c-"));
+  const svc = await spawnService({ PORT: "0", DATA_DIR: dataDir, SHUTDOWN_TIMEOUT_MS: "3000" }, { url: "", drop: async () => undefined }, { ownGroup: true });
+  let pending: net.Socket | undefined;
+  try {
+    const exited = new Promise<number | null>((resolve) => svc.child.once("exit", resolve));
+    // A request still in flight, which the stop waits for: the emulator must outlive it.
+    const { port } = new URL(svc.url);
+    pending = net.connect(Number(port), "127.0.0.1");
+    const token = fs.readFileSync(path.join(dataDir, "dev-token"), "utf8").trim();
+    pending.write(`POST /api/entities/ctrl-c/versions/upload-url HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"ver`);
+    pending.on("error", () => undefined);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    process.kill(-svc.child.pid!, "SIGINT");
+    const code = await Promise.race([exited, new Promise<string>((resolve) => setTimeout(() => resolve("still running"), 20_000))]);
+    assert.is(code, 0, svc.output());
+    assert.not.match(svc.stderr(), "Azurite exited", "the emulator was stopped by the service, after its requests");
+  } finally {
+    pending?.destroy();
+    await svc.close();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
 s("an embedded Azurite that exits under the running service stops it, saying so, instead of failing every upload from then on", async () => {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-azurite-gone-"));
   const emulators = () =>

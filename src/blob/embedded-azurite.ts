@@ -92,6 +92,10 @@ export async function startEmbeddedAzurite(options: EmbeddedAzuriteOptions = {})
   // that a restart would open a second emulator on.
   const child: ChildProcess = spawn(process.execPath, [`--import=data:text/javascript,${encodeURIComponent(stopWhenOrphaned)}`, ...args], {
     stdio: ["pipe", "pipe", "pipe"],
+    // Its own process group: a terminal's Ctrl-C reaches the service alone,
+    // which drains its requests with the emulator still answering, then
+    // stops it.
+    detached: true,
   });
   const killOnExit = () => child.kill("SIGKILL");
   process.once("exit", killOnExit);

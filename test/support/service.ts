@@ -129,9 +129,12 @@ process.once("exit", () => {
 export async function spawnService(
   env: Record<string, string>,
   db: TestDatabase,
+  /** ownGroup: the leader of its own process group, as a shell's foreground job is, so a test can signal the group as a terminal does. */
+  options: { ownGroup?: boolean } = {},
 ): Promise<TestService & { child: ChildProcess; output: () => string; stdout: () => string; stderr: () => string }> {
   const child = spawn(process.execPath, ["--import", "tsx", path.join(root, "src/main.ts")], {
     cwd: root,
+    detached: options.ownGroup === true,
     // info at least: start-up is detected by the "listening" line.
     env: { PATH: process.env["PATH"] ?? "", ...env, LOG_LEVEL: env["LOG_LEVEL"] === "debug" || env["LOG_LEVEL"] === "trace" ? env["LOG_LEVEL"] : "info" },
     stdio: ["ignore", "pipe", "pipe"],
