@@ -243,6 +243,8 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
           // PROTOCOL-HTTP2.md keeps 415 for content types that do not
           // begin with application/grpc; a gRPC client reads the status of
           // one that does (application/grpc+xml) from the headers alone.
+          // Its body unread, an HTTP/1.1 connection cannot carry the next request.
+          if (!(req.raw instanceof http2.Http2ServerRequest) && !req.raw.complete) reply.raw.shouldKeepAlive = false;
           sendTrailersOnly(reply, 200, Object.entries(grpcErrorHeaders(refusal, contentType)));
           return;
         }

@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import net from "node:net";
 import { gzipSync } from "node:zlib";
 import * as assert from "uvu/assert";
 import type { Backend } from "../support/env.js";
@@ -196,6 +197,22 @@ export function grpcSuite(backend: Backend) {
       assert.is(status(codec), String(grpc.status.INVALID_ARGUMENT), contentType);
       assert.match(decodeURIComponent(String(codec.headers["grpc-message"])), `Content-Type ${contentType} is not one this RPC takes`);
     }
+    // Over HTTP/1.1 with its body unread, the connection is closed after the answer: it cannot carry the next request.
+    const unread = await new Promise<string>((resolve, reject) => {
+      const socket = net.connect(Number(new URL(svc.url).port), "127.0.0.1");
+      let text = "";
+      socket.on("data", (d: Buffer) => (text += d.toString("latin1")));
+      socket.on("close", () => resolve(text));
+      socket.on("error", reject);
+      socket.setTimeout(5_000, () => {
+        socket.destroy();
+        resolve(`${text}(still open after 5 s)`);
+      });
+      socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/grpc-web+xml\r\nContent-Length: 100000\r\n\r\n${"x".repeat(1024)}`);
+    });
+    assert.match(unread, /^HTTP\/1\.1 200/);
+    assert.match(unread, /connection: close/i);
+    assert.not.match(unread, "still open");
     // gzip is read.
     const gzipped = await rawGrpc(svc.url, path, frame(1, gzipSync(message)), { ...auth, "grpc-encoding": "gzip" });
     assert.is(status(gzipped), String(grpc.status.NOT_FOUND));
