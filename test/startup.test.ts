@@ -259,6 +259,11 @@ s("npm run token signs with AUTH_JWT_SECRET in production without the server's o
     assert.match(bad.stderr, says);
     assert.is(bad.stdout, "");
   }
+  // With no --ttl, a bound below an hour is the token's lifetime, not a refusal.
+  const bounded = mint(["--sub", "ops"], { AUTH_JWT_SECRET: "Zq3x9Lr7Tb2Wm5Kc8Hf1Jd4Gs6Pn0Vy+/AbCdEfGh=", AUTH_MAX_TOKEN_LIFETIME: "600" });
+  assert.is(bounded.status, 0, bounded.stderr);
+  const claims = JSON.parse(Buffer.from(bounded.stdout.trim().split(".")[1]!, "base64url").toString()) as { iat: number; exp: number };
+  assert.is(claims.exp - claims.iat, 600);
   const help = mint(["--help"], {});
   assert.is(help.status, 0);
   assert.match(help.stdout, "npm run -s token -- [--sub NAME]");

@@ -18,7 +18,7 @@ const usage = `Prints a signed HS256 token on stdout.
   --sub    the user (default dev)
   --roles  comma-separated, of publisher and admin; "" for none (default publisher)
   --orgs   the user's organizations (default none)
-  --ttl    seconds until it expires (default 3600)
+  --ttl    seconds until it expires (default 3600, or AUTH_MAX_TOKEN_LIFETIME if shorter)
 
 Signs with AUTH_JWT_SECRET, else with the development secret npm start keeps
 under DATA_DIR (./data); iss and aud follow AUTH_ISSUER and AUTH_AUDIENCE.
@@ -35,7 +35,7 @@ try {
       sub: { type: "string", default: "dev" },
       roles: { type: "string", default: "publisher" },
       orgs: { type: "string", default: "" },
-      ttl: { type: "string", default: "3600" },
+      ttl: { type: "string" },
       help: { type: "boolean", short: "h", default: false },
     },
   });
@@ -48,9 +48,10 @@ try {
     throw new ConfigError("tokens for AUTH_JWKS_URL are minted by your identity provider; this tool signs HS256 with AUTH_JWT_SECRET only.");
   }
   const secret = config.auth.secret ?? localSecret(path.join(config.dataDir, "auth-dev-secret")).toString("base64");
-  const ttlSeconds = Number(values.ttl);
-  if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1) throw new ConfigError("--ttl must be a whole number of seconds, at least 1.");
   const longest = config.auth.maxTokenLifetimeSeconds;
+  // An hour by default, or less where the service accepts no longer.
+  const ttlSeconds = values.ttl === undefined ? Math.min(3600, longest ?? 3600) : Number(values.ttl);
+  if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1) throw new ConfigError("--ttl must be a whole number of seconds, at least 1.");
   if (longest !== undefined && ttlSeconds > longest) {
     throw new ConfigError(`--ttl ${ttlSeconds} is longer than the service accepts (AUTH_MAX_TOKEN_LIFETIME, ${longest} s): give --ttl ${longest} or less.`);
   }
