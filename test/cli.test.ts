@@ -360,6 +360,10 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
     assert.match(reverted.stdout, `already published as ${v1.version}`);
     assert.match(reverted.stdout, `still builds on ${v2.id}`);
     assert.is(baseOf(), v2.id);
+    // A base given with --base was never the folder's: the record is said to be left alone.
+    const flagged = await cli(["push", app, "--entity", entity, "--base", v2.id], at);
+    expectExit(flagged, 0, "a push of reverted source with --base");
+    assert.match(flagged.stdout, "this folder's recorded base is left as it was");
     write(app, { "f.txt": "C\n" });
     const next = await cli(["push", app, "--entity", entity, "--json"], at);
     expectExit(next, 0, "the push after a revert");

@@ -170,8 +170,16 @@ function nextPushLine(recorded: RecordedBase): string[] {
 async function settleBase(api: ApiClient, output: Output, push: { stateDir: string; service: string; entity: string; base: Base }, v: RestVersion, created: boolean): Promise<string[]> {
   const { stateDir, service, entity, base } = push;
   if (!created && base.id !== undefined && v.id !== base.id) {
-    const newest = (await api.call<RestVersionList>("GET", `${apiPath("entities", entity, "versions")}?page_size=1`)).body.versions[0];
-    if (newest?.id !== v.id) return [`It is not the tip: the next push from here still builds on ${base.id} (from ${base.from ?? "--base"}).`];
+    const kept = base.from === "--base" ? "this folder's recorded base is left as it was" : `the next push from here still builds on ${base.id} (from ${base.from})`;
+    let newest: RestVersion | undefined;
+    try {
+      newest = (await api.call<RestVersionList>("GET", `${apiPath("entities", entity, "versions")}?page_size=1`)).body.versions[0];
+    } catch (error) {
+      // The push succeeded; only where the next one builds is unknown.
+      output.warn(`could not read the tip of ${entity} (${error instanceof Error ? error.message : String(error)}), so ${kept}; if ${v.id} is the tip, pass --base ${v.id} to the next push.`);
+      return [];
+    }
+    if (newest?.id !== v.id) return [`It is not the tip: ${kept}.`];
   }
   return nextPushLine(recordPushed(output, stateDir, service, entity, v));
 }
