@@ -248,15 +248,20 @@ export class SchemaSet {
     return { $ref: `#/components/schemas/${name}` };
   }
 
-  /** An object schema of some of a message's fields: a message, or a request body without its path fields. */
-  object(message: DescMessage, form: Form, fields: readonly DescField[]): Schema {
+  /**
+   * An object schema of some of a message's fields: a message, or a request
+   * body without its path fields. `alsoNamed`: fields a request body may
+   * repeat without describing them (a path's, which the service takes there
+   * when its value is the path's).
+   */
+  object(message: DescMessage, form: Form, fields: readonly DescField[], alsoNamed: readonly DescField[] = []): Schema {
     const properties: Record<string, Schema> = {};
     for (const field of fields) properties[field.name] = this.field(field, form);
     const required = fields.filter(form === "answer" ? alwaysInAnswers : form === "request" ? this.#required : () => false).map((f) => f.name);
     // A request's unknown keys are refused, as protojson refuses them; its
     // fields go by either JSON name. An answer stays open, so that clients
     // survive fields added later.
-    const names = [...new Set(fields.flatMap((f) => [f.name, f.jsonName]))];
+    const names = [...new Set([...fields, ...alsoNamed].flatMap((f) => [f.name, f.jsonName]))];
     const closed: Schema = form !== "request" ? {} : names.length === 0 ? { maxProperties: 0 } : { propertyNames: { enum: names } };
     return {
       type: "object",

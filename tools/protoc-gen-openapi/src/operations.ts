@@ -155,7 +155,7 @@ function requestBody(binding: RestBinding, schemas: SchemaSet, required: (field:
     schema =
       fields.length === input.fields.length
         ? schemas.message(input, "request")
-        : schemas.reuse(`${input.typeName}-body`, () => schemas.object(input, "request", fields));
+        : schemas.reuse(`${input.typeName}-body`, () => schemas.object(input, "request", fields, input.fields.filter((f) => !fields.includes(f))));
     needed = fields.some(required);
   }
   return { ...(needed ? { required: true } : {}), content: { "application/json": { schema } } };
