@@ -60,13 +60,17 @@ s("without auth configured, npm start prints a working token for user dev and wr
   }
 });
 
+/** The pids of the Azurite processes running on a data folder. */
+function emulatorsOn(dataDir: string): number[] {
+  return spawnSync("ps", ["-eo", "pid=,args="], { encoding: "utf8" })
+    .stdout.split("\n")
+    .filter((line) => line.includes("azurite") && line.includes(dataDir))
+    .map((line) => Number(line.trim().split(" ")[0]));
+}
+
 s("the embedded Azurite stops when the service is killed (kill -9), so a restart does not run a second one on the same files", async () => {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-orphan-"));
-  const emulators = () =>
-    spawnSync("ps", ["-eo", "pid=,args="], { encoding: "utf8" })
-      .stdout.split("\n")
-      .filter((line) => line.includes("azurite") && line.includes(dataDir))
-      .map((line) => Number(line.trim().split(" ")[0]));
+  const emulators = () => emulatorsOn(dataDir);
   const svc = await spawnService({ PORT: "0", DATA_DIR: dataDir }, { url: "", drop: async () => undefined });
   try {
     assert.is(emulators().length, 1, "the service runs one emulator on its data folder");
@@ -108,11 +112,7 @@ s("Ctrl-C in a terminal (SIGINT to the whole process group) stops the service cl
 
 s("an embedded Azurite that exits under the running service stops it, saying so, instead of failing every upload from then on", async () => {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-azurite-gone-"));
-  const emulators = () =>
-    spawnSync("ps", ["-eo", "pid=,args="], { encoding: "utf8" })
-      .stdout.split("\n")
-      .filter((line) => line.includes("azurite") && line.includes(dataDir))
-      .map((line) => Number(line.trim().split(" ")[0]));
+  const emulators = () => emulatorsOn(dataDir);
   const svc = await spawnService({ PORT: "0", DATA_DIR: dataDir }, { url: "", drop: async () => undefined });
   try {
     const exited = new Promise<number | null>((resolve) => svc.child.once("exit", resolve));
