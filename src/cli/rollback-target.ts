@@ -14,13 +14,18 @@ export type RollbackStrategy = (api: ApiClient, entity: string) => Promise<Rollb
 
 const pageSize = 100;
 
+function activeVersion(api: ApiClient, entity: string): Promise<RestVersion> {
+  return api.call<RestVersion>("GET", apiPath("entities", entity, "active-version")).then((res) => res.body);
+}
+
 /**
- * The version created just before the active one: what rollback falls back
- * on when the entity's events cannot say which version was active before
- * (none was, or that version has been deleted).
+ * The version created just before `active`: what rollback falls back on
+ * when the entity's events cannot say which version was active before
+ * (none was, or that version has been deleted). `active` is the active
+ * version as the caller read it: read again here, an activation in between would
+ * become what the rollback's compare-and-set expects, and be undone.
  */
-export const previousByCreation: RollbackStrategy = async (api, entity) => {
-  const active = (await api.call<RestVersion>("GET", apiPath("entities", entity, "active-version"))).body;
+async function createdBefore(api: ApiClient, entity: string, active: RestVersion): Promise<RollbackChoice> {
   let pageToken = "";
   let foundActive = false;
   do {
@@ -41,17 +46,17 @@ export const previousByCreation: RollbackStrategy = async (api, entity) => {
       : `the active version ${active.version} (id ${active.id}) is not in the list of ${entity}'s versions (deleted meanwhile?): run rollback again.`,
     "NO_EARLIER_VERSION",
   );
-};
+}
 
 /**
  * The version that was active before the active one, read from the
  * entity's events: the newest activation of the active version names the
  * version it replaced. When there was none, or it has been deleted since,
- * the version created just before the active one (previousByCreation), and
+ * the version created just before the active one (createdBefore), and
  * the reason says so.
  */
 export const previouslyActive: RollbackStrategy = async (api, entity) => {
-  const active = (await api.call<RestVersion>("GET", apiPath("entities", entity, "active-version"))).body;
+  const active = await activeVersion(api, entity);
   let pageToken = "";
   do {
     const query = pageQuery({ limit: pageSize, ...(pageToken === "" ? {} : { pageToken }) });
@@ -60,7 +65,7 @@ export const previouslyActive: RollbackStrategy = async (api, entity) => {
       if (event.type !== "EVENT_TYPE_ACTIVE_VERSION_CHANGED" || event.version_id !== active.id) continue;
       const before = event.previous_active_version_id;
       const fallback = async (why: string) => {
-        const choice = await previousByCreation(api, entity);
+        const choice = await createdBefore(api, entity, active);
         return { ...choice, reason: `${choice.reason}: ${why}` };
       };
       if (before === undefined) return fallback(`no version was active before ${active.version}`);
@@ -74,6 +79,6 @@ export const previouslyActive: RollbackStrategy = async (api, entity) => {
     }
     pageToken = page.next_page_token;
   } while (pageToken !== "");
-  const choice = await previousByCreation(api, entity);
+  const choice = await createdBefore(api, entity, active);
   return { ...choice, reason: `${choice.reason}: the entity's events do not say what was active before` };
 };
