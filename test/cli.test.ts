@@ -573,6 +573,10 @@ function defineCliBasics(): void {
     assert.match(top.stdout, "ACTIVE_VERSION_CHANGED");
     const push = await cli(["push", "--help"], { cwd: work });
     expectExit(push, 0, "push --help");
+    // `help <command>` is a request for help too, not a usage error.
+    const helpList = await cli(["help", "list", "--json"], { cwd: work });
+    expectExit(helpList, 0, "help list");
+    assert.is(helpList.stderr, "");
     assert.match(push.stdout, "$ entity-versions push ./my-app --entity my-app");
     const watch = await cli(["watch", "--help"], { cwd: work });
     expectExit(watch, 0, "watch --help");

@@ -142,7 +142,8 @@ export async function run(userArgv: readonly string[]): Promise<number> {
   } catch (error) {
     if (error instanceof CommanderError) {
       // commander has printed its message (or the help, or the version) already, unless kept for --json.
-      if (error.code === "commander.helpDisplayed" || error.code === "commander.version") return ExitCode.ok;
+      // `help <command>` is commander.help, with its own exit code: 0 there, 1 for a group shown for want of a subcommand.
+      if (error.code === "commander.helpDisplayed" || error.code === "commander.version" || (error.code === "commander.help" && error.exitCode === 0)) return ExitCode.ok;
       if (json) report(usageError(usageText.trim().replace(/^error: /, "").replace(/\s*\n\s*/g, " ")), true);
       return ExitCode.usage;
     }
