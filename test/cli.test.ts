@@ -254,6 +254,18 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
     expectExit(download, 0, "download");
     assert.match(download.stdout, "verified");
     assert.ok(fs.readFileSync(tipFile).equals(await expectedPackage(app)), "downloaded bytes are the pushed package");
+    // -o through a symbolic link writes the file it points at and leaves the link; a device is refused before any call.
+    const real = path.join(work, `${entity}-real`, "real.tgz");
+    fs.mkdirSync(path.dirname(real));
+    fs.writeFileSync(real, "previous");
+    const link = path.join(work, `${entity}-link.tgz`);
+    fs.symlinkSync(real, link);
+    expectExit(await cli(["download", entity, "--version-id", v2.id, "-o", link, "--no-track"], { cwd: bobDir, env: bob }), 0, "download through a link");
+    assert.ok(fs.lstatSync(link).isSymbolicLink(), "the link is left");
+    assert.ok(fs.readFileSync(real).equals(await expectedPackage(app)), "the file it points at holds the package");
+    const device = await cli(["download", entity, "--version-id", v2.id, "-o", "/dev/null", "--no-track"], { cwd: bobDir, env: bob });
+    expectExit(device, 2, "download to a device");
+    assert.match(device.stderr, "is not a regular file");
     const onTop = await cli(["push", ".", "--entity", entity, "--json"], { cwd: bobDir, env: bob });
     expectExit(onTop, 0, "push on top of the downloaded tip");
     const v3 = json(onTop).version;

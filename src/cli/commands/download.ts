@@ -33,14 +33,32 @@ function verify(version: RestVersion, got: { sizeBytes: number; md5Base64: strin
   return problems;
 }
 
+/**
+ * The file -o names, through a symbolic link to the file it points at (the
+ * package is renamed into place, which would replace the link itself), and
+ * only ever a regular file: a device or a pipe cannot be renamed over.
+ */
+async function outputFile(output: string, entity: string): Promise<string> {
+  let target = path.resolve(output);
+  if ((await fs.lstat(target).catch(() => undefined))?.isSymbolicLink() === true) {
+    // A link to a file not made yet points at where it will be.
+    target = await fs.realpath(target).catch(async () => path.resolve(path.dirname(target), await fs.readlink(target)));
+  }
+  const folder = await fs.stat(path.dirname(target)).catch(() => undefined);
+  if (folder?.isDirectory() !== true) throw usageError(`the folder of -o ${output} does not exist: create it first.`);
+  const existing = await fs.stat(target).catch(() => undefined);
+  if (existing?.isDirectory() === true) {
+    throw usageError(`-o ${output} is a folder: name the file to write, e.g. -o ${path.join(output, `${entity}.tgz`)}.`);
+  }
+  if (existing !== undefined && !existing.isFile()) {
+    throw usageError(`-o ${output} is not a regular file (a device, a pipe, a socket): name a file to write; the package is written whole once verified, never as a stream.`);
+  }
+  return target;
+}
+
 async function download(entity: string, options: DownloadOptions): Promise<void> {
   if (options.versionId !== undefined && options.active === true) throw usageError("give --version-id or --active, not both.");
-  const target = path.resolve(options.output);
-  const folder = await fs.stat(path.dirname(target)).catch(() => undefined);
-  if (folder?.isDirectory() !== true) throw usageError(`the folder of -o ${options.output} does not exist: create it first.`);
-  if ((await fs.stat(target).catch(() => undefined))?.isDirectory() === true) {
-    throw usageError(`-o ${options.output} is a folder: name the file to write, e.g. -o ${path.join(options.output, `${entity}.tgz`)}.`);
-  }
+  const target = await outputFile(options.output, entity);
   const { output, settings, api: makeApi } = contextOf(options);
   const api = makeApi();
   const versionId =
