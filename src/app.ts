@@ -156,7 +156,10 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     const blobs: BlobStore = overrides.blobStore?.(azure) ?? azure;
 
     const db = openDatabase(config.database, logger);
-    stops.push(() => db.knex.destroy());
+    // Knex waits for every connection in use to come back; one waiting on a
+    // server gone silent comes back only when its socket gives up. The
+    // process is stopping: after a second, it stops waiting.
+    stops.push(() => Promise.race([db.knex.destroy(), new Promise((resolve) => setTimeout(resolve, 1_000).unref())]));
     await migrateLatest(db.knex, undefined, (message) => logger.warn({}, message));
 
     const uploads = new UploadStore(db);

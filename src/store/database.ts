@@ -1,4 +1,5 @@
 import fs from "node:fs";
+import net from "node:net";
 import path from "node:path";
 import knexFactory, { type Knex } from "knex";
 import type { DatabaseConfig, DatabaseTls } from "../config.js";
@@ -35,12 +36,38 @@ function mysqlTls(tls: DatabaseTls): NonNullable<Knex.MySql2ConnectionConfig["ss
   return options as NonNullable<Knex.MySql2ConnectionConfig["ssl"]>;
 }
 
-function mysqlConnection(url: string, tls: DatabaseTls | undefined): Knex.MySql2ConnectionConfig {
+/**
+ * Opens each MySQL connection's socket, and closes it once nothing has come
+ * or gone on it for `silentMs`. A server that stops answering without
+ * closing (a failover whose old primary went silent, a network partition)
+ * would otherwise keep each connection waiting on it, and its place in the
+ * pool, until the kernel gives up, some fifteen minutes later: every
+ * replica unready all that while, and a SIGTERM never done. A statement is
+ * never silent that long: the server ends it within its statement timeout
+ * and lock wait. Closed, the statement fails as a lost connection
+ * (DATABASE_UNAVAILABLE, or COMMIT_OUTCOME_UNKNOWN for a COMMIT) and the
+ * pool opens a new connection for the next one.
+ */
+function closedWhenSilent(host: string, port: number, silentMs: number): () => net.Socket {
+  return () => {
+    const socket = net.connect(port, host);
+    socket.setKeepAlive(true);
+    socket.setTimeout(silentMs, () =>
+      socket.destroy(Object.assign(new Error(`MySQL at ${host}:${port} sent nothing for ${silentMs} ms: the connection was dropped`), { code: "ETIMEDOUT" })),
+    );
+    return socket;
+  };
+}
+
+function mysqlConnection(url: string, tls: DatabaseTls | undefined, silentMs: number): Knex.MySql2ConnectionConfig {
   const u = new URL(url);
+  const host = u.hostname;
+  const port = u.port === "" ? 3306 : Number(u.port);
   return {
+    stream: closedWhenSilent(host, port, silentMs),
     ...(tls === undefined ? {} : { ssl: mysqlTls(tls) }),
-    host: u.hostname,
-    port: u.port === "" ? 3306 : Number(u.port),
+    host,
+    port,
     user: decodeURIComponent(u.username),
     password: decodeURIComponent(u.password),
     database: decodeURIComponent(u.pathname.slice(1)),
@@ -90,7 +117,8 @@ export function openDatabase(config: DatabaseConfig, logger?: DatabaseLogger): D
     const knex = knexFactory({
       ...(log === undefined ? {} : { log }),
       client: "mysql2",
-      connection: mysqlConnection(config.url, config.tls),
+      // Beyond any statement's own bound: its timeout and a lock wait, and a margin.
+      connection: mysqlConnection(config.url, config.tls, config.statementTimeoutMs + config.lockWaitTimeoutSeconds * 1000 + 5_000),
       pool: {
         min: 0,
         max: config.poolMax,

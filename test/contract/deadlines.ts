@@ -7,6 +7,7 @@ import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { PrivateMariaDb } from "../support/private-mariadb.js";
 import { newEntityId, push, startService, type TestService, uploadOnly } from "../support/service.js";
+import type { RestResponse } from "../support/rest.js";
 import { watchGrpc, watchRest } from "../support/watch-client.js";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -200,6 +201,31 @@ export function deadlinesSuite() {
     assert.equal(list.body.versions.map((v: { id: string }) => v.id), [v1.id], "nothing landed after the deadline");
     const states = await svc.rest.post(`/api/entities/${e}/versions/confirm`, body);
     assert.is(states.status, 201, "the upload is still there to confirm");
+  });
+
+  s("a database gone silent: a connection waiting on it is dropped once it has been silent past any statement's bound, so the call is answered DATABASE_UNAVAILABLE and the pool frees its place", async ({ mariadb }) => {
+    // Statements bounded at 1 s and lock waits at 1 s: a connection silent for 7 s is waiting on nothing alive.
+    const quick = await startService("mysql", {
+      db: { url: mariadb.url(), drop: async () => undefined },
+      env: { ...env, REQUEST_DEADLINE_MS: "20000", DATABASE_STATEMENT_TIMEOUT_MS: "1000", DATABASE_LOCK_WAIT_TIMEOUT_SECONDS: "1" },
+    });
+    try {
+      const e = newEntityId();
+      await push(quick, e, { setAsActive: true });
+      mariadb.freeze();
+      let answer: RestResponse;
+      try {
+        // Its pooled connection, just used, sends the read and hears nothing: before its 20 s deadline, not at it.
+        answer = await quick.rest.get(`/api/entities/${e}/active-version`);
+      } finally {
+        mariadb.thaw();
+      }
+      assert.equal([answer.status, answer.body.code], [503, "DATABASE_UNAVAILABLE"]);
+      // The dropped connection's place is free again: the next call is served.
+      assert.is((await quick.rest.get(`/api/entities/${e}/active-version`)).status, 200);
+    } finally {
+      await quick.close();
+    }
   });
 
   s("work a call stopped waiting for keeps its place at the call gate until it ends: short deadlines cannot start work without bound", async ({ mariadb }) => {
