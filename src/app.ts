@@ -250,6 +250,7 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
       http: config.http,
       shutdownTimeoutMs: config.shutdownTimeoutMs,
     });
+    let jobsStopped: Promise<unknown> = Promise.resolve();
     stops.push(async () => {
       // Watches never finish by themselves: they are ended first, while
       // their connections are still open to carry where each can resume.
@@ -259,10 +260,13 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
       const force = setTimeout(() => (server.server as { closeAllConnections?: () => void }).closeAllConnections?.(), config.shutdownTimeoutMs + 1_000);
       await server.close();
       clearTimeout(force);
+      await jobsStopped;
     });
     deleter.start(config.blobDeletionIntervalMs);
     sweeper.start();
-    stops.push(() => Promise.all([deleter.stop(), sweeper.stop()]));
+    // Asked to stop before the server closes, and waited for after it has:
+    // a pass on a slow blob store holds neither the port nor its callers.
+    stops.push(async () => void (jobsStopped = Promise.all([deleter.stop(), sweeper.stop()])));
     stops.push(async () => readiness.shutDown());
     return { server, metrics, sweeper, watches: hub, blobEndpoint: azurite?.blobEndpoint, devToken, fatal, close: stopAll };
   } catch (error) {

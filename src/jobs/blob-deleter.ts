@@ -33,6 +33,8 @@ export class BlobDeleter {
   /** Deletions deleteSoon started that are still running: stop() waits for them. */
   readonly #immediate = new Set<Promise<boolean>>();
   #running: Promise<unknown> = Promise.resolve();
+  /** Set by stop(): a pass under way takes no further row, so a slow blob store holds a stop up for one row at most. */
+  #stopping = false;
 
   constructor(uploads: UploadStore, blobs: BlobStore, clock: Clock, log: DeleterLogger, metrics?: Metrics) {
     this.#uploads = uploads;
@@ -99,10 +101,11 @@ export class BlobDeleter {
 
   /** One pass over the due deletions; returns how many finished. */
   async runOnce(limit = 100): Promise<number> {
-    const now = this.#clock.now();
     let done = 0;
-    for (const due of await this.#uploads.dueDeletions(now, limit)) {
-      if (!(await this.#uploads.claim(due, new Date(now.getTime() + leaseMs)))) continue;
+    for (const due of await this.#uploads.dueDeletions(this.#clock.now(), limit)) {
+      if (this.#stopping) break;
+      // Leased from its own claim: a long pass must not hand out leases already run out.
+      if (!(await this.#uploads.claim(due, new Date(this.#clock.now().getTime() + leaseMs)))) continue;
       try {
         await this.#deleteBlobs(due.entityId, due.id, due.versionId);
         done++;
@@ -128,11 +131,13 @@ export class BlobDeleter {
   }
 
   /**
-   * Stops the periodic pass and waits for a pass under way, and for the
-   * deletions deleteSoon started: they finish before the database they
-   * record their end in closes.
+   * Stops the periodic pass and waits for the row a pass under way is on,
+   * and for the deletions deleteSoon started: they finish before the
+   * database they record their end in closes. Rows left are the next
+   * start's (or another replica's).
    */
   async stop(): Promise<void> {
+    this.#stopping = true;
     clearTimeout(this.#timer);
     this.#timer = undefined;
     await Promise.all([this.#running, ...this.#immediate]);

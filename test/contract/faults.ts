@@ -105,6 +105,43 @@ export function faultsSuite(backend: Backend) {
     }
   });
 
+  s("a stop during a pass of blob deletions on a slow blob store waits for the row under way, not for the rest of the pass", async () => {
+    let slow = false;
+    let stopping = false;
+    // The versions whose blob deletions began after the stop began.
+    const begunAfterStop = new Set<string>();
+    const svc = await startService(backend, {
+      env: { BLOB_DELETION_INTERVAL_MS: "200" },
+      blobStore: (store) =>
+        blobStoreWith(store, {
+          deleteIfExists: async (path, signal) => {
+            if (slow) {
+              const version = /^versions\/[^/]+\/([^/]+)\//.exec(path)?.[1];
+              if (stopping && version !== undefined) begunAfterStop.add(version);
+              await sleep(300);
+            }
+            return store.deleteIfExists(path, signal);
+          },
+        }),
+    });
+    let closed = false;
+    try {
+      const e = newEntityId();
+      const versions = [(await push(svc, e, { setAsActive: true })).confirm!.body.version];
+      for (let i = 0; i < 36; i++) versions.push((await push(svc, e, { base: versions[versions.length - 1]!.id })).confirm!.body.version);
+      slow = true;
+      // 16 deleted at once in the background; the other 20 are the periodic pass's, 300 ms each.
+      for (const v of versions.slice(1)) assert.is((await svc.rest.delete(`/api/entities/${e}/versions/${v.id}`)).status, 200);
+      await sleep(1_500);
+      stopping = true;
+      await svc.close();
+      closed = true;
+      assert.ok(begunAfterStop.size <= 1, `${begunAfterStop.size} deletions begun after the stop`);
+    } finally {
+      if (!closed) await svc.close();
+    }
+  });
+
   s("Azurite stopped during confirms and deletes: 503 with a retry hint, nothing half-done, consistent once it is back", async () => {
     const location = fs.mkdtempSync(path.join(os.tmpdir(), "ev-azurite-"));
     let azurite = await startEmbeddedAzurite({ location });
