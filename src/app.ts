@@ -267,7 +267,11 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     // Asked to stop before the server closes, and waited for after it has:
     // a pass on a slow blob store holds neither the port nor its callers.
     stops.push(async () => void (jobsStopped = Promise.all([deleter.stop(), sweeper.stop()])));
-    stops.push(async () => readiness.shutDown());
+    stops.push(async () => {
+      readiness.shutDown();
+      // Not ready, still serving: new requests keep coming until the load balancer has seen it.
+      if (config.shutdownDrainMs > 0) await new Promise((resolve) => setTimeout(resolve, config.shutdownDrainMs));
+    });
     return { server, metrics, sweeper, watches: hub, blobEndpoint: azurite?.blobEndpoint, devToken, fatal, close: stopAll };
   } catch (error) {
     await stopAll();

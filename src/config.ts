@@ -114,6 +114,12 @@ export interface Config {
   /** Confirms of one entity in this process copy their packages in turn (off: all at once). */
   readonly confirmCopiesInTurn: boolean;
   readonly shutdownTimeoutMs: number;
+  /**
+   * How long a stopping service reports not ready while it goes on
+   * serving, before it stops accepting: the time a load balancer takes to
+   * see it and send no more.
+   */
+  readonly shutdownDrainMs: number;
   /** Bound on each blob store call, retries included. */
   readonly blobTimeoutMs: number;
   /** How often queued blob deletions are retried. */
@@ -690,6 +696,9 @@ export function loadConfig(env: Env = process.env): Config {
     }),
     confirmCopiesInTurn: read(() => onOff(env, "CONFIRM_COPIES_IN_TURN", true)),
     shutdownTimeoutMs: read(() => integer(env, "SHUTDOWN_TIMEOUT_MS", 10_000, 0, 600_000)),
+    // Behind a load balancer (production) it needs a few seconds to see a
+    // replica going; a developer's Ctrl-C needs none.
+    shutdownDrainMs: read(() => integer(env, "SHUTDOWN_DRAIN_MS", production ? 5_000 : 0, 0, 600_000)),
     blobTimeoutMs: read(() => integer(env, "BLOB_TIMEOUT_MS", 10_000, 100, 600_000)),
     blobDeletionIntervalMs: read(() => integer(env, "BLOB_DELETION_INTERVAL_MS", 30_000, 100, 3_600_000)),
     orphanGraceSeconds,

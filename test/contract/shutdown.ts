@@ -47,6 +47,24 @@ export function shutdownSuite(backend: Backend) {
     }
   });
 
+  s("SIGTERM with SHUTDOWN_DRAIN_MS: not ready at once, still serving through the drain, then stopped, exit 0", async () => {
+    const db = await createTestDatabase("mysql");
+    const svc = await spawnService(await serviceEnv(db, { SHUTDOWN_DRAIN_MS: "2000" }), db);
+    try {
+      const e = newEntityId();
+      await push(svc, e, { setAsActive: true });
+      const exited = new Promise<number | null>((resolve) => svc.child.once("exit", (code) => resolve(code)));
+      svc.child.kill("SIGTERM");
+      await sleep(300);
+      assert.is((await fetch(`${svc.url}/readyz`)).status, 503, "not ready once stopping");
+      assert.is((await svc.rest.get(`/api/entities/${e}/active-version`)).status, 200, "still serving while the load balancer catches up");
+      assert.is(await exited, 0);
+    } finally {
+      await svc.close();
+      await db.drop();
+    }
+  });
+
   s("SIGTERM with a connection that never sent a byte: the process exits at once, not when that connection times out", async () => {
     const db = await createTestDatabase("sqlite");
     const svc = await spawnService(await serviceEnv(db, { SHUTDOWN_TIMEOUT_MS: "2000" }), db);

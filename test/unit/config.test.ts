@@ -50,6 +50,8 @@ test("production refuses weak settings, each with a message naming the variable"
     AUTH_JWT_SECRET: "Zq3x9Lr7Tb2Wm5Kc8Hf1Jd4Gs6Pn0Vy+/AbCdEfGh=",
   };
   assert.is(loadConfig(good).production, true);
+  // Behind a load balancer a stopping replica serves on for a few seconds, not ready; a developer's stops at once.
+  assert.equal([loadConfig(good).shutdownDrainMs, loadConfig({}).shutdownDrainMs], [5_000, 0]);
   const azurite = "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;BlobEndpoint=https://blob.example.com/devstoreaccount1;";
   const cases: Array<[Record<string, string>, string]> = [
     [{ AUTH_JWT_SECRET: "a".repeat(32) }, "AUTH_JWT_SECRET"],
