@@ -288,6 +288,15 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
     expectExit(table, 0, "list");
     assert.match(table.stdout, /^VERSION\s+ID\s+ACTIVE/);
     assert.ok(table.stdout.indexOf(v3.version) < table.stdout.indexOf(v1.version.version), "newest first");
+    // The next page's command is one that runs as printed: the same page size, and the URL a flag gave.
+    const { ENTITY_VERSIONS_URL: _url, ...tokenOnly } = alice;
+    const paged = await cli(["list", entity, "--limit", "1", "--url", svc.url], { cwd: work, env: tokenOnly });
+    expectExit(paged, 0, "list --limit 1 --url");
+    const more = /More: entity-versions (.*)$/m.exec(paged.stdout)?.[1] ?? "";
+    assert.match(more, `list ${entity} --limit 1 --url ${svc.url} --page-token `);
+    const nextPage = await cli(more.split(" "), { cwd: work, env: tokenOnly });
+    expectExit(nextPage, 0, "the next page, as printed");
+    assert.match(nextPage.stdout, v2.version);
     // A page token the service did not print is the user's argument that is wrong: exit 2, and where tokens come from.
     const forged = await cli(["list", entity, "--page-token", "not-a-token"], at);
     expectExit(forged, 2, "list --page-token of a forged token");

@@ -54,9 +54,17 @@ export async function listPage<T>(api: ApiClient, path: string, options: PageOpt
   }
 }
 
-/** A page's table, and when more follow, the command that prints the next page. */
-export function withNextPage(table: string, nextPageToken: string, command: string): string {
-  return nextPageToken === "" ? table : `${table}\n\nMore: entity-versions ${command} --page-token ${nextPageToken}`;
+/**
+ * A page's table, and when more follow, the command that prints the next
+ * page: with this one's --limit, and its --url when a flag gave it (a token
+ * given by flag is not repeated into the terminal; it is asked for again).
+ */
+export function withNextPage(table: string, nextPageToken: string, command: string, page: PageOptions, settings: Settings): string {
+  if (nextPageToken === "") return table;
+  const limit = page.limit === undefined ? "" : ` --limit ${page.limit}`;
+  const url = settings.urlSource === "--url" ? ` --url ${settings.url}` : "";
+  const token = settings.tokenSource === "--token" ? " (with the same --token)" : "";
+  return `${table}\n\nMore: entity-versions ${command}${limit}${url} --page-token ${nextPageToken}${token}`;
 }
 
 /**

@@ -55,7 +55,7 @@ function parseEventId(value: string): string {
 type EventsOptions = CommonOptions & PageOptions;
 
 async function listEvents(entity: string, options: EventsOptions): Promise<void> {
-  const { output, api } = contextOf(options);
+  const { output, settings, api } = contextOf(options);
   const page = await listPage<RestEventList>(api(), apiPath("entities", entity, "events"), options);
   output.result(page, () => {
     if (page.events.length === 0) return `${entity} has no events.`;
@@ -63,7 +63,7 @@ async function listEvents(entity: string, options: EventsOptions): Promise<void>
       ["id", "occurred at", "by", "change"],
       page.events.map((e) => [e.id, e.occurred_at ?? "", e.actor, describeChange(e)]),
     );
-    return withNextPage(table, page.next_page_token, `events ${entity}`);
+    return withNextPage(table, page.next_page_token, `events ${entity}`, options, settings);
   });
 }
 

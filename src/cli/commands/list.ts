@@ -8,7 +8,7 @@ import type { RestVersionList } from "../rest-types.js";
 type ListOptions = CommonOptions & PageOptions;
 
 async function list(entity: string, options: ListOptions): Promise<void> {
-  const { output, api } = contextOf(options);
+  const { output, settings, api } = contextOf(options);
   const page = await listPage<RestVersionList>(api(), apiPath("entities", entity, "versions"), options);
   output.result(page, () => {
     if (page.versions.length === 0) return `${entity} has no versions.`;
@@ -16,7 +16,7 @@ async function list(entity: string, options: ListOptions): Promise<void> {
       ["version", "id", "active", "published by", "created at", "size"],
       page.versions.map((v) => [v.version, v.id, v.is_active ? "*" : "", v.published_by, v.created_at, formatBytes(Number(v.file_size_bytes))]),
     );
-    return withNextPage(table, page.next_page_token, `list ${entity}`);
+    return withNextPage(table, page.next_page_token, `list ${entity}`, options, settings);
   });
 }
 
