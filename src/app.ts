@@ -155,12 +155,20 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     await azure.ensureContainer();
     const blobs: BlobStore = overrides.blobStore?.(azure) ?? azure;
 
+    // Migrations on connections of their own, which silence does not cut:
+    // a schema change on a large table keeps the server quiet for as long
+    // as it takes.
+    const migrator = openDatabase(config.database, logger, { silenceBound: false });
+    try {
+      await migrateLatest(migrator.knex, undefined, (message) => logger.warn({}, message));
+    } finally {
+      await migrator.knex.destroy();
+    }
     const db = openDatabase(config.database, logger);
     // Knex waits for every connection in use to come back; one waiting on a
     // server gone silent comes back only when its socket gives up. The
     // process is stopping: after a second, it stops waiting.
     stops.push(() => Promise.race([db.knex.destroy(), new Promise((resolve) => setTimeout(resolve, 1_000).unref())]));
-    await migrateLatest(db.knex, undefined, (message) => logger.warn({}, message));
 
     const uploads = new UploadStore(db);
     const events = new EventStore(db);

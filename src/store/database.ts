@@ -59,12 +59,12 @@ function closedWhenSilent(host: string, port: number, silentMs: number): () => n
   };
 }
 
-function mysqlConnection(url: string, tls: DatabaseTls | undefined, silentMs: number): Knex.MySql2ConnectionConfig {
+function mysqlConnection(url: string, tls: DatabaseTls | undefined, silentMs: number | undefined): Knex.MySql2ConnectionConfig {
   const u = new URL(url);
   const host = u.hostname;
   const port = u.port === "" ? 3306 : Number(u.port);
   return {
-    stream: closedWhenSilent(host, port, silentMs),
+    ...(silentMs === undefined ? {} : { stream: closedWhenSilent(host, port, silentMs) }),
     ...(tls === undefined ? {} : { ssl: mysqlTls(tls) }),
     host,
     port,
@@ -93,7 +93,16 @@ function mysqlConnection(url: string, tls: DatabaseTls | undefined, silentMs: nu
  * connection, which is what serialises its transactions (Knex's SQLite
  * client ignores FOR UPDATE), so SQLite is for one process only.
  */
-export function openDatabase(config: DatabaseConfig, logger?: DatabaseLogger): Database {
+export function openDatabase(
+  config: DatabaseConfig,
+  logger?: DatabaseLogger,
+  /**
+   * silenceBound false: connections are never dropped for silence, for
+   * schema migrations, which may keep a server busy, and silent, for
+   * minutes on a large table.
+   */
+  options: { readonly silenceBound?: boolean } = {},
+): Database {
   // Knex reports pool trouble with console.log; send it to the service's log.
   const log =
     logger === undefined
@@ -118,7 +127,7 @@ export function openDatabase(config: DatabaseConfig, logger?: DatabaseLogger): D
       ...(log === undefined ? {} : { log }),
       client: "mysql2",
       // Beyond any statement's own bound: its timeout and a lock wait, and a margin.
-      connection: mysqlConnection(config.url, config.tls, config.statementTimeoutMs + config.lockWaitTimeoutSeconds * 1000 + 5_000),
+      connection: mysqlConnection(config.url, config.tls, options.silenceBound === false ? undefined : config.statementTimeoutMs + config.lockWaitTimeoutSeconds * 1000 + 5_000),
       pool: {
         min: 0,
         max: config.poolMax,
