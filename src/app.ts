@@ -155,10 +155,10 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     await azure.ensureContainer();
     const blobs: BlobStore = overrides.blobStore?.(azure) ?? azure;
 
-    // Migrations on connections of their own, which silence does not cut:
-    // a schema change on a large table keeps the server quiet for as long
-    // as it takes.
-    const migrator = openDatabase(config.database, logger, { silenceBound: false });
+    // Migrations on connections of their own, with no bound on a
+    // statement's time or a connection's silence: a schema change or a
+    // measuring pass over a large table takes as long as it takes.
+    const migrator = openDatabase(config.database, logger, { migrations: true });
     try {
       await migrateLatest(migrator.knex, undefined, (message) => logger.warn({}, message));
     } finally {

@@ -42,15 +42,21 @@ function mysqlTls(tls: DatabaseTls): NonNullable<Knex.MySql2ConnectionConfig["ss
  * closing (a failover whose old primary went silent, a network partition)
  * would otherwise keep each connection waiting on it, and its place in the
  * pool, until the kernel gives up, some fifteen minutes later: every
- * replica unready all that while, and a SIGTERM never done. A statement is
- * never silent that long: the server ends it within its statement timeout
- * and lock wait. Closed, the statement fails as a lost connection
+ * replica unready all that while, and a SIGTERM never done. The service's
+ * statements are not silent that long: the server ends each within its
+ * statement timeout and lock wait (on MySQL, whose max_execution_time
+ * bounds SELECTs only, its writes are single rows and bounded batches; a
+ * COMMIT a stalled replica holds past the bound is cut, and answered
+ * COMMIT_OUTCOME_UNKNOWN). Closed, the statement fails as a lost connection
  * (DATABASE_UNAVAILABLE, or COMMIT_OUTCOME_UNKNOWN for a COMMIT) and the
  * pool opens a new connection for the next one.
  */
 function closedWhenSilent(host: string, port: number, silentMs: number): () => net.Socket {
   return () => {
     const socket = net.connect(port, host);
+    // As mysql2 sets up the sockets it opens itself: no Nagle delay on a
+    // statement's last segment, and TCP keep-alive.
+    socket.setNoDelay(true);
     socket.setKeepAlive(true);
     socket.setTimeout(silentMs, () =>
       socket.destroy(Object.assign(new Error(`MySQL at ${host}:${port} sent nothing for ${silentMs} ms: the connection was dropped`), { code: "ETIMEDOUT" })),
@@ -97,11 +103,11 @@ export function openDatabase(
   config: DatabaseConfig,
   logger?: DatabaseLogger,
   /**
-   * silenceBound false: connections are never dropped for silence, for
-   * schema migrations, which may keep a server busy, and silent, for
-   * minutes on a large table.
+   * migrations: connections for schema migrations, which may keep a server
+   * busy, and silent, for minutes on a large table: no bound on a
+   * statement's time, and none on a connection's silence.
    */
-  options: { readonly silenceBound?: boolean } = {},
+  options: { readonly migrations?: boolean } = {},
 ): Database {
   // Knex reports pool trouble with console.log; send it to the service's log.
   const log =
@@ -123,14 +129,18 @@ export function openDatabase(
           debug: () => undefined,
         };
   if (config.kind === "mysql") {
+    // Beyond any statement's own bound: its timeout and a lock wait, and a margin.
+    const silentMs = options.migrations === true ? undefined : config.statementTimeoutMs + config.lockWaitTimeoutSeconds * 1000 + 5_000;
+    const statementTimeoutMs = options.migrations === true ? 0 : config.statementTimeoutMs;
     const knex = knexFactory({
       ...(log === undefined ? {} : { log }),
       client: "mysql2",
-      // Beyond any statement's own bound: its timeout and a lock wait, and a margin.
-      connection: mysqlConnection(config.url, config.tls, options.silenceBound === false ? undefined : config.statementTimeoutMs + config.lockWaitTimeoutSeconds * 1000 + 5_000),
+      connection: mysqlConnection(config.url, config.tls, silentMs),
       pool: {
         min: 0,
         max: config.poolMax,
+        // An idle connection is closed before its silence would drop it.
+        ...(silentMs === undefined ? {} : { idleTimeoutMillis: Math.min(30_000, Math.floor(silentMs / 2)) }),
         // Every session: UTC, bounded lock waits, and bounded statements
         // (MariaDB's max_statement_time; MySQL's max_execution_time, which
         // bounds SELECTs only), so no request waits on the database forever.
@@ -138,8 +148,8 @@ export function openDatabase(
           (async () => {
             await query(conn, "SET time_zone = '+00:00'");
             await query(conn, `SET SESSION innodb_lock_wait_timeout = ${config.lockWaitTimeoutSeconds}`);
-            await query(conn, `SET SESSION max_statement_time = ${config.statementTimeoutMs / 1000}`).catch(() =>
-              query(conn, `SET SESSION max_execution_time = ${config.statementTimeoutMs}`),
+            await query(conn, `SET SESSION max_statement_time = ${statementTimeoutMs / 1000}`).catch(() =>
+              query(conn, `SET SESSION max_execution_time = ${statementTimeoutMs}`),
             );
           })().then(
             () => done(null, conn),
