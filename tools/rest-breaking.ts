@@ -25,6 +25,7 @@ interface Message {
 }
 interface Method {
   readonly name: string;
+  readonly inputType?: string;
   readonly options?: Options;
 }
 interface Service {
@@ -65,15 +66,25 @@ function methods(image: Image): Map<string, Method> {
   return found;
 }
 
-function fields(image: Image): Map<string, Field> {
+/** The fields of the messages RPCs take as requests (and of messages nested in them), by message and number. */
+function requestFields(image: Image): Map<string, Field> {
+  const inputs = new Set([...methods(image).values()].map((m) => m.inputType?.replace(/^\./, "")));
   const found = new Map<string, Field>();
-  const visit = (prefix: string, message: Message) => {
+  const visit = (prefix: string, message: Message, request: boolean) => {
     const name = `${prefix}.${message.name}`;
-    for (const field of message.field ?? []) found.set(`${name}#${field.number}`, { ...field, name: `${name}.${field.name}` });
-    for (const nested of message.nestedType ?? []) visit(name, nested);
+    const isRequest = request || inputs.has(name);
+    if (isRequest) for (const field of message.field ?? []) found.set(`${name}#${field.number}`, { ...field, name: `${name}.${field.name}` });
+    for (const nested of message.nestedType ?? []) visit(name, nested, isRequest);
   };
-  for (const file of image.file.filter(ours)) for (const message of file.messageType ?? []) visit(file.package!, message);
+  for (const file of image.file.filter(ours)) for (const message of file.messageType ?? []) visit(file.package!, message, false);
   return found;
+}
+
+/** A google.api.http rule's own binding, and its additional bindings, each as canonical JSON. */
+function bindings(rule: unknown): { primary: string; additional: Set<string> } {
+  const { additionalBindings, additional_bindings, ...primary } = (rule ?? {}) as Record<string, unknown>;
+  const extra = (additionalBindings ?? additional_bindings ?? []) as unknown[];
+  return { primary: canonical(primary), additional: new Set(extra.map(canonical)) };
 }
 
 const required = (field: Field) => (field.options?.["[google.api.field_behavior]"] as string[] | undefined)?.includes("REQUIRED") === true;
@@ -85,16 +96,25 @@ export function restBreaks(against: Image, current: Image): string[] {
   for (const [name, before] of methods(against)) {
     const after = now.get(name);
     if (after === undefined) continue; // a removed RPC: buf breaking says so
-    for (const option of ["[google.api.http]", "[entityversions.v1.created_when]"]) {
-      const was = canonical(before.options?.[option]);
-      const is = canonical(after.options?.[option]);
-      if (was !== is) breaks.push(`${name}: its ${option.slice(1, -1)} option changed from ${was} to ${is}.`);
-    }
+    // A binding added is compatible; the rule's own one changed, or one it had gone, is not.
+    const was = bindings(before.options?.["[google.api.http]"]);
+    const is = bindings(after.options?.["[google.api.http]"]);
+    if (was.primary !== is.primary) breaks.push(`${name}: its google.api.http binding changed from ${was.primary} to ${is.primary}.`);
+    for (const binding of was.additional) if (!is.additional.has(binding)) breaks.push(`${name}: its additional binding ${binding} is gone.`);
+    const createdWas = canonical(before.options?.["[entityversions.v1.created_when]"]);
+    const createdIs = canonical(after.options?.["[entityversions.v1.created_when]"]);
+    if (createdWas !== createdIs) breaks.push(`${name}: its entityversions.v1.created_when option changed from ${createdWas} to ${createdIs}.`);
   }
-  const fieldsNow = fields(current);
-  for (const [key, before] of fields(against)) {
-    const after = fieldsNow.get(key);
-    if (after !== undefined && required(after) && !required(before)) breaks.push(`${after.name}: newly REQUIRED; requests that leave it out are now refused.`);
+  // A field of an existing request REQUIRED now that was not, or new and
+  // REQUIRED: requests that leave it out are refused. A new RPC's request
+  // has no clients yet.
+  const fieldsBefore = requestFields(against);
+  const messagesBefore = new Set([...fieldsBefore.keys()].map((key) => key.split("#")[0]));
+  for (const [key, after] of requestFields(current)) {
+    const before = fieldsBefore.get(key);
+    if (required(after) && messagesBefore.has(key.split("#")[0]) && (before === undefined || !required(before))) {
+      breaks.push(`${after.name}: ${before === undefined ? "a new field, REQUIRED" : "newly REQUIRED"}; requests that leave it out are now refused.`);
+    }
   }
   return breaks;
 }

@@ -19,7 +19,7 @@ test("the same proto breaks nothing", () => {
   assert.equal(restBreaks(image, structuredClone(image)), []);
 });
 
-test("a changed REST path, success status or newly REQUIRED field is a break; a new RPC or a field no longer required is not", () => {
+test("a changed REST path, success status, or a request field newly REQUIRED is a break; a new RPC, binding or response mark, or a field no longer required, is not", () => {
   const changed = structuredClone(image);
   const file = ours(changed);
   const methods = file.service.find((s: Json) => s.name === "EntityVersionsService").method as Json[];
@@ -31,9 +31,18 @@ test("a changed REST path, success status or newly REQUIRED field is a break; a 
   base.options = { ...base.options, "[google.api.field_behavior]": ["REQUIRED"] };
   const entity = confirm.field.find((f: Json) => f.name === "entity_id");
   entity.options = {};
+  // A new REQUIRED field in an existing request: a break.
+  const download = file.messageType.find((m: Json) => m.name === "GetDownloadUrlRequest");
+  download.field.push({ name: "channel", number: 99, type: "TYPE_STRING", options: { "[google.api.field_behavior]": ["REQUIRED"] } });
+  // Harmless: a response field marked REQUIRED, another binding for an RPC.
+  const answer = file.messageType.find((m: Json) => m.name === "GetDownloadUrlResponse");
+  answer.field[0].options = { ...answer.field[0].options, "[google.api.field_behavior]": ["REQUIRED"] };
+  const getVersion = methods.find((m) => m.name === "GetVersion")!;
+  getVersion.options["[google.api.http]"].additionalBindings = [{ get: "/api/v2/entities/{entity_id}/versions/{version_id}" }];
   const breaks = restBreaks(image, changed);
-  assert.is(breaks.length, 3, breaks.join("\n"));
-  assert.match(breaks.join("\n"), "GetUploadUrl: its google.api.http option changed");
+  assert.is(breaks.length, 4, breaks.join("\n"));
+  assert.match(breaks.join("\n"), "GetDownloadUrlRequest.channel: a new field, REQUIRED");
+  assert.match(breaks.join("\n"), "GetUploadUrl: its google.api.http binding changed");
   assert.match(breaks.join("\n"), "ConfirmUpload: its entityversions.v1.created_when option changed");
   assert.match(breaks.join("\n"), "ConfirmUploadRequest.base_version_id: newly REQUIRED");
 });
