@@ -54,6 +54,9 @@ export async function listPage<T>(api: ApiClient, path: string, options: PageOpt
   }
 }
 
+/** A value as one shell word, quoted where a shell would read it otherwise: a printed command is there to be pasted. */
+const shellWord = (value: string) => (/^[\w@%+=:,./-]+$/.test(value) ? value : `'${value.replace(/'/g, "'\\''")}'`);
+
 /**
  * A page's table, and when more follow, the command that prints the next
  * page: with this one's --limit, and its --url when a flag gave it (a token
@@ -62,8 +65,8 @@ export async function listPage<T>(api: ApiClient, path: string, options: PageOpt
 export function withNextPage(table: string, nextPageToken: string, command: string, page: PageOptions, settings: Settings): string {
   if (nextPageToken === "") return table;
   const limit = page.limit === undefined ? "" : ` --limit ${page.limit}`;
-  const url = settings.urlSource === "--url" ? ` --url ${settings.url}` : "";
-  const token = settings.tokenSource === "--token" ? " (with the same --token)" : "";
+  const url = settings.urlSource === "--url" ? ` --url ${shellWord(settings.url)}` : "";
+  const token = settings.tokenSource === "--token" ? "\n(with the same --token)" : "";
   return `${table}\n\nMore: entity-versions ${command}${limit}${url} --page-token ${nextPageToken}${token}`;
 }
 

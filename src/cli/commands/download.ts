@@ -40,9 +40,10 @@ function verify(version: RestVersion, got: { sizeBytes: number; md5Base64: strin
  */
 async function outputFile(output: string, entity: string): Promise<string> {
   let target = path.resolve(output);
-  if ((await fs.lstat(target).catch(() => undefined))?.isSymbolicLink() === true) {
-    // A link to a file not made yet points at where it will be.
-    target = await fs.realpath(target).catch(async () => path.resolve(path.dirname(target), await fs.readlink(target)));
+  // Link by link, a link to a file not made yet included (realpath fails on those): as many as the system follows.
+  for (let hops = 0; (await fs.lstat(target).catch(() => undefined))?.isSymbolicLink() === true; hops++) {
+    if (hops === 40) throw usageError(`-o ${output} is a chain of more than 40 symbolic links: name the file to write.`);
+    target = path.resolve(path.dirname(target), await fs.readlink(target));
   }
   const folder = await fs.stat(path.dirname(target)).catch(() => undefined);
   if (folder?.isDirectory() !== true) throw usageError(`the folder of -o ${output} does not exist: create it first.`);
