@@ -293,8 +293,11 @@ export function deadlinesSuite() {
       try {
         for (let i = 0; i < 2; i++) {
           const w = watchRest(capped.url, e, headers);
-          // Reset once the server has the watch and its start read waits.
+          // Reset once the server has the watch and its start read waits
+          // (registered, the watch sends that read a moment later: on a
+          // loaded machine, more than a moment).
           for (let waited = 0; capped.app.watches.size < i + 1 && waited < 5_000; waited += 20) await sleep(20);
+          await sleep(300);
           w.close();
         }
         await sleep(200);
