@@ -100,9 +100,11 @@ export async function downloadFile(url: string, file: string, expectedBytes: num
     const reported = md5 === undefined ? undefined : Buffer.from(md5).toString("base64");
     return { sizeBytes: meter.bytes, md5Base64: meter.md5.digest("base64"), reportedMd5Base64: reported };
   } catch (error) {
-    // A file this machine cannot write (permissions, a full disk) is not the blob store's failure: the system says what and where.
+    // A file this machine cannot write (permissions, a full disk) is not the
+    // blob store's failure: passed on as it is, the CLI reports it as the
+    // system's error, naming what and where.
     const system = error as NodeJS.ErrnoException;
-    if (error instanceof Error && typeof system.syscall === "string" && typeof system.path === "string") throw new CliError(error.message, system.code ?? "EIO");
+    if (error instanceof Error && typeof system.syscall === "string" && typeof system.path === "string") throw error;
     throw transferError("download from", url, error);
   } finally {
     bar.done();
