@@ -243,8 +243,7 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
           // PROTOCOL-HTTP2.md keeps 415 for content types that do not
           // begin with application/grpc; a gRPC client reads the status of
           // one that does (application/grpc+xml) from the headers alone.
-          // Its body unread, an HTTP/1.1 connection cannot carry the next request.
-          if (!(req.raw instanceof http2.Http2ServerRequest) && !req.raw.complete) reply.raw.shouldKeepAlive = false;
+          closeIfBodyUnread(req, reply);
           sendTrailersOnly(reply, 200, Object.entries(grpcErrorHeaders(refusal, contentType)));
           return;
         }
@@ -253,9 +252,7 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
       const { res: uRes, empty } = outcome.protocol === "grpc" ? await messageless(answered) : { res: answered, empty: false };
       if (bodyError instanceof ConnectError) noteRefusal(outcome, bodyError);
       else if (outcome.rpc === undefined) outcome.code = refusalCode(uRes);
-      // HTTP/1.1 cannot read the next request on this connection before
-      // the rest of an unread body: close it after the answer instead.
-      if (!(req.raw instanceof http2.Http2ServerRequest) && !req.raw.complete) reply.raw.shouldKeepAlive = false;
+      closeIfBodyUnread(req, reply);
       // A Connect GET is cacheable (its protocol's point), and its answer's
       // encoding follows Accept-Encoding: shared caches must key on it.
       if (req.method === "GET") reply.header("vary", "Accept-Encoding");
@@ -304,3 +301,11 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
   }
   done();
 };
+
+/**
+ * HTTP/1.1 cannot read the next request on a connection before the rest of
+ * an unread body: such a connection is closed after its answer instead.
+ */
+function closeIfBodyUnread(req: FastifyRequest, reply: FastifyReply): void {
+  if (!(req.raw instanceof http2.Http2ServerRequest) && !req.raw.complete) reply.raw.shouldKeepAlive = false;
+}
