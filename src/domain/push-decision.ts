@@ -89,9 +89,11 @@ export type PushOutcome<V extends DecidedVersion> =
  * transaction if it asked to, and activating it again would silently undo
  * an activation made since (a retry arrives after its answer was lost,
  * possibly long after). Nor does the retry of a confirm answered with a
- * duplicate it made active: the upload records that it did, so such a
- * confirm needs its upload issued (else upload-missing, though the
- * duplicate is found first). Pure, so
+ * duplicate it made active: the upload records that it did and is used up
+ * by it, so such a confirm needs its upload issued (else upload-missing,
+ * though the duplicate is found first), and its retry activates nothing,
+ * even a newer duplicate, and creates nothing once that duplicate is
+ * deleted (the upload is no longer issued). Pure, so
  * the pre-check, the locked transaction and the grouped transaction all
  * decide with it, and the tests can walk its whole table.
  */
@@ -99,7 +101,9 @@ export function decidePush<V extends DecidedVersion>(facts: PushFacts<V>, intent
   if (facts.access === "hidden" || facts.access === "forbidden") return { kind: "refused", decision: facts.access };
   const confirm = intent.step === "confirm";
   const existing = (version: V, reason: "retry" | "duplicate"): PushOutcome<V> => {
-    const activate = reason === "duplicate" && confirm && intent.setAsActive && !version.isActive && facts.uploadActivatedId !== version.id;
+    // An upload activates once: a confirm of one that already made a
+    // duplicate active is its retry, whatever duplicate it finds now.
+    const activate = reason === "duplicate" && confirm && intent.setAsActive && !version.isActive && facts.uploadActivatedId === undefined;
     // The upload records the activation, so that a retry does not repeat it:
     // a confirm of an upload that is not there has nothing to record it on.
     if (activate && !facts.uploadIssued) return { kind: "upload-missing" };

@@ -540,8 +540,14 @@ export class VersionStore {
       case "existing": {
         if (!outcome.activate) return { commit: false, result: outcome };
         const { version } = outcome;
-        // Its retry, knowing this, answers the same and activates nothing.
-        await trx("uploads").where({ id: input.uploadId, entity_id: input.entityId }).update({ activated_version_id: version.id });
+        // The activation uses the upload up: its retry answers the same and
+        // activates nothing, and once the duplicate is deleted, creates
+        // nothing either. Only an "issued" upload: the sweeper's conditional
+        // update may have taken it since the facts were read.
+        const claimed = await trx("uploads")
+          .where({ id: input.uploadId, entity_id: input.entityId, state: "issued" })
+          .update({ state: "confirmed", activated_version_id: version.id });
+        if (claimed !== 1) return { commit: false, result: { kind: "upload-missing" } };
         await recordEvents(
           trx,
           entity,

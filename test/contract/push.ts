@@ -454,6 +454,34 @@ export function pushSuite(backend: Backend) {
     assert.is((await svc.rest.get(`/api/entities/${e}/events`)).body.events.length, events, "the retry records nothing");
   });
 
+  s("a confirm that made a duplicate active has used its upload: its retry activates no newer duplicate, and creates nothing once the duplicate is deleted", async ({ svc }) => {
+    const e = newEntityId();
+    const v1 = (await push(svc, e, { setAsActive: true })).confirm!.body.version;
+    const content = "the same new source";
+    const hash = createHash("sha256").update(content).digest("hex");
+    // A uploads; B pushes the same source first; A's confirm, asking for activation, is answered with B's version.
+    const a = await uploadOnly(svc, e, { sourceHash: hash, content, base: v1.id });
+    const v2 = (await push(svc, e, { sourceHash: hash, content, base: v1.id })).confirm!.body.version;
+    const body = { storage_path: a.res.body.storage_path, version: a.version, source_hash: hash, file_size_bytes: Buffer.byteLength(content), base_version_id: v1.id, set_as_active: true };
+    const first = await svc.rest.post(`/api/entities/${e}/versions/confirm`, body);
+    assert.equal([first.status, first.body.created, first.body.version.id, first.body.version.is_active], [200, false, v2.id, true]);
+    // A's answer is lost. An operator rolls back and forces a push of the same source.
+    assert.is((await svc.rest.put(`/api/entities/${e}/active-version`, { version_id: v1.id })).status, 200);
+    const v3 = (await push(svc, e, { sourceHash: hash, content, base: v2.id, force: true })).confirm!.body.version;
+    const events = (await svc.rest.get(`/api/entities/${e}/events`)).body.events.length;
+    const retry = await svc.rest.post(`/api/entities/${e}/versions/confirm`, body);
+    assert.equal([retry.status, retry.body.created, retry.body.version.id, retry.body.version.is_active], [200, false, v3.id, false]);
+    assert.is((await svc.rest.get(`/api/entities/${e}/active-version`)).body.id, v1.id, "the rollback stays");
+    // Both duplicates deleted: the retry would otherwise publish and activate its upload anew.
+    for (const v of [v3, v2]) assert.is((await svc.rest.delete(`/api/entities/${e}/versions/${v.id}`)).status, 200);
+    const again = await svc.rest.post(`/api/entities/${e}/versions/confirm`, body);
+    assert.equal([again.status, again.body.code], [400, "UPLOAD_NOT_FOUND"], JSON.stringify(again.body));
+    assert.is((await svc.rest.get(`/api/entities/${e}/active-version`)).body.id, v1.id, "the rollback stays");
+    assert.is((await svc.rest.get(`/api/entities/${e}/events`)).body.events.length, events + 2, "the retries record nothing; the deletes one event each");
+    const listed = (await svc.rest.get(`/api/entities/${e}/versions`)).body.versions.map((v: { id: string }) => v.id);
+    assert.equal(listed, [v1.id]);
+  });
+
   s("a deduplicated confirm that would activate needs an upload this service issued, which records it: else UPLOAD_NOT_FOUND and nothing changes", async ({ svc }) => {
     const e = newEntityId();
     const content = "the same source";

@@ -47,7 +47,8 @@ test("named cases", () => {
     ["force skips deduplication but not push protection", facts({ duplicate: v("d") }), intent({ force: true }), { kind: "create", claim: false }],
     ["deduplication with set_as_active activates the existing version", facts({ duplicate: v("d") }), intent({ setAsActive: true }), { kind: "existing", version: v("d"), reason: "duplicate", activate: true }],
     ["the retry of a confirm answered with a duplicate it made active activates nothing: a later activation stays", facts({ duplicate: v("d"), uploadActivatedId: "d" }), intent({ setAsActive: true }), { kind: "existing", version: v("d"), reason: "duplicate", activate: false }],
-    ["… but a newer duplicate than the one it made active is activated", facts({ duplicate: v("d2"), uploadActivatedId: "d" }), intent({ setAsActive: true }), { kind: "existing", version: v("d2"), reason: "duplicate", activate: true }],
+    ["… nor a newer duplicate than the one it made active: an upload activates once", facts({ duplicate: v("d2"), uploadActivatedId: "d", uploadIssued: false }), intent({ setAsActive: true }), { kind: "existing", version: v("d2"), reason: "duplicate", activate: false }],
+    ["… and once that duplicate is deleted, its used upload creates nothing", facts({ uploadActivatedId: "d", uploadIssued: false }), intent({ setAsActive: true }), { kind: "upload-missing" }],
     ["a duplicate a confirm would activate needs its upload issued, to record the activation on", facts({ duplicate: v("d"), uploadIssued: false }), intent({ setAsActive: true }), { kind: "upload-missing" }],
     ["… one it would not activate is answered without it", facts({ duplicate: v("d"), uploadIssued: false }), intent(), { kind: "existing", version: v("d"), reason: "duplicate", activate: false }],
     ["an existing version already active is not activated again", facts({ duplicate: v("d", true) }), intent({ setAsActive: true }), { kind: "existing", version: v("d", true), reason: "duplicate", activate: false }],
@@ -109,9 +110,9 @@ test("rules that hold over every combination", () => {
                         if (o.kind === "stale") assert.ok(!fresh && !retry && !dedup, label);
                         if (!fresh && !retry && !dedup) assert.is(o.kind, "stale", `push protection is never bypassed, force or not: ${label}`);
                         if (retry) assert.ok(o.kind === "existing" && o.reason === "retry", `a retried confirm is always answered its version: ${label}`);
-                        const activates = (version: V) => step === "confirm" && !retry && uploadActivatedId !== version.id && setAsActive && !version.isActive;
+                        const activates = (version: V) => step === "confirm" && !retry && uploadActivatedId === undefined && setAsActive && !version.isActive;
                         if (o.kind === "existing") {
-                          assert.is(o.activate, activates(o.version), `activates exactly when asked and needed, never on a retry: ${label}`);
+                          assert.is(o.activate, activates(o.version), `activates exactly when asked and needed, never on a retry, and an upload once: ${label}`);
                           assert.ok(!o.activate || uploadIssued, `activates only from an issued upload, which records it: ${label}`);
                         }
                         if (!retry && dedup && activates(duplicate) && !uploadIssued) assert.is(o.kind, "upload-missing", label);
