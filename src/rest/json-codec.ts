@@ -73,6 +73,16 @@ export function isDecimalInteger(text: string): boolean {
 }
 
 /**
+ * Whether a decimal integer's text is longer than any 64-bit integer's (20
+ * characters with its sign), so out of range whatever its digits: refused
+ * before protobuf-es reads it with BigInt, whose time grows faster than
+ * the text (a second for a few million digits, on the event loop).
+ */
+export function isOverlongInteger(text: string): boolean {
+  return text.length > 20;
+}
+
+/**
  * Refuses a field given under both its names (`version_id` and
  * `versionId`), which protobuf-es reports only as "set multiple times",
  * and an integer field given as a string that is not decimal digits
@@ -88,7 +98,14 @@ function refuseAmbiguousFields(schema: DescMessage, json: JsonObject): void {
     if (field.fieldKind !== "scalar" || !integerScalars.has(field.scalar)) continue;
     const value = json[field.name] ?? json[field.jsonName];
     if (typeof value === "string" && !isDecimalInteger(value)) {
-      throw apiError("INVALID_ARGUMENT", { field: field.name, problem: `must be a whole number (a JSON number, or a string of decimal digits), got ${JSON.stringify(value)}` });
+      throw apiError("INVALID_ARGUMENT", { field: field.name, problem: `must be a whole number (a JSON number, or a string of decimal digits), got ${JSON.stringify(shownName(value))}` });
+    }
+    if (typeof value === "string" && isOverlongInteger(value)) {
+      const type = ScalarType[field.scalar].toLowerCase();
+      throw apiError("INVALID_ARGUMENT", {
+        field: field.name,
+        problem: `${shownName(value)} is out of range: expected a whole number${integerRanges[type] === undefined ? "" : ` from ${integerRanges[type]}`} (${type})`,
+      });
     }
   }
 }
@@ -102,7 +119,13 @@ const integerRanges: Readonly<Record<string, string>> = {
   fixed64: "0 to 18446744073709551615",
 };
 
+/** protobuf-es's words for a value it cannot read, which quote the value: cut to a readable length. */
 function describe(text: string): string {
+  const said = describeWhole(text);
+  return said.length <= 300 ? said : `${said.slice(0, 300)}…`;
+}
+
+function describeWhole(text: string): string {
   const field = /cannot decode field [\w.]*\.\w+ from JSON: (.*)$/s.exec(text);
   if (field !== null) {
     return field[1]!.replace(/^expected bigint \((\w+)\): (.*) out of range$/, (_all, type: string, value: string) =>
@@ -131,9 +154,11 @@ export function readRestJson<Desc extends DescMessage>(
     return fromJson(schema, json);
   } catch (error) {
     const text = error instanceof Error ? error.message : String(error);
+    const field = /cannot decode field [\w.]*\.(\w+) from JSON: (.*)$/s.exec(text);
     // protobuf-es names the field for scalars but not for a bad nested
-    // message (a Struct given an array): find the key that fails alone.
-    if (typeof json === "object" && json !== null && !Array.isArray(json)) {
+    // message (a Struct given an array): find the key that fails alone
+    // (decoding the body once more, so only when it must).
+    if (field === null && typeof json === "object" && json !== null && !Array.isArray(json)) {
       for (const [key, value] of Object.entries(json)) {
         try {
           fromJson(schema, { [key]: value });
@@ -145,7 +170,6 @@ export function readRestJson<Desc extends DescMessage>(
         }
       }
     }
-    const field = /cannot decode field [\w.]*\.(\w+) from JSON: (.*)$/s.exec(text);
     if (field !== null) throw apiError("INVALID_ARGUMENT", { field: field[1]!, problem: describe(text) }, { cause: error });
     const unknown = /key "([^"]*)" is unknown/.exec(text);
     if (unknown !== null) {

@@ -1,6 +1,7 @@
 import { type DescEnum, type DescField, fromJson, type JsonValue, ScalarType } from "@bufbuild/protobuf";
 import { apiError } from "../errors/api-error.js";
-import { integerScalars, isDecimalInteger } from "./json-codec.js";
+import { shownName } from "./field-hint.js";
+import { integerScalars, isDecimalInteger, isOverlongInteger } from "./json-codec.js";
 
 /** The spellings of a boolean Go's strconv.ParseBool takes, which grpc-gateway reads query booleans with. */
 const booleans: ReadonlyMap<string, boolean> = new Map([
@@ -16,7 +17,10 @@ function scalarValue(key: string, type: ScalarType, text: string): JsonValue {
   }
   // What JSON's number parsing would also take (0x10, 1e1, +3) is not a proto3 JSON integer.
   if (integerScalars.has(type) && !isDecimalInteger(text)) {
-    throw apiError("INVALID_ARGUMENT", { field: key, problem: `must be a whole number in decimal digits, got "${text}"` });
+    throw apiError("INVALID_ARGUMENT", { field: key, problem: `must be a whole number in decimal digits, got "${shownName(text)}"` });
+  }
+  if (integerScalars.has(type) && isOverlongInteger(text)) {
+    throw apiError("INVALID_ARGUMENT", { field: key, problem: `${shownName(text)} is out of range: no whole number the API takes has more than 20 characters` });
   }
   const range = ranges32.get(type);
   if (range !== undefined && (BigInt(text) < range[0] || BigInt(text) > range[1])) {

@@ -233,6 +233,13 @@ export function protocolsSuite(backend: Backend) {
     const confirm = `/api/entities/${e}/versions/confirm`;
     const outOfRange = await svc.rest.post(confirm, { storage_path: "x", version: "2024.01.01-000000", source_hash: "ab", file_size_bytes: "9223372036854775808" });
     assert.match(outOfRange.body.error, "Invalid file_size_bytes: 9223372036854775808 is out of range: expected a whole number from -9223372036854775808 to 9223372036854775807 (int64)");
+    // Millions of digits are refused from their length, before any are read, and not quoted back whole.
+    const overlong = await svc.rest.post(confirm, { storage_path: "x", version: "2024.01.01-000000", source_hash: "ab", file_size_bytes: "9".repeat(1_000_000) });
+    assert.equal([overlong.status, overlong.body.code], [400, "INVALID_ARGUMENT"]);
+    assert.match(overlong.body.error, /^Invalid file_size_bytes: 9{64}… is out of range: expected a whole number from -9223372036854775808 to 9223372036854775807 \(int64\)/);
+    const overlongQuery = await svc.rest.get(`/api/entities/${e}/versions?page_size=${"9".repeat(4000)}`);
+    assert.equal([overlongQuery.status, overlongQuery.body.code], [400, "INVALID_ARGUMENT"]);
+    assert.ok(overlongQuery.body.error.length < 300, overlongQuery.body.error.slice(0, 400));
     const rounded = await svc.rest.post(confirm, '{"file_size_bytes": 9223372036854775807}');
     assert.match(rounded.body.error, 'the number 9223372036854775807 is an integer beyond 2^53');
     // A field under both its names: said so, not protobuf-es's "set multiple times".
