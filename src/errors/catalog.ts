@@ -140,6 +140,10 @@ export const catalog = Object.freeze({
     (p) => `No route ${p.method} ${p.path}: the API's paths are listed at /docs and in /openapi.json.`,
     { httpStatus: 404 },
   ),
+  HEALTH_SERVICE_UNKNOWN: spec<{ service: string }>(
+    Code.NotFound,
+    (p) => `No service "${p.service}" is served here: check "" for the whole server, or a service gRPC reflection lists (e.g. entityversions.v1.EntityVersionsService).`,
+  ),
   UNKNOWN_METHOD: spec<{ path: string }>(
     Code.Unimplemented,
     (p) => `No method ${p.path} on this server: list its services and methods with gRPC reflection (e.g. npx buf curl --list-methods <url>).`,

@@ -1,5 +1,7 @@
 import type { DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import { apiError } from "../errors/api-error.js";
+import { shownName } from "../rest/field-hint.js";
 import {
   type Health,
   type HealthCheckRequest,
@@ -40,7 +42,7 @@ export class HealthService implements ServiceImpl<typeof Health> {
   }
 
   async check(req: HealthCheckRequest) {
-    if (!this.#names.has(req.service)) throw new ConnectError(`unknown service "${req.service}"`, Code.NotFound);
+    if (!this.#names.has(req.service)) throw apiError("HEALTH_SERVICE_UNKNOWN", { service: shownName(req.service) });
     return { status: await this.#status() };
   }
 

@@ -6,6 +6,7 @@ import { EntityVersionsService } from "../../gen/entityversions/v1/entity_versio
 import { Health } from "../../gen/grpc/health/v1/health_pb.js";
 import { HealthService } from "../../src/ops/health-service.js";
 import { Readiness } from "../../src/ops/readiness.js";
+import { reasonOf } from "../../src/errors/api-error.js";
 
 /** A health Watch's HandlerContext, as Connect's handler makes it, ending with `requestSignal`. */
 function watchContext(requestSignal: AbortSignal) {
@@ -72,6 +73,19 @@ test("a Watch ends with why it ended, never OK: DEADLINE_EXCEEDED at the client'
     requestSignal.abort(reason);
     assert.is(await codeOf(pending), reason.code, reason.message);
   }
+});
+
+
+test("a Check of a service not served is NOT_FOUND with the catalog's ErrorInfo, as every other error", async () => {
+  const health = new HealthService(new Readiness([{ name: "database", check: async () => undefined }], { cacheMs: 0 }), [EntityVersionsService]);
+  const error = await health.check({ service: "nope.Svc" } as Parameters<HealthService["check"]>[0]).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  assert.ok(error instanceof ConnectError, String(error));
+  assert.is(error.code, Code.NotFound);
+  assert.is(reasonOf(error), "HEALTH_SERVICE_UNKNOWN");
+  assert.match(error.rawMessage, 'No service "nope.Svc"');
 });
 
 test.run();
