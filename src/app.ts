@@ -61,12 +61,18 @@ export interface App {
   close(): Promise<void>;
 }
 
-/** Parts a caller may replace (tests pin the clock, a logger, an authenticator, or wrap the blob store to inject faults). */
+/** Parts a caller may replace (tests pin the clock, a logger, an authenticator, or wrap the blob store to inject faults), and main's stop during start-up. */
 export interface AppOverrides {
   readonly blobStore?: (store: BlobStore) => BlobStore;
   readonly clock?: Clock;
   readonly logger?: FastifyBaseLogger;
   readonly authenticator?: Authenticator;
+  /**
+   * Aborted when the process is asked to stop while it starts: the
+   * migrations stop between two of them (never leaving their lock held)
+   * and createApp rejects with the signal's reason.
+   */
+  readonly startStop?: AbortSignal;
 }
 
 /** How often a claimed data directory is checked for still being there. */
@@ -160,7 +166,7 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     // measuring pass over a large table takes as long as it takes.
     const migrator = openDatabase(config.database, logger, { migrations: true });
     try {
-      await migrateLatest(migrator.knex, undefined, (message) => logger.warn({}, message));
+      await migrateLatest(migrator.knex, undefined, (message) => logger.warn({}, message), overrides.startStop);
     } finally {
       await migrator.knex.destroy();
     }

@@ -2,6 +2,13 @@ import { createApp } from "./app.js";
 import { ConfigError, loadConfig } from "./config.js";
 import { messageWithCauses, startupHint } from "./ops/startup-hint.js";
 
+/** The reason a start is given up when the process is asked to stop during it. */
+class StoppedWhileStarting extends Error {
+  constructor(readonly signal: NodeJS.Signals) {
+    super(`stopped by ${signal} while starting`);
+  }
+}
+
 // Reads the configuration, starts the service and stops it on SIGTERM or
 // SIGINT; everything else lives in app.ts and server.ts.
 let config;
@@ -13,12 +20,25 @@ try {
   process.exit(2);
 }
 
+// A stop asked for while the service starts (a rollout superseded, a node
+// drained) is taken between two migrations, so that it never leaves their
+// lock held for every later start to wait on; a second signal kills.
+const startStop = new AbortController();
+const stopWhileStarting = (signal: NodeJS.Signals) => startStop.abort(new StoppedWhileStarting(signal));
+process.once("SIGTERM", stopWhileStarting);
+process.once("SIGINT", stopWhileStarting);
+
 let app;
 let address;
 try {
-  app = await createApp(config);
+  app = await createApp(config, { startStop: startStop.signal });
   address = await app.server.listen({ host: config.host, port: config.port });
 } catch (error) {
+  if (error instanceof StoppedWhileStarting) {
+    process.stderr.write(`entity-versions: stopped by ${error.signal} while starting; the migrations done are kept, the next start goes on from there.\n`);
+    await app?.close();
+    process.exit(0);
+  }
   if (error instanceof ConfigError) {
     // A setting that the machine cannot bear (the open-file limit): as bad a configuration as a malformed one.
     process.stderr.write(`entity-versions: configuration error: ${error.message}\n`);
@@ -59,8 +79,12 @@ const stop = (signal: string, exitCode = 0) => {
     },
   );
 };
+process.removeListener("SIGTERM", stopWhileStarting);
+process.removeListener("SIGINT", stopWhileStarting);
 process.once("SIGTERM", () => stop("SIGTERM"));
 process.once("SIGINT", () => stop("SIGINT"));
+// Asked after the migrations, while the port opened: stopped as any running service is.
+if (startStop.signal.aborted) stop((startStop.signal.reason as StoppedWhileStarting).signal);
 void app.fatal.then((why) => {
   app.server.log.fatal(why);
   process.stderr.write(`entity-versions: stopping: ${why}.\n`);
@@ -69,5 +93,5 @@ void app.fatal.then((why) => {
 
 app.server.log.info(
   { address, database: config.database.kind, blob: config.blob.kind, blobEndpoint: app.blobEndpoint },
-  `entity-versions listening on ${address} (gRPC, gRPC-Web, Connect and REST on one port)`,
+  `entity-versions listening on ${address}${config.host === "0.0.0.0" || config.host === "::" ? `, and on every other interface (HOST=${config.host}),` : ""} (gRPC, gRPC-Web, Connect and REST on one port)`,
 );

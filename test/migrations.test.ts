@@ -1,9 +1,13 @@
 // Migrations that change data, run on both databases: what a database
 // upgraded from an earlier release holds afterwards.
 import { spawnSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { startupHint } from "../src/ops/startup-hint.js";
+import { openDatabase } from "../src/store/database.js";
 import { migrateLatest } from "../src/store/migrate.js";
 import { versionDataCost } from "../src/domain/version-data-cost.js";
 import * as migration0008 from "../src/store/migrations/0008-version-data-cost.js";
@@ -99,8 +103,59 @@ function defineMigrationsSuite(backend: Backend): void {
     }
   });
 
+  s("a stop asked for during the migrations is taken between two of them: the lock is free, and the next start goes on from there", async () => {
+    const tdb = await createTestDatabase(backend);
+    const knex = connectTestDatabase(backend, tdb);
+    try {
+      const stop = new AbortController();
+      const reason = new Error("SIGTERM");
+      // Asked while the first migration runs (its first table).
+      knex.on("query", (q: { sql: string }) => {
+        if (/create table [`"]?entities[`"]?/i.test(q.sql)) stop.abort(reason);
+      });
+      const stopped = await migrateLatest(knex, 300, undefined, stop.signal).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      assert.is(stopped, reason);
+      const done = (await knex("knex_migrations").select("name")).map((r: { name: string }) => r.name);
+      assert.equal(done, ["0001-init"], "the migration under way finished; none started after the stop");
+      assert.equal((await knex("knex_migrations_lock").select("is_locked")).map((r: { is_locked: number }) => Number(r.is_locked)), [0]);
+      knex.removeAllListeners("query");
+      await migrateLatest(knex, 300);
+      assert.ok((await knex("knex_migrations").count<Array<{ n: number }>>({ n: "*" }))[0]!.n > 1);
+      assert.ok(await knex.schema.hasColumn("uploads", "activated_version_id"), "every migration ran");
+    } finally {
+      await knex.destroy();
+      await tdb.drop();
+    }
+  });
+
   s.run();
 }
+
+const logged = suite("migrations: the wait for another process's lock in the service's log");
+
+logged("said once, by the service, with its own advice: none of Knex's lines that tell to run knex migrate:unlock", async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-migrate-log-"));
+  const lines: string[] = [];
+  const db = openDatabase({ kind: "sqlite", file: path.join(dir, "db.sqlite") }, { warn: (obj, msg) => lines.push(`${msg} ${JSON.stringify(obj)}`), error: (obj, msg) => lines.push(`${msg} ${JSON.stringify(obj)}`) }, { migrations: true });
+  try {
+    await migrateLatest(db.knex);
+    await db.knex("knex_migrations_lock").update({ is_locked: 1 });
+    // A pending migration, so that Knex asks for the lock.
+    await db.knex("knex_migrations").where("name", "0010-open-uploads").del();
+    await migrateLatest(db.knex, 300, (m) => lines.push(m)).catch(() => undefined);
+    assert.ok(lines.length >= 1, "the wait is said");
+    assert.equal(lines.filter((l) => l.includes("migrate:unlock") && !l.includes("npm run migrate:unlock")), [], lines.join("\n"));
+    assert.is(lines.filter((l) => l.includes("npm run migrate:unlock")).length, 1, lines.join("\n"));
+  } finally {
+    await db.knex.destroy();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+logged.run();
 
 defineMigrationsSuite("sqlite");
 if (await mysqlAvailable()) defineMigrationsSuite("mysql");

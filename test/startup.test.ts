@@ -1,6 +1,6 @@
 // Starting the real process (src/main.ts): development mode's token, and
 // production's refusals.
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import net from "node:net";
 import os from "node:os";
@@ -106,6 +106,42 @@ s("Ctrl-C in a terminal (SIGINT to the whole process group) stops the service cl
   } finally {
     pending?.destroy();
     await svc.close();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+s("HOST=0.0.0.0: the start-up line says the service listens on every interface, not only the address it names", async () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-any-host-"));
+  const azurite = await sharedAzurite();
+  const svc = await spawnService({ PORT: "0", HOST: "0.0.0.0", DATA_DIR: dataDir, AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString, AZURE_STORAGE_CONTAINER: "ev-any-host" }, { url: "", drop: async () => undefined });
+  try {
+    assert.match(svc.stdout(), "and on every other interface (HOST=0.0.0.0)");
+  } finally {
+    await svc.close();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+s("a SIGTERM while the service starts stops it cleanly (exit 0, its Azurite stopped), between migrations, never leaving their lock held", async () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-start-stop-"));
+  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], { env: { PATH: process.env["PATH"] ?? "", PORT: "0", DATA_DIR: dataDir }, stdio: ["ignore", "pipe", "pipe"] });
+  let stderr = "";
+  child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+  child.stdout.resume();
+  const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.once("exit", (code, signal) => resolve([code, signal])));
+  try {
+    // Claimed by the start, before its emulator, database and migrations.
+    for (let waited = 0; !fs.existsSync(path.join(dataDir, "service.pid")) && waited < 20_000; waited += 20) await new Promise((resolve) => setTimeout(resolve, 20));
+    child.kill("SIGTERM");
+    const ended = await Promise.race([exited, new Promise<string>((resolve) => setTimeout(() => resolve("still running"), 30_000))]);
+    assert.equal(ended, [0, null], stderr);
+    assert.match(stderr, "stopped by SIGTERM while starting");
+    for (let waited = 0; emulatorsOn(dataDir).length > 0 && waited < 5_000; waited += 100) await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.equal(emulatorsOn(dataDir), [], "its emulator is stopped");
+    assert.not.ok(fs.existsSync(path.join(dataDir, "service.pid")), "the data folder is given back");
+  } finally {
+    child.kill("SIGKILL");
+    for (const pid of emulatorsOn(dataDir)) process.kill(pid, "SIGKILL");
     fs.rmSync(dataDir, { recursive: true, force: true });
   }
 });

@@ -121,7 +121,7 @@ export function openDatabase(
             // Said every 100 ms of a wait for the migration lock, with advice
             // (`knex migrate:unlock`) that does not apply here: migrateLatest
             // says it once, with what to run instead.
-            if (first.startsWith("Can't take lock to run migrations")) return;
+            if (first.startsWith("Can't take lock to run migrations") || first.startsWith("If you are sure migrations are not running")) return;
             logger.warn({ knex: first }, "database");
           },
           error: (message: unknown) => logger.error({ knex: String(message) }, "database"),

@@ -81,17 +81,24 @@ export const migrationLockAdvice =
  * Brings the schema up to date. Knex guards migrations with a lock row but
  * fails rather than waits when another process holds it, and two processes
  * creating Knex's own tables at once collide; both are waited out here, so
- * replicas may start together. A lock left by a crashed migration needs
- * `npm run migrate:unlock` (see the README).
+ * replicas may start together. Migrations run one at a time, each taking
+ * and freeing the lock, and `stop` (a SIGTERM during start-up: a rollout
+ * superseded, a node drained) is honoured between them, rejecting with its
+ * reason: a stop never leaves the lock held, where one in the middle of a
+ * run of all of them did, and every later start waited on it. A lock left
+ * by a crashed migration needs `npm run migrate:unlock` (see the README).
  */
-export async function migrateLatest(knex: Knex, waitMs = 60_000, waiting?: (message: string) => void): Promise<void> {
-  const deadline = Date.now() + waitMs;
+export async function migrateLatest(knex: Knex, waitMs = 60_000, waiting?: (message: string) => void, stop?: AbortSignal): Promise<void> {
+  let deadline = Date.now() + waitMs;
   let said = false;
   for (;;) {
+    stop?.throwIfAborted();
     try {
       await ensureOneLockRow(knex);
-      await knex.migrate.latest({ migrationSource: source });
-      return;
+      const [, ran] = (await knex.migrate.up({ migrationSource: source })) as [number, string[]];
+      if (ran.length === 0) return;
+      // Progress: a wait for the lock counts from here.
+      deadline = Date.now() + waitMs;
     } catch (error) {
       if (!isLockContention(error) || Date.now() > deadline) throw error;
       if (!said && (error as Error).message?.includes("Migration table is already locked")) {
