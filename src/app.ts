@@ -109,6 +109,7 @@ async function authentication(config: Config): Promise<{ authenticator: Authenti
 export async function createApp(config: Config, overrides: AppOverrides = {}): Promise<App> {
   const clock = overrides.clock ?? systemClock;
   const logger = overrides.logger ?? createLogger(config.logLevel);
+  for (const notice of config.notices) logger.warn({}, notice);
   const stops: Array<() => Promise<unknown>> = [];
   let closing = false;
   const stopAll = async () => {

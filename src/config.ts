@@ -2,6 +2,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { connectionStringParts } from "./blob/connection-string.js";
 import { azuriteKey } from "./blob/embedded-azurite.js";
+import { misnamedSettings } from "./misnamed-settings.js";
 import { isLoopbackHost } from "./net/loopback.js";
 
 /** Where the versions are recorded. */
@@ -101,6 +102,8 @@ export const environments = ["production", "development", "test"] as const;
 export interface Config {
   /** NODE_ENV=production: no embedded defaults, no development auth, strict auth settings. */
   readonly production: boolean;
+  /** What the start says as warnings: variables set under names close to a setting's (misnamedSettings), which are ignored. */
+  readonly notices: readonly string[];
   readonly http: HttpLimits;
   readonly auth: AuthConfig;
   readonly host: string;
@@ -626,10 +629,19 @@ export function loadDatabaseConfig(env: Env = process.env): DatabaseConfig {
  * bad value stops the start with a message naming the variable instead of
  * failing on some later request.
  */
-export function loadConfig(env: Env = process.env): Config {
+export function loadConfig(environment: Env = process.env): Config {
   // Each part is read even when another is wrong, so that one start names
   // every setting to fix, not one per attempt.
   const problems = problemsOf();
+  // The names the configuration reads, set or not: a variable set under a
+  // name close to one of them is a setting misnamed, which would be ignored.
+  const readNames = new Set<string>();
+  const env: Env = new Proxy(environment, {
+    get: (target, key) => {
+      if (typeof key === "string") readNames.add(key);
+      return Reflect.get(target, key) as unknown;
+    },
+  });
   const read = problems.check;
   const dataDir = path.resolve(text(env, "DATA_DIR", "data"));
   const production = read(() => isProduction(env)) ?? false;
@@ -747,7 +759,18 @@ export function loadConfig(env: Env = process.env): Config {
     }),
     // Read even when the HTTP settings are wrong: its own mistakes are named at the same start.
     watch: read(() => watch(env, http, production)),
+    notices: [] as string[],
   };
+  const set = Object.keys(environment).filter((name) => (environment[name] ?? "") !== "");
+  for (const { name, meant, kind } of misnamedSettings(set, readNames)) {
+    if (kind === "unit" && production) {
+      // Its default applies instead, maybe a looser bound than was meant.
+      problems.problem(`${name} is not a setting: ${meant} is (in the unit its name says, or seconds where it says none). Set ${meant} instead.`);
+    } else {
+      config.notices.push(`${name} is not a setting and is ignored: did you mean ${meant}?`);
+    }
+  }
+  Object.freeze(config.notices);
   problems.done();
   // Every part was read without a problem, so none is undefined.
   return Object.freeze(config as { [K in keyof typeof config]: Exclude<(typeof config)[K], undefined> });

@@ -270,6 +270,35 @@ test("every problem is named at once, each with what to set", () => {
   assert.not.match(refused({ MAX_REQUEST_BYTES: "huge", MAX_CONNECTION_BUFFERED_BYTES: "2048" }), "must hold");
 });
 
+test("a variable named like a setting but not one (another unit, a typo) is said at the start, and refused in production when only the unit differs", () => {
+  const dev = loadConfig({ AUTH_MAX_TOKEN_LIFETIME_SECONDS: "3600", REQUEST_DEADLINE_SECONDS: "5", AZURE_STORAGE_CONTAINR: "x", WATCH_MAX_PER_CALER: "3", PATH: "/usr/bin", HOME: "/root", ENTITY_VERSIONS_PORT: "tcp://10.0.0.1:8080" });
+  assert.equal([...dev.notices].sort(), [
+    "AUTH_MAX_TOKEN_LIFETIME_SECONDS is not a setting and is ignored: did you mean AUTH_MAX_TOKEN_LIFETIME?",
+    "AZURE_STORAGE_CONTAINR is not a setting and is ignored: did you mean AZURE_STORAGE_CONTAINER?",
+    "REQUEST_DEADLINE_SECONDS is not a setting and is ignored: did you mean REQUEST_DEADLINE_MS?",
+    "WATCH_MAX_PER_CALER is not a setting and is ignored: did you mean WATCH_MAX_PER_CALLER?",
+  ]);
+  assert.equal(loadConfig({}).notices, [], "nothing set, nothing said");
+  const production = {
+    NODE_ENV: "production",
+    DATABASE_URL: "mysql://u:p@db:3306/versions?ssl-mode=VERIFY_IDENTITY",
+    AZURE_STORAGE_CONNECTION_STRING: "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=a2V5;EndpointSuffix=core.windows.net",
+    PAGE_TOKEN_SECRET: "Hk4Qw8Zr2Nv6Tc1Lm9Xb5Pj3Fs7Dg0Ya+page",
+    AUTH_JWKS_URL: "https://login.example.com/jwks.json",
+    AUTH_ISSUER: "https://login.example.com/",
+    AUTH_AUDIENCE: "entity-versions",
+  };
+  assert.equal(loadConfig(production).notices, [], "a production configuration as documented says nothing");
+  try {
+    loadConfig({ ...production, AUTH_MAX_TOKEN_LIFETIME_SECONDS: "3600", AUTH_JWKS_MAX_AGE: "10" });
+    assert.unreachable("a misnamed bound would leave the default in force");
+  } catch (error) {
+    assert.instance(error, ConfigError);
+    assert.match(String(error), "AUTH_MAX_TOKEN_LIFETIME_SECONDS is not a setting: AUTH_MAX_TOKEN_LIFETIME is");
+    assert.match(String(error), "AUTH_JWKS_MAX_AGE is not a setting: AUTH_JWKS_MAX_AGE_SECONDS is");
+  }
+});
+
 test("secrets a generator made pass the production check", () => {
   const base = {
     NODE_ENV: "production",
