@@ -55,7 +55,20 @@ export async function listPage<T>(api: ApiClient, path: string, options: PageOpt
 }
 
 /** A value as one shell word, quoted where a shell would read it otherwise: a printed command is there to be pasted. */
-const shellWord = (value: string) => (/^[\w@%+=:,./-]+$/.test(value) ? value : `'${value.replace(/'/g, "'\\''")}'`);
+export const shellWord = (value: string) => (/^[\w@%+=:,./-]+$/.test(value) ? value : `'${value.replace(/'/g, "'\\''")}'`);
+
+/**
+ * What a command the CLI prints for the user to run next must repeat of
+ * this one's settings to reach the same service: its --url when a flag
+ * gave it (the environment gives it again), and a note under the command
+ * when a flag gave the token, which is not repeated into the terminal.
+ */
+export function repeatedSettings(settings: Settings): { readonly flags: string; readonly note: string } {
+  return {
+    flags: settings.urlSource === "--url" ? ` --url ${shellWord(settings.url)}` : "",
+    note: settings.tokenSource === "--token" ? "(with the same --token)" : "",
+  };
+}
 
 /**
  * A page's table, and when more follow, the command that prints the next
@@ -65,9 +78,8 @@ const shellWord = (value: string) => (/^[\w@%+=:,./-]+$/.test(value) ? value : `
 export function withNextPage(table: string, nextPageToken: string, command: string, page: PageOptions, settings: Settings): string {
   if (nextPageToken === "") return table;
   const limit = page.limit === undefined ? "" : ` --limit ${page.limit}`;
-  const url = settings.urlSource === "--url" ? ` --url ${shellWord(settings.url)}` : "";
-  const token = settings.tokenSource === "--token" ? "\n(with the same --token)" : "";
-  return `${table}\n\nMore: entity-versions ${command}${limit}${url} --page-token ${nextPageToken}${token}`;
+  const { flags, note } = repeatedSettings(settings);
+  return `${table}\n\nMore: entity-versions ${command}${limit}${flags} --page-token ${nextPageToken}${note === "" ? "" : `\n${note}`}`;
 }
 
 /**

@@ -1,7 +1,9 @@
 import * as os from "node:os";
 import * as path from "node:path";
 import { CliError, type ServiceError } from "./cli-error.js";
+import { repeatedSettings, shellWord } from "./command-context.js";
 import { ExitCode } from "./exit-codes.js";
+import type { Settings } from "./settings.js";
 import type { RestVersionRef } from "./rest-types.js";
 
 /**
@@ -13,8 +15,10 @@ import type { RestVersionRef } from "./rest-types.js";
 export function staleBaseError(
   error: ServiceError,
   push: { entity: string; target: string; base: string | undefined; baseFrom: string | undefined; elsewhere?: ReadonlyArray<{ service: string; base: { version_id: string } }> },
+  settings: Settings,
 ): CliError {
   const { entity, target, base, baseFrom, elsewhere = [] } = push;
+  const { flags, note } = repeatedSettings(settings);
   const tip = error.body["latest_version"] as RestVersionRef | null | undefined;
   const hints: string[] = [];
   if (tip !== null && tip !== undefined) {
@@ -37,8 +41,9 @@ export function staleBaseError(
       "to reconcile, get the tip, merge its changes into your tree, then push on top of it:",
       // Outside the pushed tree, wherever the command runs: a package
       // written into it would be packed into the next push.
-      `  entity-versions download ${entity} --version-id ${tip.id} -o ${path.join(os.tmpdir(), `${entity}-${tip.version}.tgz`)}`,
-      `  entity-versions push ${target} --entity ${entity} --base ${tip.id}`,
+      `  entity-versions download ${entity} --version-id ${tip.id} -o ${shellWord(path.join(os.tmpdir(), `${entity}-${tip.version}.tgz`))}${flags}`,
+      `  entity-versions push ${shellWord(target)} --entity ${entity} --base ${tip.id}${flags}`,
+      ...(note === "" ? [] : [`  ${note}`]),
     );
   }
   return new CliError(error.message, "STALE_BASE", ExitCode.conflict, error.body, hints);

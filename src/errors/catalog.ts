@@ -177,7 +177,7 @@ export const catalog = Object.freeze({
       p.tipVersionId === undefined
         ? `Base version "${p.baseVersionId}" is not the tip: the entity has no versions, so push without base_version_id.`
         : p.baseVersionId === ""
-          ? `A newer version was published: the entity already has versions, so base_version_id must name its tip "${p.tipVersionId}" (see latest_version). Reconcile with it and retry.`
+          ? `No base_version_id, and the entity already has versions: base_version_id must name its tip "${p.tipVersionId}" (see latest_version). Reconcile with it and retry.`
           : `Base version "${p.baseVersionId}" is not the tip "${p.tipVersionId}" (see latest_version): a newer version was published after it, or it is not a version of this entity. Reconcile with the tip and retry with its id as base_version_id.`,
   ),
   ACTIVE_VERSION_CHANGED: spec<{ entityId: string; expected: string; actual: string | undefined }>(

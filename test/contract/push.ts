@@ -72,7 +72,7 @@ export function pushSuite(backend: Backend) {
       assert.is(r.status, 409, path);
       assert.equal(Object.keys(r.body).sort(), ["code", "error", "latest_version"]);
       assert.is(r.body.code, "STALE_BASE");
-      assert.match(r.body.error, /newer version was published/);
+      assert.match(r.body.error, /^No base_version_id, and the entity already has versions: base_version_id must name its tip/);
       assert.equal(r.body.latest_version, { id: first.id, version: first.version, published_by: first.published_by, created_at: first.created_at });
     }
   });

@@ -92,8 +92,19 @@ test("a push with no record under its URL, refused STALE_BASE, is told of the ba
   const elsewhere = basesElsewhere(dir, "http://127.0.0.1:8080", "app");
   assert.equal(elsewhere.map((e) => [e.service, e.base.version_id]), [["http://localhost:8080", "v-tip"]]);
   const refused = new ServiceError(409, "STALE_BASE", "Base version \"\" is not the tip", { latest_version: { id: "v-tip", version: "2026.01.01-000000", published_by: "dev", created_at: "2026-01-01T00:00:00.000Z" } });
-  const told = staleBaseError(refused, { entity: "app", target: ".", base: undefined, baseFrom: undefined, elsewhere });
+  const told = staleBaseError(refused, { entity: "app", target: ".", base: undefined, baseFrom: undefined, elsewhere }, { url: "http://127.0.0.1:8080", urlSource: "ENTITY_VERSIONS_URL", token: "t", tokenSource: "ENTITY_VERSIONS_TOKEN" });
   assert.ok(told.hints.some((h) => h.includes("records v-tip as the base for http://localhost:8080") && h.includes("pass --base v-tip")), told.hints.join("\n"));
+  assert.ok(told.hints.some((h) => h === "  entity-versions push . --entity app --base v-tip"), "settings from the environment are not repeated");
+});
+
+test("STALE_BASE's commands reach the same service when pasted: its --url when a flag gave it, a note for the --token, the folder quoted", () => {
+  const refused = new ServiceError(409, "STALE_BASE", "Base version \"v1\" is not the tip", { latest_version: { id: "v-tip", version: "2026.01.01-000000", published_by: "dev", created_at: "2026-01-01T00:00:00.000Z" } });
+  const told = staleBaseError(refused, { entity: "app", target: "my app", base: "v1", baseFrom: "--base" }, { url: "http://10.0.0.5:9000", urlSource: "--url", token: "t", tokenSource: "--token" });
+  const commands = told.hints.filter((h) => h.startsWith("  "));
+  assert.is(commands.length, 3, told.hints.join("\n"));
+  assert.match(commands[0]!, /^  entity-versions download app --version-id v-tip -o \S+ --url http:\/\/10\.0\.0\.5:9000$/);
+  assert.is(commands[1], "  entity-versions push 'my app' --entity app --base v-tip --url http://10.0.0.5:9000");
+  assert.is(commands[2], "  (with the same --token)");
 });
 
 test("state file: commands writing one folder at once (parallel file pushes from one CI directory) each keep their base; a lock left by a killed command is taken over", async () => {

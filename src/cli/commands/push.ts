@@ -247,7 +247,7 @@ async function push(target: string, options: PushOptions): Promise<void> {
   } catch (error) {
     if (error instanceof ServiceError && error.code === "STALE_BASE") {
       const elsewhere = base.id === undefined ? basesElsewhere(source.stateDir, settings.url, entity) : [];
-      throw staleBaseError(error, { entity, target, base: base.id, baseFrom: base.from, elsewhere });
+      throw staleBaseError(error, { entity, target, base: base.id, baseFrom: base.from, elsewhere }, settings);
     }
     if (error instanceof ServiceError && error.code === "ENTITY_NOT_FOUND" && settings.token !== undefined) throw withPushAccessHint(error, entity, settings.token);
     throw error;
