@@ -25,7 +25,8 @@ export function parsePrincipalId(value: string): string {
 /** A version id argument or option (the `id` of a version, not its version string). */
 export function parseVersionId(value: string): string {
   if (!versionIdPattern.test(value)) {
-    throw new InvalidArgumentError(`version ids are 1-64 ASCII letters, digits, "_" and "-"; \`entity-versions list ENTITY\` shows them (INVALID_ARGUMENT).`);
+    const said = isVersionString(value) ? `"${value}" is a version string, not a version id: ` : "";
+    throw new InvalidArgumentError(`${said}version ids are 1-64 ASCII letters, digits, "_" and "-"; \`entity-versions list ENTITY\` shows them beside the version strings (INVALID_ARGUMENT).`);
   }
   return value;
 }
