@@ -397,6 +397,14 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
     const tipAgain = await cli(["push", app, "--entity", entity, "--base", v2.id, "--json"], at);
     expectExit(tipAgain, 0, "the tip's source");
     assert.is(baseOf(), json(next).version.id);
+    // A folder with no record, whose source is an older version's: nothing is recorded its next push would be refused on.
+    const fresh = path.join(work, `${entity}-fresh`);
+    write(fresh, { "f.txt": "A\n" });
+    const old = await cli(["push", fresh, "--entity", entity], at);
+    expectExit(old, 0, "an older version's source from a folder with no base");
+    assert.match(old.stdout, `already published as ${v1.version}`);
+    assert.match(old.stdout, "no base is recorded for this folder; pass the tip's id as --base");
+    assert.not.ok(fs.existsSync(path.join(fresh, ".entity-versions.json")), "no base recorded");
   });
 
   s("events, watch and activate --expect-active: each event printed once, in order, across a cut connection and a replica that stops", async ({ work }) => {

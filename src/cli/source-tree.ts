@@ -85,8 +85,9 @@ export async function listSourceTree(root: string): Promise<SourceFile[]> {
       if (matcher.ignores(rel)) continue;
       if (!entry.isFile()) {
         const kind = entry.isSymbolicLink() ? "a symbolic link" : "not a regular file";
+        // As in .gitignore, a pattern ending in "/" matches folders only, and a link to one is not a folder.
         throw new CliError(
-          `${rel} is ${kind}: packages hold regular files only. Add it to ${ignoreFileName} or replace it with the file it stands for.`,
+          `${rel} is ${kind}: packages hold regular files only. Add the line /${rel} to ${ignoreFileName} (with no "/" at its end: ${entry.isSymbolicLink() ? "a link, even to a folder, is not a folder" : "it is not a folder"}), or replace it with the file it stands for.`,
           "UNSUPPORTED_FILE_TYPE",
           ExitCode.failure,
         );

@@ -205,6 +205,24 @@ test("a symbolic link is refused with its path named", async () => {
   }
 });
 
+test("a link to a folder is refused naming the line that ignores it, which then does (a folder's pattern, ending in /, would not)", async () => {
+  const root = makeTree({ ...sample, "real/f.txt": "x\n", ".entityversionsignore": "dist/\n" });
+  fs.symlinkSync("real", path.join(root, "dist"));
+  let told = "";
+  try {
+    await listSourceTree(root);
+    assert.unreachable("should have refused the link");
+  } catch (error) {
+    assert.instance(error, CliError);
+    told = (error as CliError).message;
+  }
+  const line = /Add the line (\S+) to \.entityversionsignore/.exec(told)?.[1];
+  assert.is(line, "/dist", told);
+  fs.writeFileSync(path.join(root, ".entityversionsignore"), `${line}\n`);
+  const names = (await listSourceTree(root)).map((f) => f.path);
+  assert.ok(names.includes("real/f.txt") && !names.some((n) => n.startsWith("dist")), names.join(" "));
+});
+
 test("a name that is not UTF-8 is refused with its bytes, unless the ignore file matches it; an empty package file is refused", async () => {
   const root = makeTree({ ...sample, "sub/keep.txt": "k\n" });
   // fs takes a Buffer path as bytes: a name no UTF-8 decoder reads back.

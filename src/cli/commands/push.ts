@@ -165,12 +165,18 @@ function nextPushLine(recorded: RecordedBase): string[] {
  * closing line that says so. A version already published that is neither
  * the push's base nor the tip is source reverted to an older version's:
  * the folder knew the versions since, and its next push builds on what it
- * knew, so its base does not move back.
+ * knew, so its base does not move back; a folder that knew none records
+ * no base rather than one its next push would be refused on.
  */
 async function settleBase(api: ApiClient, output: Output, push: { stateDir: string; service: string; entity: string; base: Base }, v: RestVersion, created: boolean): Promise<string[]> {
   const { stateDir, service, entity, base } = push;
-  if (!created && base.id !== undefined && v.id !== base.id) {
-    const kept = base.from === "--base" ? "this folder's recorded base is left as it was" : `the next push from here still builds on ${base.id} (from ${base.from})`;
+  if (!created && v.id !== base.id) {
+    const kept =
+      base.id === undefined
+        ? `no base is recorded for this folder; pass the tip's id as --base to the next push from here (\`entity-versions list ${entity}\` shows it first)`
+        : base.from === "--base"
+          ? "this folder's recorded base is left as it was"
+          : `the next push from here still builds on ${base.id} (from ${base.from})`;
     let newest: RestVersion | undefined;
     try {
       newest = (await api.call<RestVersionList>("GET", `${apiPath("entities", entity, "versions")}?page_size=1`)).body.versions[0];
