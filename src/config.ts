@@ -763,7 +763,8 @@ export function loadConfig(environment: Env = process.env): Config {
   };
   const set = Object.keys(environment).filter((name) => (environment[name] ?? "") !== "");
   for (const { name, meant, kind } of misnamedSettings(set, readNames)) {
-    if (kind === "unit" && production) {
+    // Refused only when the setting meant is not set too: its default would apply.
+    if (kind === "unit" && production && (environment[meant] ?? "").trim() === "") {
       // Its default applies instead, maybe a looser bound than was meant.
       problems.problem(`${name} is not a setting: ${meant} is (in the unit its name says, or seconds where it says none). Set ${meant} instead.`);
     } else {

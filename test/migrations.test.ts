@@ -4,6 +4,7 @@ import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import type { Knex } from "knex";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { startupHint } from "../src/ops/startup-hint.js";
@@ -97,6 +98,36 @@ function defineMigrationsSuite(backend: Backend): void {
       assert.is(unlocked.status, 0, unlocked.stderr);
       assert.match(unlocked.stdout, "the migration lock");
       await migrateLatest(knex, 300);
+    } finally {
+      await knex.destroy();
+      await tdb.drop();
+    }
+  });
+
+  s("a start whose next migration another process ran meanwhile (Knex then runs nothing) goes on with the rest, never serving on a half-migrated schema", async () => {
+    const tdb = await createTestDatabase(backend);
+    const knex = connectTestDatabase(backend, tdb);
+    try {
+      let calls = 0;
+      // The second step finds its migration run by "another replica" between
+      // Knex's choice of it and its lock, and so runs nothing itself.
+      const racing = new Proxy(knex, {
+        get(target, key, receiver) {
+          if (key !== "migrate") return Reflect.get(target, key, receiver) as unknown;
+          const real = target.migrate;
+          return {
+            up: async (config: Knex.MigratorConfig) => {
+              if (++calls !== 2) return real.up(config);
+              await real.up(config);
+              return [0, []];
+            },
+            list: (config: Knex.MigratorConfig) => real.list(config),
+          };
+        },
+      });
+      await migrateLatest(racing, 300);
+      assert.ok(calls > 2, "it went on after the step that ran nothing");
+      assert.ok(await knex.schema.hasColumn("uploads", "activated_version_id"), "every migration ran");
     } finally {
       await knex.destroy();
       await tdb.drop();

@@ -118,6 +118,8 @@ export function decidePush<V extends DecidedVersion>(facts: PushFacts<V>, intent
   const fresh = facts.tipVersionId === undefined ? intent.baseVersionId === "" : intent.baseVersionId === facts.tipVersionId;
   if (!fresh) return { kind: "stale" };
   if (facts.versionTaken !== undefined) return { kind: "version-taken", existing: facts.versionTaken };
-  if (confirm && !facts.uploadIssued) return { kind: "upload-missing" };
+  // An upload that made a duplicate active is used up, even one still
+  // "issued" (recorded so before such uploads were marked confirmed).
+  if (confirm && (!facts.uploadIssued || facts.uploadActivatedId !== undefined)) return { kind: "upload-missing" };
   return { kind: "create", claim: facts.access === "claim" };
 }

@@ -73,13 +73,14 @@ export function isDecimalInteger(text: string): boolean {
 }
 
 /**
- * Whether a decimal integer's text is longer than any 64-bit integer's (20
- * characters with its sign), so out of range whatever its digits: refused
- * before protobuf-es reads it with BigInt, whose time grows faster than
- * the text (a second for a few million digits, on the event loop).
+ * Whether a decimal integer's text has more digits than any 64-bit
+ * integer's (20 with its sign, leading zeros aside), or is longer than any
+ * client writes one (256 characters, zeros included): refused before
+ * protobuf-es reads it with BigInt, whose time grows faster than the text
+ * (a second for a few million digits, on the event loop).
  */
 export function isOverlongInteger(text: string): boolean {
-  return text.length > 20;
+  return text.length > 256 || text.replace(/^(-?)0+(?=\d)/, "$1").length > 20;
 }
 
 /**

@@ -96,7 +96,13 @@ export async function migrateLatest(knex: Knex, waitMs = 60_000, waiting?: (mess
     try {
       await ensureOneLockRow(knex);
       const [, ran] = (await knex.migrate.up({ migrationSource: source })) as [number, string[]];
-      if (ran.length === 0) return;
+      if (ran.length === 0) {
+        // Knex picks the next migration before it takes the lock, and drops
+        // it under the lock when another process ran it meanwhile: nothing
+        // run is not the end unless nothing is pending.
+        const [, pending] = (await knex.migrate.list({ migrationSource: source })) as [unknown[], unknown[]];
+        if (pending.length === 0) return;
+      }
       // Progress: a wait for the lock counts from here.
       deadline = Date.now() + waitMs;
     } catch (error) {

@@ -289,6 +289,10 @@ test("a variable named like a setting but not one (another unit, a typo) is said
     AUTH_AUDIENCE: "entity-versions",
   };
   assert.equal(loadConfig(production).notices, [], "a production configuration as documented says nothing");
+  // With the setting itself set too, no default is left in force: said, not refused.
+  assert.equal(loadConfig({ ...production, AUTH_MAX_TOKEN_LIFETIME: "3600", AUTH_MAX_TOKEN_LIFETIME_SECONDS: "3600" }).notices, [
+    "AUTH_MAX_TOKEN_LIFETIME_SECONDS is not a setting and is ignored: did you mean AUTH_MAX_TOKEN_LIFETIME?",
+  ]);
   try {
     loadConfig({ ...production, AUTH_MAX_TOKEN_LIFETIME_SECONDS: "3600", AUTH_JWKS_MAX_AGE: "10" });
     assert.unreachable("a misnamed bound would leave the default in force");

@@ -49,6 +49,7 @@ test("named cases", () => {
     ["the retry of a confirm answered with a duplicate it made active activates nothing: a later activation stays", facts({ duplicate: v("d"), uploadActivatedId: "d" }), intent({ setAsActive: true }), { kind: "existing", version: v("d"), reason: "duplicate", activate: false }],
     ["… nor a newer duplicate than the one it made active: an upload activates once", facts({ duplicate: v("d2"), uploadActivatedId: "d", uploadIssued: false }), intent({ setAsActive: true }), { kind: "existing", version: v("d2"), reason: "duplicate", activate: false }],
     ["… and once that duplicate is deleted, its used upload creates nothing", facts({ uploadActivatedId: "d", uploadIssued: false }), intent({ setAsActive: true }), { kind: "upload-missing" }],
+    ["… nor one recorded so while still issued (before such uploads were marked used)", facts({ uploadActivatedId: "d" }), intent(), { kind: "upload-missing" }],
     ["a duplicate a confirm would activate needs its upload issued, to record the activation on", facts({ duplicate: v("d"), uploadIssued: false }), intent({ setAsActive: true }), { kind: "upload-missing" }],
     ["… one it would not activate is answered without it", facts({ duplicate: v("d"), uploadIssued: false }), intent(), { kind: "existing", version: v("d"), reason: "duplicate", activate: false }],
     ["an existing version already active is not activated again", facts({ duplicate: v("d", true) }), intent({ setAsActive: true }), { kind: "existing", version: v("d", true), reason: "duplicate", activate: false }],
@@ -104,7 +105,7 @@ test("rules that hold over every combination", () => {
                         const dedup = duplicate !== undefined && !force;
                         if (o.kind === "create") {
                           assert.ok(fresh && versionTaken === undefined && !retry && !dedup, `created only on the tip, with a free version string: ${label}`);
-                          assert.ok(step === "upload-url" || uploadIssued, `a confirm creates only from an issued upload: ${label}`);
+                          assert.ok(step === "upload-url" || (uploadIssued && uploadActivatedId === undefined), `a confirm creates only from an issued upload that activated nothing: ${label}`);
                           assert.is(o.claim, access === "claim");
                         }
                         if (o.kind === "stale") assert.ok(!fresh && !retry && !dedup, label);
