@@ -58,6 +58,9 @@ function malformedHeader(header: string): string {
   if (/^bearer\s*$/i.test(header)) return "The Authorization header says Bearer but carries no token (is the variable holding it set?)";
   const scheme = /^([A-Za-z][A-Za-z0-9!#$%&'*+.^_`|~-]*) /.exec(header)?.[1];
   if (scheme === undefined) return "The Authorization header has no scheme";
+  // Never quoted when it may be the token itself (sent without its scheme,
+  // something after it): an error body travels to logs a token must not.
+  if (scheme.includes(".") || scheme.length > 32) return "The Authorization header starts with something other than a scheme (the token itself, sent without `Bearer `?)";
   if (scheme.toLowerCase() !== "bearer") return `The Authorization header uses the ${scheme} scheme, which this service does not take`;
   return "The bearer token is not a JWT (three base64url parts separated by dots)";
 }

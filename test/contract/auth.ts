@@ -43,6 +43,12 @@ export function authSuite(backend: Backend) {
     }
     const basic = await svc.restAs({ authorization: "Basic dXNlcjpwYXNz" }).get(`/api/entities/x/active-version`);
     assert.match(basic.body.error, /uses the Basic scheme/);
+    // A token sent without its scheme, something after it: never quoted back, as a scheme would be.
+    const jwt = await token({});
+    const headless = await svc.restAs({ authorization: `${jwt} x` }).get(`/api/entities/x/active-version`);
+    assert.equal([headless.status, headless.body.code], [401, "TOKEN_MALFORMED"]);
+    assert.match(headless.body.error, "the token itself, sent without `Bearer `?");
+    assert.not.match(JSON.stringify(headless.body) + (headless.headers.get("www-authenticate") ?? ""), jwt.split(".")[1]!);
     const notJwt = await svc.restAs({ authorization: "Bearer not-a-jwt" }).get(`/api/entities/x/active-version`);
     assert.match(notJwt.body.error, /is not a JWT/);
     const rolesNotList = await new SignJWT({ roles: "admin" })
