@@ -184,6 +184,18 @@ export function accessFactsSql(caller: Caller, options: { readonly hasPublishers
 }
 
 /**
+ * A condition that holds when `caller` may read the entity: put into the
+ * query that chooses a page's rows, so that a caller without access makes
+ * the database read none of them (its refusal costs the same however long
+ * the entity's history, and says nothing of it by its time). Uncorrelated,
+ * it is evaluated once per statement.
+ */
+export function readableEntitySql(entityId: string, caller: Caller): Sql {
+  const facts = accessFactsSql(caller);
+  return sql`exists(select 1 from entities e ${facts.joins} where e.id = ${entityId} and ${facts.readable})`;
+}
+
+/**
  * Entity access in SQL. Reads compute one caller's facts in one query;
  * changes take the entity row's lock (creating the row for an entity that
  * has none yet), so they serialise with confirms and their first-push claim.

@@ -1,5 +1,5 @@
 import type { Caller } from "../auth/caller.js";
-import { accessFactsSql } from "./access-store.js";
+import { accessFactsSql, readableEntitySql } from "./access-store.js";
 import { eventColumns } from "./event-log.js";
 import { joinSql, rawSql, type Sql, sql } from "./sql.js";
 import { nextPowerOfTwo } from "./statement-shapes.js";
@@ -21,13 +21,14 @@ const limitOf = (n: number) => rawSql(String(nextPowerOfTwo(Math.trunc(n))));
  * a query on entity_events alone, as a page of versions is, so a page
  * costs the same anywhere in a long history. Reads limit + 1 rows (rounded
  * up), so the caller learns whether there are more. A caller who may not
- * read the entity gets the facts alone.
+ * read the entity gets the facts alone, and no event is read for it
+ * (readableEntitySql).
  */
 export function eventPageSql(entityId: string, beforeSeq: number | undefined, limit: number, caller: Caller): Sql {
   const facts = accessFactsSql(caller);
   const page = sql`select ${columnsOf("p")} from entity_events p where p.entity_id = ${entityId}${
     beforeSeq === undefined ? rawSql("") : sql` and p.seq < ${beforeSeq}`
-  } order by p.seq desc limit ${limitOf(limit + 1)}`;
+  } and ${readableEntitySql(entityId, caller)} order by p.seq desc limit ${limitOf(limit + 1)}`;
   return sql`select ${columnsOf("v")}, ${facts.columns} from entities e ${facts.joins} left join (${page}) v on ${facts.readable} where e.id = ${entityId}`;
 }
 

@@ -1,5 +1,5 @@
 import type { Caller } from "../auth/caller.js";
-import { accessFactsSql } from "./access-store.js";
+import { accessFactsSql, readableEntitySql } from "./access-store.js";
 import { rawSql, type Sql, sql } from "./sql.js";
 import type { Dialect } from "./database.js";
 import { nextPowerOfTwo } from "./statement-shapes.js";
@@ -69,13 +69,14 @@ export function versionWithFactsSql(entityId: string, versionId: string, caller:
  * more than the page holds means a next page. The limit is written into
  * the text, rounded up to a power of two, so that a handful of prepared
  * statements serve every page size. A caller who may not read the entity
- * gets the facts alone, and no version is read for it.
+ * gets the facts alone, and no version is read for it: the access check is
+ * also a condition of the page's choice (readableEntitySql).
  */
 export function versionPageSql(entityId: string, beforeSeq: number | undefined, limit: number, caller: Caller, maxBytes: number, dialect: Dialect): Sql {
   const facts = accessFactsSql(caller);
   const rows = sql`select q.seq, q.data_cost from versions q where q.entity_id = ${entityId}${
     beforeSeq === undefined ? rawSql("") : sql` and q.seq < ${beforeSeq}`
-  } order by q.seq desc limit ${rawSql(String(nextPowerOfTwo(Math.trunc(limit) + 1)))}`;
+  } and ${readableEntitySql(entityId, caller)} order by q.seq desc limit ${rawSql(String(nextPowerOfTwo(Math.trunc(limit) + 1)))}`;
   const sized = sql`select x.seq, row_number() over (order by x.seq desc) as page_place, count(*) over () as page_rows, sum(x.data_cost) over (order by x.seq desc) - x.data_cost as bytes_before from (${rows}) x`;
   // The chosen rows first, then each version by its key: in that order
   // whatever the planner guesses (it read every version of a small entity

@@ -151,6 +151,9 @@ export function queryPlansSuite() {
     // the index alone: no version's row (manifest and all) is read for it.
     const stranger = { id: "stranger", roles: [], orgs: [] };
     assert.is(await lookups(db, versionPageSql("long", undefined, 50, stranger, defaultPageMaxBytes, "mysql"), "p"), 0, "a stranger's page reads no version");
+    // Nor any of the index: a refusal costs the same, and takes as long, however long the history.
+    const strangerIndex = (await analyze(db, versionPageSql("long", undefined, 50, stranger, defaultPageMaxBytes, "mysql"))).filter((r) => r.table === "q");
+    assert.ok(strangerIndex.every((r) => Number(r.r_rows ?? 0) === 0), `a stranger's page read the index: ${JSON.stringify(strangerIndex)}`);
     const store = new VersionStore(db);
     const top = await store.listVersionsWithFacts("long", undefined, 50, caller);
     assert.ok(top.kind === "page" && top.versions[0]!.seq === history && top.versions[49]!.seq === history - 49 && top.hasMore);
@@ -162,6 +165,9 @@ export function queryPlansSuite() {
     const read = async (before: number | undefined) => (await analyze(db, eventPageSql("long", before, 50, caller))).find((r) => r.table === "p")!;
     const [first, last] = [Number((await read(undefined)).r_rows), Number((await read(100)).r_rows)];
     assert.ok(first <= 64 && last <= 64, `first page read ${first} rows, last ${last}`);
+    const stranger = { id: "stranger", roles: [], orgs: [] };
+    const strangerRows = (await analyze(db, eventPageSql("long", undefined, 50, stranger))).filter((r) => r.table === "p");
+    assert.ok(strangerRows.every((r) => Number(r.r_rows ?? 0) === 0), `a stranger's page of events read events: ${JSON.stringify(strangerRows)}`);
     const poll = await analyze(db, eventsPollSql(new Map([["other-z", 490], ["long", history - 5], ["other-a", 499]]), 1000));
     assert.ok(poll.every((r) => Number(r.r_rows ?? 0) <= 16), `the poll read more than the 16 new events: ${JSON.stringify(poll)}`);
     const store = new EventStore(db);
