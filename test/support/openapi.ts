@@ -100,7 +100,9 @@ export class OpenApiDocument {
     const key = `${route.method} ${route.template} ${status} ${mediaType}`;
     let validate = this.#validators.get(key);
     if (validate === undefined) {
-      const ref = `urn:entity-versions:openapi#/${pointer("paths", route.template, route.method.toLowerCase(), "responses", status, "content", mediaType, "schema")}`;
+      // A stream's lines each match its item schema.
+      const schema = mediaType === "application/x-ndjson" ? "x-item-schema" : "schema";
+      const ref = `urn:entity-versions:openapi#/${pointer("paths", route.template, route.method.toLowerCase(), "responses", status, "content", mediaType, schema)}`;
       validate = this.#ajv.compile({ $ref: ref });
       this.#validators.set(key, validate);
     }

@@ -116,7 +116,10 @@ test('body "*" is the request without its path fields; response_body is the fiel
 
 test("a server stream is NDJSON lines of results or a last error; client streams and RPCs without a rule are left out", () => {
   const watch = op("/v1/shelves/{shelf_id}/shapes", "get");
-  const line = watch.responses["200"].content["application/x-ndjson"].schema;
+  const media = watch.responses["200"].content["application/x-ndjson"];
+  // The body as a whole is text; each line's schema is the item schema (OpenAPI 3.2's itemSchema).
+  assert.is(media.schema.type, "string");
+  const line = media["x-item-schema"];
   assert.equal(line.oneOf[0].properties.result, ref("fixture.v1.Shape"));
   assert.equal(line.oneOf[1].required, ["error"]);
   assert.ok(watch.responses["401"] !== undefined, "errors before the first message are ordinary answers");

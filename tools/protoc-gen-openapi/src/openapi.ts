@@ -22,11 +22,21 @@ export interface Header {
   schema: Schema;
 }
 
+/**
+ * A body of one media type. `x-item-schema`: for a sequential media type
+ * (NDJSON), the schema of each item, as OpenAPI 3.2's `itemSchema` says it,
+ * where `schema` describes the body as a whole.
+ */
+export interface MediaType {
+  schema: Schema;
+  "x-item-schema"?: Schema;
+}
+
 /** One answer of an operation, for one status. */
 export interface Response {
   description: string;
   headers?: Record<string, Header>;
-  content?: Record<string, { schema: Schema }>;
+  content?: Record<string, MediaType>;
 }
 
 /** One HTTP method on one path. */

@@ -124,8 +124,11 @@ function successResponses(binding: RestBinding, ctx: OperationContext): Record<s
       "200": {
         description:
           "A stream of newline-delimited JSON (NDJSON): one object per line, `{\"result\": …}` for each message, and `{\"error\": …}` as the last line if " +
-          "the stream fails once begun. An error before the first message is an ordinary error answer.",
-        content: { "application/x-ndjson": { schema: line } },
+          "the stream fails once begun; `x-item-schema` is each line's schema (OpenAPI 3.2's `itemSchema`). Read it line by line as it comes: a stream " +
+          "may never end. An error before the first message is an ordinary error answer.",
+        // The body as a whole is text: a generator that took one line's
+        // schema for it would parse the whole stream as one JSON value.
+        content: { "application/x-ndjson": { schema: { type: "string", description: "Newline-delimited JSON objects, one per line (see x-item-schema)." }, "x-item-schema": line } },
       },
     };
   }
