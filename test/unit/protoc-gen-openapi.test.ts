@@ -151,6 +151,10 @@ test("answers: implicit fields required, enums by name, maps, oneofs, 64-bit int
   assert.is(p["mask"]!.type, "string");
   assert.is(p["list"]!.type, "array");
   assert.is(schema("fixture.v1.Shape-input").required, undefined);
+  // A request's 64-bit integer: a JSON number only as far as it is read exactly (the service refuses more), a string for any value.
+  const sent = (schema("fixture.v1.Shape-input").properties as Record<string, Json>)["weight"]!.oneOf;
+  assert.equal([sent[0].minimum, sent[0].maximum], [0, Number.MAX_SAFE_INTEGER]);
+  assert.ok(new RegExp(sent[1].pattern).test("00000000000000000000000000018446744073709551615") && !new RegExp(sent[1].pattern).test("1".repeat(21)));
 });
 
 test("errors: each status lists its codes; a code with a detail has the detail's fields, null when unset", () => {

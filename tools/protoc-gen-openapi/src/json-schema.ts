@@ -110,7 +110,15 @@ function scalar(type: ScalarType, form: Form, int64AsNumber: boolean): Schema {
       const signed = signed64.has(type);
       const sign = signed ? "-?" : "";
       if (form === "request") {
-        return { oneOf: [{ type: "integer", format: "int64", ...(signed ? {} : { minimum: 0 }) }, { type: "string", pattern: `^${sign}[0-9]+$` }] };
+        // A JSON number beyond 2^53 - 1 would be read rounded, so the
+        // service refuses it; a string holds any value of the type (at most
+        // 20 digits past leading zeros, 256 characters in all).
+        return {
+          oneOf: [
+            { type: "integer", format: "int64", minimum: signed ? -maxSafe : 0, maximum: maxSafe },
+            { type: "string", pattern: `^${sign}0*[0-9]{1,20}$`, maxLength: 256, description: "Any value of the type, as a decimal string." },
+          ],
+        };
       }
       if (form === "detail" || !int64AsNumber) return { type: "string", format: "int64", pattern: `^${sign}[0-9]+$` };
       return {
