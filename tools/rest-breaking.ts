@@ -105,6 +105,25 @@ export function restBreaks(against: Image, current: Image): string[] {
     const createdIs = canonical(after.options?.["[entityversions.v1.created_when]"]);
     if (createdWas !== createdIs) breaks.push(`${name}: its entityversions.v1.created_when option changed from ${createdWas} to ${createdIs}.`);
   }
+  // An RPC's operationId in the OpenAPI document is its bare name while no
+  // other service's RPC with a rule has it, its service's name and its own
+  // after: a new RPC of the same name renames the existing operation in
+  // every client generated from the document.
+  const operationNames = (image: Image) => {
+    const count = new Map<string, number>();
+    for (const [name, method] of methods(image)) {
+      if (method.options?.["[google.api.http]"] === undefined) continue;
+      const bare = name.slice(name.lastIndexOf(".") + 1);
+      count.set(bare, (count.get(bare) ?? 0) + 1);
+    }
+    return count;
+  };
+  const namedBefore = operationNames(against);
+  for (const [bare, count] of operationNames(current)) {
+    if (count > 1 && namedBefore.get(bare) === 1) {
+      breaks.push(`${bare}: another service's RPC of this name renames the existing operation (operationId ${bare}) in every client generated from the OpenAPI document; name the new RPC otherwise.`);
+    }
+  }
   // A field of an existing request REQUIRED now that was not, or new and
   // REQUIRED: requests that leave it out are refused. A new RPC's request
   // has no clients yet.

@@ -47,4 +47,17 @@ test("a changed REST path, success status, or a request field newly REQUIRED is 
   assert.match(breaks.join("\n"), "ConfirmUploadRequest.base_version_id: newly REQUIRED");
 });
 
+test("a new RPC named as another service's renames that operation in generated clients: a break; a new name is not", () => {
+  const changed = structuredClone(image);
+  const file = changed.file.find((f) => f.name === "entityversions/v1/entity_events.proto") as Json;
+  const eventsService = file.service.find((s: Json) => s.name === "EntityEventsService");
+  const versions = (ours(changed).service as Json[]).find((s: Json) => s.name === "EntityVersionsService")!;
+  versions.method.push({ name: "ListEvents", options: { "[google.api.http]": { get: "/api/entities/{entity_id}/version-events" } } });
+  versions.method.push({ name: "CountVersions", options: { "[google.api.http]": { get: "/api/entities/{entity_id}/versions:count" } } });
+  assert.ok(eventsService.method.some((m: Json) => m.name === "ListEvents"), "the name is taken in the events service");
+  const breaks = restBreaks(image, changed);
+  assert.equal(breaks.length, 1, breaks.join("\n"));
+  assert.match(breaks[0]!, "ListEvents: another service's RPC of this name renames the existing operation (operationId ListEvents)");
+});
+
 test.run();
