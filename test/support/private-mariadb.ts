@@ -93,14 +93,40 @@ export class PrivateMariaDb {
     await this.#signal("SIGKILL");
   }
 
-  /** Freezes mariadbd (SIGSTOP): connections stay open and nothing answers, as a hung server. */
+  /**
+   * Freezes mariadbd (SIGSTOP): connections stay open and nothing answers,
+   * as a hung server. Returns once every thread of it has stopped: a stop
+   * signal takes effect thread by thread, and on a loaded machine a query
+   * sent right after kill() could still be answered.
+   */
   freeze(): void {
     this.#child?.kill("SIGSTOP");
+    this.#waitForState((state) => state === "T", "stopped");
   }
 
-  /** Lets a frozen mariadbd go on (SIGCONT). */
+  /** Lets a frozen mariadbd go on (SIGCONT), and returns once it runs again. */
   thaw(): void {
     this.#child?.kill("SIGCONT");
+    this.#waitForState((state) => state !== "T", "running");
+  }
+
+  /** Waits (a few milliseconds at most, in practice) until every thread's state, as /proc says it, is what `wanted` takes. */
+  #waitForState(wanted: (state: string) => boolean, what: string): void {
+    const pid = this.#child?.pid;
+    if (pid === undefined || this.#child!.exitCode !== null || this.#child!.signalCode !== null) return;
+    const states = () => {
+      try {
+        // The state follows the name in parentheses, which may itself hold spaces.
+        return fs.readdirSync(`/proc/${pid}/task`).map((tid) => /\) (\S)/.exec(fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8"))?.[1] ?? "?");
+      } catch {
+        return undefined; // gone, or no /proc: nothing to wait for
+      }
+    };
+    const deadline = Date.now() + 5_000;
+    for (let now = states(); now !== undefined && !now.every(wanted); now = states()) {
+      if (Date.now() > deadline) throw new Error(`mariadbd ${pid} not ${what} after 5 s: thread states ${now.join("")}`);
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1);
+    }
   }
 
   /** Stops mariadbd cleanly. */
