@@ -1,3 +1,5 @@
+import { editDistance } from "./edit-distance.js";
+
 /**
  * Settings set under a name the service does not read, but close to one it
  * does: a typo (AUTH_JWKS_MAX_AGE_SECOND) or another unit's suffix
@@ -40,17 +42,4 @@ export function misnamedSettings(set: readonly string[], read: ReadonlySet<strin
     if (spelt !== undefined) found.push({ name, meant: spelt, kind: "spelling" });
   }
   return found;
-}
-
-/** Levenshtein distance, as single-letter insertions, deletions and substitutions. */
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i];
-    for (let j = 1; j <= b.length; j++) {
-      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-    }
-    previous = current;
-  }
-  return previous[b.length]!;
 }

@@ -1,15 +1,4 @@
-/** Edit distance between two names (insertions, deletions, substitutions). */
-function distance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i];
-    for (let j = 1; j <= b.length; j++) {
-      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-    }
-    previous = current;
-  }
-  return previous[b.length]!;
-}
+import { editDistance } from "../edit-distance.js";
 
 /** The other spelling of a name: lowerCamelCase as snake_case. */
 const snake = (name: string) => name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
@@ -28,7 +17,7 @@ export function closestName(name: string, names: readonly string[]): string | un
     // The distance is at least the difference in length: a name much longer
     // than every field (a megabyte-long key) costs no quadratic work.
     if (!prefix && Math.abs(wanted.length - candidate.length) > allowed) continue;
-    const score = prefix ? 1 : distance(wanted, candidate);
+    const score = prefix ? 1 : editDistance(wanted, candidate);
     if (score <= allowed && (best === undefined || score < best.score)) best = { name: candidate, score };
   }
   return best?.name;
