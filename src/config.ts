@@ -763,9 +763,9 @@ export function loadConfig(environment: Env = process.env): Config {
   };
   const set = Object.keys(environment).filter((name) => (environment[name] ?? "") !== "");
   for (const { name, meant, kind } of misnamedSettings(set, readNames)) {
-    // Refused only when the setting meant is not set too: its default would apply.
+    // Refused when the setting meant is not set too: its default, maybe a
+    // looser bound than was meant, would apply.
     if (kind === "unit" && production && (environment[meant] ?? "").trim() === "") {
-      // Its default applies instead, maybe a looser bound than was meant.
       problems.problem(`${name} is not a setting: ${meant} is (in the unit its name says, or seconds where it says none). Set ${meant} instead.`);
     } else {
       config.notices.push(`${name} is not a setting and is ignored: did you mean ${meant}?`);
