@@ -10,6 +10,17 @@ import { ConfigError, loadConfig } from "../../src/config.js";
 /** A file that exists wherever the tests run (this one), for settings that must name a file. */
 const anyFile = fileURLToPath(import.meta.url);
 
+/** A production configuration as the README documents it: JWKS auth, MySQL with TLS, Azure Storage. */
+const productionEnv = Object.freeze({
+  NODE_ENV: "production",
+  DATABASE_URL: "mysql://u:p@db:3306/versions?ssl-mode=VERIFY_IDENTITY",
+  AZURE_STORAGE_CONNECTION_STRING: "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=a2V5;EndpointSuffix=core.windows.net",
+  PAGE_TOKEN_SECRET: "Hk4Qw8Zr2Nv6Tc1Lm9Xb5Pj3Fs7Dg0Ya+page",
+  AUTH_JWKS_URL: "https://login.example.com/jwks.json",
+  AUTH_ISSUER: "https://login.example.com/",
+  AUTH_AUDIENCE: "entity-versions",
+});
+
 test("no configuration runs on the embedded defaults under ./data", () => {
   const c = loadConfig({});
   assert.is(c.port, 8080);
@@ -26,15 +37,7 @@ test("no configuration runs on the embedded defaults under ./data", () => {
 });
 
 test("production listens everywhere and bounds token lifetimes by default", () => {
-  const c = loadConfig({
-    NODE_ENV: "production",
-    DATABASE_URL: "mysql://u:p@db:3306/versions?ssl-mode=VERIFY_IDENTITY",
-    AZURE_STORAGE_CONNECTION_STRING: "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=a2V5;EndpointSuffix=core.windows.net",
-    PAGE_TOKEN_SECRET: "Hk4Qw8Zr2Nv6Tc1Lm9Xb5Pj3Fs7Dg0Ya+page",
-    AUTH_JWKS_URL: "https://login.example.com/jwks.json",
-    AUTH_ISSUER: "https://login.example.com/",
-    AUTH_AUDIENCE: "entity-versions",
-  });
+  const c = loadConfig(productionEnv);
   assert.is(c.host, "0.0.0.0");
   assert.is(c.auth.maxTokenLifetimeSeconds, 24 * 3600);
   assert.is(loadConfig({ NODE_ENV: "test" }).production, false);
@@ -279,15 +282,7 @@ test("a variable named like a setting but not one (another unit, a typo) is said
     "WATCH_MAX_PER_CALER is not a setting and is ignored: did you mean WATCH_MAX_PER_CALLER?",
   ]);
   assert.equal(loadConfig({}).notices, [], "nothing set, nothing said");
-  const production = {
-    NODE_ENV: "production",
-    DATABASE_URL: "mysql://u:p@db:3306/versions?ssl-mode=VERIFY_IDENTITY",
-    AZURE_STORAGE_CONNECTION_STRING: "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=a2V5;EndpointSuffix=core.windows.net",
-    PAGE_TOKEN_SECRET: "Hk4Qw8Zr2Nv6Tc1Lm9Xb5Pj3Fs7Dg0Ya+page",
-    AUTH_JWKS_URL: "https://login.example.com/jwks.json",
-    AUTH_ISSUER: "https://login.example.com/",
-    AUTH_AUDIENCE: "entity-versions",
-  };
+  const production = productionEnv;
   assert.equal(loadConfig(production).notices, [], "a production configuration as documented says nothing");
   // With the setting itself set too, no default is left in force: said, not refused.
   assert.equal(loadConfig({ ...production, AUTH_MAX_TOKEN_LIFETIME: "3600", AUTH_MAX_TOKEN_LIFETIME_SECONDS: "3600" }).notices, [
