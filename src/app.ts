@@ -220,13 +220,12 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
       graceMs: config.orphanGraceSeconds * 1000,
       intervalMs: config.sweepIntervalSeconds * 1000,
       eventRetentionMs: config.eventRetentionDays === 0 ? undefined : config.eventRetentionDays * 24 * 3600 * 1000,
-      onSweep: (result) => {
-        metrics.sweeps.inc({ result: "ok" });
+      onSweep: (result, error) => {
+        metrics.sweeps.inc({ result: error === undefined ? "ok" : "error" });
         metrics.swept.inc({ kind: "abandoned_upload" }, result.abandonedUploads);
         metrics.swept.inc({ kind: "stray_blob" }, result.strayBlobs);
         metrics.swept.inc({ kind: "event" }, result.prunedEvents);
       },
-      onError: () => metrics.sweeps.inc({ result: "error" }),
     }, events);
     const { authenticator, devToken } = await authentication(config);
     const pageTokenSecret =

@@ -22,6 +22,15 @@ const uploadPermissions = BlobSASPermissions.parse("cw");
 /** Lifetime of the read SAS naming a copy's source: the copy is synchronous. */
 const copySourceSasMs = 5 * 60_000;
 const downloadPermissions = BlobSASPermissions.parse("r");
+/** The shortest lease Azure grants: the service's own, held only for its delete. */
+const deleteLeaseSeconds = 15;
+
+/** The store's `x-ms-error-code` of a failed call (RestError's `code`). */
+function storageErrorCode(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  return typeof code === "string" ? code : undefined;
+}
+
 /** How the store answers a download URL, set in its SAS: see signDownloadUrl. */
 const downloadAnswerHeaders = Object.freeze({ contentType: "application/octet-stream", contentDisposition: "attachment", contentEncoding: "identity" });
 
@@ -152,8 +161,40 @@ export class AzureBlobStore implements BlobStore {
     );
   }
 
+  /**
+   * Deletes a blob with its snapshots, whatever a holder of its upload URL
+   * did to it. Azure grants no write without lease and snapshot (the
+   * upload SAS's `cw`), so an uploader can lease its staged blob for good,
+   * or snapshot it, and a plain delete is then refused for ever (412
+   * LeaseIdMissing, 409 SnapshotsPresent): its blobs would stay, and the
+   * sweeper and the deleter would retry them without end. A lease is
+   * broken and taken by the service for the delete; an uploader who takes
+   * it again in between (only while its URL lasts) makes this call fail,
+   * and the deleter's next attempt goes on.
+   */
   async deleteIfExists(path: string, caller?: AbortSignal): Promise<void> {
-    await this.#call("delete", (abortSignal) => this.#container.getBlobClient(path).deleteIfExists({ abortSignal }), caller);
+    await this.#call(
+      "delete",
+      async (abortSignal) => {
+        const blob = this.#container.getBlobClient(path);
+        try {
+          await blob.deleteIfExists({ abortSignal, deleteSnapshots: "include" });
+          return;
+        } catch (error) {
+          if (storageErrorCode(error) !== "LeaseIdMissing") throw error;
+        }
+        await blob.getBlobLeaseClient().breakLease(0, { abortSignal });
+        const lease = blob.getBlobLeaseClient();
+        try {
+          await lease.acquireLease(deleteLeaseSeconds, { abortSignal });
+        } catch (error) {
+          if ((error as { statusCode?: number }).statusCode === 404) return;
+          throw error;
+        }
+        await blob.deleteIfExists({ abortSignal, deleteSnapshots: "include", conditions: { leaseId: lease.leaseId } });
+      },
+      caller,
+    );
   }
 
   async *list(prefix: string): AsyncIterable<BlobListing> {

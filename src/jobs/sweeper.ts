@@ -27,8 +27,8 @@ export interface SweeperOptions {
   readonly intervalMs: number;
   /** Events older than this are deleted; undefined: kept for as long as their entity. */
   readonly eventRetentionMs?: number | undefined;
-  readonly onSweep?: (result: SweepResult) => void;
-  readonly onError?: (error: unknown) => void;
+  /** After each sweep, with what it did; with the error that ended it part-way, if one did. */
+  readonly onSweep?: (result: SweepResult, error?: unknown) => void;
 }
 
 /**
@@ -71,53 +71,63 @@ export class OrphanSweeper {
    * only, so a blob store that is down does not hold them up), then stray
    * blobs by listing, then the deletions. Each long loop stops between
    * batches once stop() is called: a first sweep over a large log or
-   * container must not hold up a shutdown (the next sweep goes on).
+   * container must not hold up a shutdown (the next sweep goes on). A
+   * stray blob the store will not delete is logged and passed over: every
+   * sweep lists from the start, so one such blob must not stop the sweeps
+   * of every blob after it. What a sweep did is reported (onSweep) also
+   * when it fails part-way.
    */
   async runOnce(): Promise<SweepResult> {
     const now = this.#clock.now();
     const cutoff = new Date(now.getTime() - this.#options.graceMs);
-    let abandonedUploads = 0;
-    for (let marked = -1; marked !== 0 && !this.#stopping; ) {
-      marked = await this.#uploads.abandonIssuedBefore(cutoff, now, 500);
-      abandonedUploads += marked;
-    }
-    let prunedEvents = 0;
-    const retentionMs = this.#options.eventRetentionMs;
-    if (this.#events !== undefined && retentionMs !== undefined) {
-      const eventCutoff = new Date(now.getTime() - retentionMs);
-      for (let deleted = -1; deleted !== 0 && !this.#stopping; ) {
-        deleted = await this.#events.pruneBefore(eventCutoff, 1000);
-        prunedEvents += deleted;
+    const done = { abandonedUploads: 0, strayBlobs: 0, prunedEvents: 0 };
+    try {
+      for (let marked = -1; marked !== 0 && !this.#stopping; ) {
+        marked = await this.#uploads.abandonIssuedBefore(cutoff, now, 500);
+        done.abandonedUploads += marked;
       }
-    }
-    let strayBlobs = 0;
-    // Only under the service's own prefixes: a container shared with
-    // anything else keeps everything else.
-    for (const prefix of Object.values(areaPrefixes)) {
-      if (this.#stopping) break;
-      for await (const blob of this.#blobs.list(prefix)) {
-        if (this.#stopping) break;
-        if (blob.lastModified >= cutoff) continue;
-        const path = parseUploadPath(blob.name);
-        // A name of ours that we never make: left alone, like anything foreign.
-        if (path === undefined || path.area === "legacy") continue;
-        const state = await this.#uploads.state(path.entityId, path.uploadId);
-        // No record: nothing can refer to it, unless it is a version's own
-        // copy, which lives under the version's id. A confirmed upload's
-        // staged blob: its version serves its own copy. "issued" past the
-        // cutoff was marked above; "deleting" belongs to the deleter.
-        const stray =
-          state === undefined
-            ? path.area !== "final" || !(await this.#uploads.versionExists(path.entityId, path.uploadId))
-            : state === "confirmed" && path.area === "staging";
-        if (stray) {
-          await this.#blobs.deleteIfExists(blob.name);
-          strayBlobs++;
+      const retentionMs = this.#options.eventRetentionMs;
+      if (this.#events !== undefined && retentionMs !== undefined) {
+        const eventCutoff = new Date(now.getTime() - retentionMs);
+        for (let deleted = -1; deleted !== 0 && !this.#stopping; ) {
+          deleted = await this.#events.pruneBefore(eventCutoff, 1000);
+          done.prunedEvents += deleted;
         }
       }
+      // Only under the service's own prefixes: a container shared with
+      // anything else keeps everything else.
+      for (const prefix of Object.values(areaPrefixes)) {
+        if (this.#stopping) break;
+        for await (const blob of this.#blobs.list(prefix)) {
+          if (this.#stopping) break;
+          if (blob.lastModified >= cutoff) continue;
+          const path = parseUploadPath(blob.name);
+          // A name of ours that we never make: left alone, like anything foreign.
+          if (path === undefined || path.area === "legacy") continue;
+          const state = await this.#uploads.state(path.entityId, path.uploadId);
+          // No record: nothing can refer to it, unless it is a version's own
+          // copy, which lives under the version's id. A confirmed upload's
+          // staged blob: its version serves its own copy. "issued" past the
+          // cutoff was marked above; "deleting" belongs to the deleter.
+          const stray =
+            state === undefined
+              ? path.area !== "final" || !(await this.#uploads.versionExists(path.entityId, path.uploadId))
+              : state === "confirmed" && path.area === "staging";
+          if (!stray) continue;
+          try {
+            await this.#blobs.deleteIfExists(blob.name);
+            done.strayBlobs++;
+          } catch (error) {
+            this.#log.warn({ err: error, path: blob.name }, "could not delete a stray blob; the next sweep retries it");
+          }
+        }
+      }
+      if (!this.#stopping) await this.#deleter.runOnce(1000);
+    } catch (error) {
+      this.#options.onSweep?.({ ...done }, error);
+      throw error;
     }
-    if (!this.#stopping) await this.#deleter.runOnce(1000);
-    const result = { abandonedUploads, strayBlobs, prunedEvents };
+    const result = { ...done };
     this.#options.onSweep?.(result);
     return result;
   }
@@ -127,10 +137,7 @@ export class OrphanSweeper {
     const next = () => this.#options.intervalMs * (0.8 + Math.random() * 0.4);
     const tick = () => {
       this.#running = this.runOnce()
-        .catch((error: unknown) => {
-          this.#options.onError?.(error);
-          this.#log.error({ err: error }, "orphan sweep failed; retrying next interval");
-        })
+        .catch((error: unknown) => this.#log.error({ err: error }, "orphan sweep failed; retrying next interval"))
         .finally(() => {
           if (this.#timer !== undefined) this.#timer = setTimeout(tick, next()).unref();
         });

@@ -2,6 +2,7 @@
 // the write-once copy into the final area, and deletes.
 import { randomBytes } from "node:crypto";
 import { createHash } from "node:crypto";
+import { BlobServiceClient } from "@azure/storage-blob";
 import { test } from "uvu";
 import * as assert from "uvu/assert";
 import { AzureBlobStore } from "../../src/blob/azure-blob-store.js";
@@ -9,9 +10,9 @@ import { sharedAzurite } from "../support/env.js";
 
 const minute = 60_000;
 
-async function storeWithBlob(path: string, content: string) {
+async function storeWithBlob(path: string, content: string, container = `blob-${randomBytes(4).toString("hex")}`) {
   const azurite = await sharedAzurite();
-  const store = new AzureBlobStore({ connectionString: azurite.connectionString, container: `blob-${randomBytes(4).toString("hex")}` });
+  const store = new AzureBlobStore({ connectionString: azurite.connectionString, container });
   await store.ensureContainer();
   const url = new URL(store.signUploadUrl(path, new Date(Date.now() + 5 * minute)));
   assert.is((await fetch(url, { method: "PUT", headers: { "x-ms-blob-type": "BlockBlob" }, body: content })).status, 201);
@@ -47,6 +48,35 @@ test("a call the caller gave up on rejects with the caller's reason, not as the 
   controller.abort(reason);
   const error = await store.stat("uploads/e3/u3/package", controller.signal).then(() => undefined, (e: unknown) => e);
   assert.is(error, reason);
+});
+
+/** What a holder of an upload URL can do to its blob: Azure grants write with lease and snapshot. */
+async function asUploader(store: AzureBlobStore, path: string, comp: "lease" | "snapshot"): Promise<number> {
+  const url = new URL(store.signUploadUrl(path, new Date(Date.now() + 5 * minute)));
+  url.searchParams.set("comp", comp);
+  const headers: Record<string, string> = { "x-ms-version": "2021-12-02" };
+  if (comp === "lease") Object.assign(headers, { "x-ms-lease-action": "acquire", "x-ms-lease-duration": "-1" });
+  return (await fetch(url, { method: "PUT", headers })).status;
+}
+
+test("deleteIfExists deletes a blob its uploader leased for good or snapshotted", async () => {
+  const containerName = `blob-${randomBytes(4).toString("hex")}`;
+  const store = await storeWithBlob("uploads/e4/u4/package", "leased", containerName);
+  assert.is(await asUploader(store, "uploads/e4/u4/package", "lease"), 201);
+  await store.deleteIfExists("uploads/e4/u4/package");
+  assert.is(await store.stat("uploads/e4/u4/package"), undefined);
+
+  const path = "uploads/e4/u5/package";
+  const url = new URL(store.signUploadUrl(path, new Date(Date.now() + 5 * minute)));
+  assert.is((await fetch(url, { method: "PUT", headers: { "x-ms-blob-type": "BlockBlob" }, body: "snapped" })).status, 201);
+  assert.is(await asUploader(store, path, "snapshot"), 201);
+  assert.is(await asUploader(store, path, "lease"), 201);
+  await store.deleteIfExists(path);
+  assert.is(await store.stat(path), undefined);
+  const container = BlobServiceClient.fromConnectionString((await sharedAzurite()).connectionString).getContainerClient(containerName);
+  const left: string[] = [];
+  for await (const blob of container.listBlobsFlat({ prefix: "uploads/e4/", includeSnapshots: true })) left.push(`${blob.name}@${blob.snapshot ?? ""}`);
+  assert.equal(left, [], "no snapshot left");
 });
 
 test.run();

@@ -116,5 +116,48 @@ export function sweeperSuite(backend: Backend) {
     }
   });
 
+  s("blobs their uploaders leased for good or snapshotted are swept and deleted all the same", async () => {
+    const svc = await startService(backend, { env: { ORPHAN_GRACE_SECONDS: "1", SWEEP_INTERVAL_SECONDS: "3600" } });
+    const app = (svc as TestService & { app: App }).app;
+    try {
+      const blobs = new AzureBlobStore({ connectionString: svc.env["AZURE_STORAGE_CONNECTION_STRING"]!, container: svc.env["AZURE_STORAGE_CONTAINER"]! });
+      // What anyone holding an upload URL may do: Azure grants write with lease and snapshot.
+      const asUploader = async (uploadUrl: string, comp: "lease" | "snapshot") => {
+        const url = new URL(uploadUrl);
+        url.searchParams.set("comp", comp);
+        const headers: Record<string, string> = { "x-ms-version": "2021-12-02" };
+        if (comp === "lease") Object.assign(headers, { "x-ms-lease-action": "acquire", "x-ms-lease-duration": "-1" });
+        const res = await fetch(url, { method: "PUT", headers });
+        assert.is(res.status, 201, `${comp}: ${await res.text()}`);
+      };
+      // Names sort "a…" before "z…": a blob the sweep could not delete would
+      // hold up the others' in every sweep, each listing from the start.
+      const first = `a${newEntityId()}`;
+      const abandoned = await uploadOnly(svc, first);
+      await asUploader(abandoned.res.body.upload_url, "snapshot");
+      await asUploader(abandoned.res.body.upload_url, "lease");
+      const confirmedUp = await uploadOnly(svc, first, { version: "2030.01.01-000000" });
+      await asUploader(confirmedUp.res.body.upload_url, "lease");
+      const confirmed = await svc.rest.post(`/api/entities/${first}/versions/confirm`, {
+        storage_path: confirmedUp.res.body.storage_path,
+        version: confirmedUp.version,
+        source_hash: confirmedUp.sourceHash,
+        file_size_bytes: Buffer.byteLength(confirmedUp.content),
+      });
+      assert.is(confirmed.status, 201, JSON.stringify(confirmed.body));
+      const last = `z${newEntityId()}`;
+      const lastUp = await uploadOnly(svc, last);
+      await sleep(1_500);
+      await app.sweeper.runOnce();
+      for (const path of [abandoned.res.body.storage_path, confirmedUp.res.body.storage_path, lastUp.res.body.storage_path]) {
+        assert.is(await blobs.stat(path), undefined, `${path} is deleted`);
+      }
+      assert.ok((await blobs.stat(confirmed.body.version.storage_path)) !== undefined, "the version's own copy stays");
+      await assertStorageConsistent(svc, [first, last], 1_000 + 500);
+    } finally {
+      await svc.close();
+    }
+  });
+
   return s;
 }

@@ -1,0 +1,69 @@
+// The orphan sweeper's loop: a blob the store refuses to delete does not
+// stop the sweep of the blobs listed after it, and what a sweep did is
+// reported also when it fails. (Its work against the real database and
+// Azurite is the sweeper contract suite's.)
+import { test } from "uvu";
+import * as assert from "uvu/assert";
+import type { BlobListing, BlobStore } from "../../src/blob/blob-store.js";
+import type { BlobDeleter } from "../../src/jobs/blob-deleter.js";
+import { OrphanSweeper, type SweepResult } from "../../src/jobs/sweeper.js";
+import type { UploadStore } from "../../src/store/upload-store.js";
+
+const old = new Date("2026-01-01T00:00:00Z");
+const now = new Date("2026-06-01T00:00:00Z");
+const id = (n: number) => `00000000-0000-4000-8000-00000000000${n}`;
+
+function sweeperOver(names: string[], refuse: Set<string>, listFailsAfter?: number) {
+  const deleted: string[] = [];
+  const warned: string[] = [];
+  const reports: Array<{ result: SweepResult; error: unknown }> = [];
+  const blobs = {
+    async *list(prefix: string): AsyncIterable<BlobListing> {
+      let n = 0;
+      for (const name of names.filter((name) => name.startsWith(prefix))) {
+        if (listFailsAfter !== undefined && n++ === listFailsAfter) throw new Error("listing failed");
+        yield { name, lastModified: old };
+      }
+    },
+    async deleteIfExists(path: string) {
+      if (refuse.has(path)) throw new Error(`the store refused ${path}`);
+      deleted.push(path);
+    },
+  } as unknown as BlobStore;
+  const uploads = {
+    abandonIssuedBefore: async () => 0,
+    state: async () => undefined,
+    versionExists: async () => false,
+  } as unknown as UploadStore;
+  const deleter = { runOnce: async () => 0 } as unknown as BlobDeleter;
+  const log = { warn: (_: object, msg: string) => warned.push(msg), error: () => undefined };
+  const sweeper = new OrphanSweeper(uploads, blobs, deleter, { now: () => now } as never, log, {
+    graceMs: 60_000,
+    intervalMs: 3_600_000,
+    onSweep: (result, error) => reports.push({ result, error }),
+  });
+  return { sweeper, deleted, warned, reports };
+}
+
+test("a stray blob the store will not delete is logged and passed over; the blobs after it are swept", async () => {
+  const names = [1, 2, 3].map((n) => `uploads/e/${id(n)}/package`);
+  const { sweeper, deleted, warned, reports } = sweeperOver(names, new Set([names[0]!]));
+  const result = await sweeper.runOnce();
+  assert.equal(deleted, names.slice(1));
+  assert.is(result.strayBlobs, 2);
+  assert.is(warned.length, 1);
+  assert.equal(reports, [{ result, error: undefined }]);
+});
+
+test("a sweep that fails part-way reports what it did, with the error", async () => {
+  const names = [1, 2, 3].map((n) => `uploads/e/${id(n)}/package`);
+  const { sweeper, deleted, reports } = sweeperOver(names, new Set(), 2);
+  const error = await sweeper.runOnce().then(() => undefined, (e: unknown) => e);
+  assert.is((error as Error).message, "listing failed");
+  assert.equal(deleted, names.slice(0, 2));
+  assert.is(reports.length, 1);
+  assert.is(reports[0]!.result.strayBlobs, 2);
+  assert.is(reports[0]!.error, error);
+});
+
+test.run();
