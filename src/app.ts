@@ -28,7 +28,7 @@ import { sharedReading } from "./ops/shared-reading.js";
 import { untilAborted } from "./store/abandon.js";
 import { buildServer } from "./server.js";
 import { AccessStore } from "./store/access-store.js";
-import { openDatabase } from "./store/database.js";
+import { checkDatabase, openDatabase } from "./store/database.js";
 import { EventStore } from "./store/event-store.js";
 import { migrateLatest } from "./store/migrate.js";
 import { UploadStore } from "./store/upload-store.js";
@@ -202,7 +202,7 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
       watches: () => hub.size,
     });
     const readiness = new Readiness([
-      { name: "database", check: async () => void (await db.knex.raw("select 1")) },
+      { name: "database", check: () => checkDatabase(db) },
       { name: "blob_store", check: () => blobs.ping() },
       ...(dataDirLock === undefined
         ? []

@@ -3,7 +3,8 @@ import { type SharedReading, sharedReading } from "./shared-reading.js";
 /** A dependency the service needs to serve: the database, the blob store. */
 export interface Probe {
   readonly name: string;
-  check(): Promise<void>;
+  /** Fails when the dependency cannot serve; may name a condition that leaves it serving (reported as `ok (CONDITION)`). */
+  check(): Promise<string | undefined | void>;
 }
 
 /** The outcome of a readiness check. */
@@ -42,11 +43,11 @@ export class Readiness {
       this.#probes.map(async (probe) => {
         let timer: NodeJS.Timeout | undefined;
         try {
-          await Promise.race([
+          const condition = await Promise.race([
             probe.check(),
-            new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${this.#timeoutMs} ms`)), this.#timeoutMs))),
+            new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${this.#timeoutMs} ms`)), this.#timeoutMs))),
           ]);
-          checks[probe.name] = "ok";
+          checks[probe.name] = typeof condition === "string" ? `ok (${condition})` : "ok";
         } catch (error) {
           // The reason's code only: /readyz is unauthenticated, so no host
           // names or messages.
@@ -59,7 +60,7 @@ export class Readiness {
       }),
     );
     if (this.#shuttingDown) checks["server"] = "shutting down";
-    return { ready: !this.#shuttingDown && Object.values(checks).every((c) => c === "ok"), checks };
+    return { ready: !this.#shuttingDown && Object.values(checks).every((c) => c.startsWith("ok")), checks };
   }
 
   /** The current report, at most cacheMs old. */

@@ -3,6 +3,7 @@ import net from "node:net";
 import path from "node:path";
 import knexFactory, { type Knex } from "knex";
 import type { DatabaseConfig, DatabaseTls } from "../config.js";
+import { isReadOnlyRefusal } from "./db-errors.js";
 
 type Conn = { query: (sql: string, cb: (err: unknown) => void) => void };
 const query = (conn: Conn, sql: string) => new Promise<void>((resolve, reject) => conn.query(sql, (err) => (err ? reject(err) : resolve())));
@@ -95,6 +96,29 @@ function mysqlConnection(url: string, tls: DatabaseTls | undefined, silentMs: nu
 }
 
 /**
+ * Replaces a pool's connections once one meets a read-only server. After a
+ * failover or switchover the old primary may stay up, read-only (Aurora's
+ * demoted writer, a switched-over MariaDB), and every pooled connection
+ * still reaches it, though DATABASE_URL's name now points at the new
+ * primary: each write would fail until the connection is closed, which
+ * under steady load is never. So a read-only refusal marks every
+ * connection opened until then stale, and the pool (its `validate`, run as
+ * a connection is handed out) opens new ones, which resolve the name again.
+ */
+function replacedOnReadOnly(): { created(conn: object): void; validate(conn: object): boolean; observe(error: unknown): void } {
+  const openedAt = new WeakMap<object, number>();
+  let staleUpTo = -1;
+  let opened = 0;
+  return {
+    created: (conn) => void openedAt.set(conn, opened++),
+    validate: (conn) => (openedAt.get(conn) ?? -1) > staleUpTo,
+    observe: (error) => {
+      if (isReadOnlyRefusal(error)) staleUpTo = opened - 1;
+    },
+  };
+}
+
+/**
  * Opens the database of the configuration. MySQL gets a pool; SQLite one
  * connection, which is what serialises its transactions (Knex's SQLite
  * client ignores FOR UPDATE), so SQLite is for one process only.
@@ -129,6 +153,7 @@ export function openDatabase(
           debug: () => undefined,
         };
   if (config.kind === "mysql") {
+    const demoted = replacedOnReadOnly();
     // Beyond any statement's own bound: its timeout and a lock wait, and a margin.
     const silentMs = options.migrations === true ? undefined : config.statementTimeoutMs + config.lockWaitTimeoutSeconds * 1000 + 5_000;
     const statementTimeoutMs = options.migrations === true ? 0 : config.statementTimeoutMs;
@@ -144,7 +169,9 @@ export function openDatabase(
         // Every session: UTC, bounded lock waits, and bounded statements
         // (MariaDB's max_statement_time; MySQL's max_execution_time, which
         // bounds SELECTs only), so no request waits on the database forever.
+        validate: demoted.validate,
         afterCreate(conn: Conn, done: (err: unknown, conn: unknown) => void) {
+          demoted.created(conn);
           (async () => {
             await query(conn, "SET time_zone = '+00:00'");
             await query(conn, `SET SESSION innodb_lock_wait_timeout = ${config.lockWaitTimeoutSeconds}`);
@@ -159,6 +186,7 @@ export function openDatabase(
       },
       acquireConnectionTimeout: config.acquireTimeoutMs,
     });
+    knex.on("query-error", demoted.observe);
     return { knex, dialect: "mysql", readBatchMax: config.readBatchMax, confirmGroupMax: config.confirmGroupMax, preparedStatements: config.preparedStatements };
   }
   fs.mkdirSync(path.dirname(path.resolve(config.file)), { recursive: true });
@@ -178,4 +206,21 @@ export function openDatabase(
     },
   });
   return { knex, dialect: "sqlite", readBatchMax: 1, confirmGroupMax: 1, preparedStatements: false };
+}
+
+/**
+ * Readiness's check of the database: it answers within the probe's time.
+ * A read-only MySQL (a demoted primary, a switchover under way) still
+ * serves every read, so the replica stays ready, and its check says
+ * READ_ONLY: writes are answered DATABASE_UNAVAILABLE until DATABASE_URL
+ * leads to a writable server. Taking every replica out of rotation would
+ * make a write outage a total one.
+ */
+export async function checkDatabase(db: Database): Promise<string | undefined> {
+  if (db.dialect === "sqlite") {
+    await db.knex.raw("select 1");
+    return undefined;
+  }
+  const [rows] = (await db.knex.raw("select @@global.read_only + @@global.innodb_read_only as read_only")) as [Array<{ read_only: number | string }>];
+  return Number(rows[0]?.read_only ?? 0) > 0 ? "READ_ONLY" : undefined;
 }

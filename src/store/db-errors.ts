@@ -17,6 +17,11 @@ const unavailableCodes = new Set([
   "ER_QUERY_INTERRUPTED",
   "ER_ACCESS_DENIED_ERROR",
   "ER_BAD_DB_ERROR",
+  // A server that refuses writes (read_only): a primary demoted by a
+  // failover or switchover, whose connections outlive it. Retry: the
+  // connections are replaced (openDatabase) and find the new primary.
+  "ER_OPTION_PREVENTS_STATEMENT",
+  "ER_READ_ONLY_MODE",
   "SQLITE_BUSY",
   "SQLITE_BUSY_TIMEOUT",
   "SQLITE_CANTOPEN",
@@ -57,6 +62,21 @@ export function classifyDbError(error: unknown): DbErrorKind {
     e = (e as { cause?: unknown }).cause;
   }
   return "other";
+}
+
+const readOnlyCodes = new Set(["ER_OPTION_PREVENTS_STATEMENT", "ER_READ_ONLY_MODE"]);
+
+/**
+ * Whether MySQL refused a statement because it is read-only: the server
+ * this connection reached is no longer the primary (or not yet).
+ */
+export function isReadOnlyRefusal(error: unknown): boolean {
+  for (let e: unknown = error, depth = 0; e !== undefined && e !== null && depth < 5; depth++) {
+    const { code } = e as { code?: string };
+    if (code !== undefined && readOnlyCodes.has(code)) return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
 }
 
 /**

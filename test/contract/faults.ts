@@ -352,6 +352,45 @@ export function faultsSuite(backend: Backend) {
           await mariadb.destroy();
         }
       });
+
+      s("a read-only MariaDB (a demoted primary): writes 503 with a retry hint, reads and readiness go on, and the connections that met it are replaced", async () => {
+        const mariadb = await PrivateMariaDb.start();
+        const admin = knexFactory({ client: "mysql2", connection: mariadb.url(), pool: { min: 0, max: 1 } });
+        // read_only binds users without SUPER (or READ_ONLY ADMIN), as a service's own user is.
+        await admin.raw("CREATE USER 'svc'@'127.0.0.1' IDENTIFIED BY 'svc-password'");
+        await admin.raw("GRANT ALL ON test.* TO 'svc'@'127.0.0.1'");
+        const url = mariadb.url().replace("root:@", "svc:svc-password@");
+        const svc = await startService(backend, { db: { url, drop: async () => undefined }, env: { DATABASE_POOL_MAX: "4" } });
+        const sessions = async () =>
+          new Set(((await admin.raw("SELECT ID AS id FROM information_schema.PROCESSLIST WHERE USER = 'svc'")) as [Array<{ id: number }>])[0].map((r) => r.id));
+        try {
+          const e = newEntityId();
+          const v1 = (await push(svc, e)).confirm!.body.version;
+          await Promise.all(Array.from({ length: 8 }, () => svc.rest.get(`/api/entities/${e}/versions/${v1.id}`)));
+          const before = await sessions();
+          assert.ok(before.size > 0);
+          await admin.raw("SET GLOBAL read_only = 1");
+
+          const refused = await svc.rest.post(`/api/entities/${e}/versions/upload-url`, { version: nextVersionString(), source_hash: newSourceHash(), base_version_id: v1.id });
+          assert.is(refused.status, 503, JSON.stringify(refused.body));
+          assert.is(refused.body.code, "DATABASE_UNAVAILABLE");
+          assert.is(refused.headers.get("retry-after"), "1");
+          assert.is((await svc.rest.get(`/api/entities/${e}/versions/${v1.id}`)).status, 200, "reads are served");
+          const ready = await svc.restAs({}).get("/readyz");
+          assert.is(ready.status, 200, "a replica that serves reads stays in rotation");
+          assert.is(ready.body.checks.database, "ok (READ_ONLY)");
+
+          await admin.raw("SET GLOBAL read_only = 0");
+          const v2 = (await push(svc, e, { base: v1.id })).confirm!;
+          assert.is(v2.status, 201, JSON.stringify(v2.body));
+          await Promise.all(Array.from({ length: 8 }, () => svc.rest.get(`/api/entities/${e}/versions/${v1.id}`)));
+          await until("the connections opened before the refusal to be closed", async () => [...(await sessions())].every((id) => !before.has(id)), 10_000);
+        } finally {
+          await svc.close();
+          await admin.destroy();
+          await mariadb.destroy();
+        }
+      });
     } else if (process.env["CI"] !== undefined && process.env["CI"] !== "" && process.env["CI"] !== "false") {
       s("MariaDB killed during a stream of pushes", () => {
         assert.unreachable("CI is set and mariadbd / mariadb-install-db are missing: install mariadb-server");
