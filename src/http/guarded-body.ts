@@ -29,10 +29,9 @@ export interface BodyGuard {
  * slowly or too much holds neither memory nor a stream for long. Once the
  * request is answered the body simply ends: a reader that gave up early
  * (Fastify past its body limit) is not left with a timer that fails later
- * with nobody listening. Bytes the caller took from the ticket beforehand
- * (`prepaidBytes`) cover the body's first bytes.
+ * with nobody listening.
  */
-export async function* guardedBody(source: AsyncIterable<Uint8Array>, guard: BodyGuard, prepaidBytes = 0): AsyncGenerator<Uint8Array, void, undefined> {
+export async function* guardedBody(source: AsyncIterable<Uint8Array>, guard: BodyGuard): AsyncGenerator<Uint8Array, void, undefined> {
   const it = source[Symbol.asyncIterator]();
   let timer: NodeJS.Timeout | undefined;
   // The nearer of the two limits; a client's deadline is its to set, and
@@ -51,10 +50,7 @@ export async function* guardedBody(source: AsyncIterable<Uint8Array>, guard: Bod
     for (;;) {
       const next = await Promise.race([it.next(), timedOut, answered]);
       if (next.done === true) return;
-      // The first prepaidBytes were taken from the ticket before reading began.
-      const uncovered = Math.max(0, next.value.byteLength - prepaidBytes);
-      prepaidBytes = Math.max(0, prepaidBytes - next.value.byteLength);
-      const refused = uncovered === 0 ? undefined : guard.ticket.take(uncovered);
+      const refused = next.value.byteLength === 0 ? undefined : guard.ticket.take(next.value.byteLength);
       if (refused !== undefined) throw apiError("IN_FLIGHT_BYTES_EXCEEDED", refused);
       yield next.value;
     }

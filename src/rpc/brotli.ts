@@ -1,6 +1,5 @@
 import { promisify } from "node:util";
 import { brotliCompress, constants } from "node:zlib";
-import { compressionBrotli } from "@connectrpc/connect-node";
 
 const compress = promisify(brotliCompress);
 
@@ -12,12 +11,7 @@ const compress = promisify(brotliCompress);
  */
 export const brotliAnswerQuality = 4;
 
-/**
- * connect-node's brotli with its answers compressed at brotliAnswerQuality;
- * requests are decompressed as connect-node does (bounded by readMaxBytes).
- */
-export const compressionBrotliBounded: typeof compressionBrotli = {
-  name: compressionBrotli.name,
-  compress: async (bytes) => new Uint8Array(await compress(bytes, { params: { [constants.BROTLI_PARAM_QUALITY]: brotliAnswerQuality } })),
-  decompress: (bytes, readMaxBytes) => compressionBrotli.decompress(bytes, readMaxBytes),
-};
+/** A brotli answer, compressed at brotliAnswerQuality. */
+export async function compressBrotliAnswer(bytes: Uint8Array): Promise<Uint8Array<ArrayBuffer>> {
+  return new Uint8Array(await compress(bytes, { params: { [constants.BROTLI_PARAM_QUALITY]: brotliAnswerQuality } }));
+}

@@ -1,16 +1,12 @@
 import http2 from "node:http2";
 import { type ConnectRouter, type ConnectRouterOptions, type ContextValues, ConnectError, createConnectRouter } from "@connectrpc/connect";
-import {
-  compressionGzip,
-  universalRequestFromNodeRequest,
-  universalResponseToNodeResponse,
-} from "@connectrpc/connect-node";
+import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from "fastify";
 import { apiError } from "../errors/api-error.js";
 import type { CallPass } from "../http/call-gate.js";
 import { type BodyGuard, guardedBody } from "../http/guarded-body.js";
-import { compressionBrotliBounded } from "./brotli.js";
-import { lowercaseEncodingNames, namesCompression, withEmptyGetMessage } from "./encoding-names.js";
+import { chargingInflationTo, compressionBrotliCharged, compressionGzipCharged, type InflationCharge } from "./charged-inflation.js";
+import { getMessageProblem, lowercaseEncodingNames, withEmptyGetMessage } from "./encoding-names.js";
 import { minimalGrpcMessage } from "./grpc-message.js";
 import { codeName, noteRefusal, type RpcOutcome } from "./observe-interceptor.js";
 import { dropUntimeableDeadlines, spendDeadline } from "./timeout-headers.js";
@@ -82,11 +78,6 @@ function emptyMessageBody(contentType: string): Uint8Array {
   new DataView(envelope.buffer).setUint32(1, payload.byteLength);
   envelope.set(payload, 5);
   return envelope;
-}
-
-/** A request body that fails with `error` when read. */
-async function* failing(error: unknown): AsyncGenerator<Uint8Array> {
-  throw error;
 }
 
 /** The protocol of a Connect router request, by its content type. */
@@ -166,8 +157,7 @@ async function messageless(res: UniversalResponse): Promise<{ res: UniversalResp
  * encoding) is still noted for the request's metrics and log line.
  */
 export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (instance, opts, done) => {
-  const router = createConnectRouter({ acceptCompression: [compressionGzip, compressionBrotliBounded], ...opts });
-  const readMaxBytes = opts.readMaxBytes ?? 0xffffffff;
+  const router = createConnectRouter({ acceptCompression: [compressionGzipCharged, compressionBrotliCharged], ...opts });
   opts.routes(router);
   // Connect reads its bodies itself: no Fastify parser may consume them
   // (this plugin's scope only, so REST keeps its JSON parser).
@@ -183,16 +173,12 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
     /** Answers the call through Connect's handler for its protocol. */
     const serve = async (req: FastifyRequest, reply: FastifyReply, outcome: RpcOutcome): Promise<void> => {
       const closed = new Promise<void>((resolve) => reply.raw.once("close", () => resolve()));
+      const unreadable = req.method === "GET" && !opts.refused(req) ? getMessageProblem(req.url) : undefined;
+      if (unreadable !== undefined) opts.refuse(req, apiError("MALFORMED_REQUEST", { problem: unreadable }));
       const guard = opts.refused(req) ? undefined : opts.bodyGuard(req, reply);
-      // A compressed message inflates to as much as readMaxBytes, and the
-      // decoded message (its unknown fields views of the inflated bytes)
-      // lives as long as the call: the budget that holds request bodies
-      // in flight holds that much for it before any of it is read.
-      // Its own bytes on the wire come out of what is held for it.
-      const prepaid = guard !== undefined && namesCompression(req.method, req.url, req.headers) ? readMaxBytes : 0;
-      const inflation = prepaid === 0 ? undefined : guard?.ticket.take(prepaid);
-      const overBudget = inflation === undefined ? undefined : apiError("IN_FLIGHT_BYTES_EXCEEDED", inflation);
-      if (overBudget !== undefined && req.method === "GET") opts.refuse(req, overBudget);
+      // What a compressed message inflates to counts against the same
+      // budget, as it is inflated (charged-inflation).
+      const inflation: InflationCharge | undefined = guard === undefined ? undefined : { ticket: guard.ticket };
       const uReq = universalRequestFromNodeRequest(req.raw, reply.raw, undefined, opts.contextValues(req));
       lowercaseEncodingNames(uReq.header);
       dropUntimeableDeadlines(uReq.header);
@@ -205,12 +191,8 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
         uReq.header.delete("content-length");
         uReq.body = once(emptyMessageBody(uReq.header.get("content-type") ?? ""));
         if (req.method === "GET") uReq.url = withEmptyGetMessage(uReq.url);
-      } else if (overBudget !== undefined) {
-        // Answered as a body past the budget is, in the call's protocol.
-        bodyError = overBudget;
-        uReq.body = failing(overBudget);
       } else if (guard !== undefined && Symbol.asyncIterator in Object(uReq.body)) {
-        const guarded = guardedBody(uReq.body as AsyncIterable<Uint8Array>, guard, prepaid);
+        const guarded = guardedBody(uReq.body as AsyncIterable<Uint8Array>, guard);
         uReq.body = (async function* () {
           try {
             yield* guarded;
@@ -222,7 +204,7 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
       }
       let answered: UniversalResponse;
       try {
-        answered = await handler(uReq);
+        answered = await chargingInflationTo(inflation, () => handler(uReq));
       } catch (error) {
         if (!(error instanceof URIError) || outcome.protocol === "connect") throw error;
         // Connect could not write its own status into grpc-message: the
@@ -250,6 +232,7 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
         answered = { ...answered, header: new Headers([...(answered.header ?? []), ["content-type", "application/json"]]), body: once(new TextEncoder().encode(connectErrorJson(refusal))) };
       }
       const { res: uRes, empty } = outcome.protocol === "grpc" ? await messageless(answered) : { res: answered, empty: false };
+      if (bodyError === undefined) bodyError = inflation?.refusal;
       if (bodyError instanceof ConnectError) noteRefusal(outcome, bodyError);
       else if (outcome.rpc === undefined) outcome.code = refusalCode(uRes);
       closeIfBodyUnread(req, reply);

@@ -14,32 +14,6 @@ export function lowercaseEncodingNames(header: Headers): void {
   }
 }
 
-/** The request headers that name how the request's own body is compressed. */
-const bodyEncodingHeaders = ["grpc-encoding", "content-encoding", "connect-content-encoding"];
-
-const compressed = (coding: string | null | undefined): boolean => {
-  const name = coding?.trim().toLowerCase();
-  return name !== undefined && name !== "" && name !== "identity";
-};
-
-/**
- * Whether a request's message comes compressed: a body under a
- * content-coding (gRPC's `grpc-encoding`, Connect's `content-encoding` or
- * `connect-content-encoding`), or a Connect GET's `compression` parameter.
- * Such a message inflates to as much as the read limit, however few bytes
- * it took on the wire.
- */
-export function namesCompression(method: string, url: string, header: Readonly<Record<string, string | string[] | undefined>>): boolean {
-  if (method === "GET") {
-    const query = url.indexOf("?");
-    return query >= 0 && compressed(new URLSearchParams(url.slice(query + 1)).get("compression"));
-  }
-  return bodyEncodingHeaders.some((name) => {
-    const value = header[name];
-    return compressed(Array.isArray(value) ? value.join(",") : value);
-  });
-}
-
 /**
  * A Connect GET's URL with an empty request message in place of the one it
  * carried, uncompressed: what a call refused from its headers is given, so
@@ -51,4 +25,23 @@ export function withEmptyGetMessage(url: string): string {
   parsed.searchParams.delete("compression");
   parsed.searchParams.delete("base64");
   return parsed.toString();
+}
+
+/** What base64Decode (@bufbuild/protobuf) reads: both alphabets, padding anywhere, white-space. */
+const base64Text = /^[A-Za-z0-9+/_\-=\n\r\t ]*$/;
+
+/**
+ * What is wrong with a Connect GET's base64 message, if anything. Connect
+ * decodes it with a plain Error on a character outside base64, which it
+ * answers INTERNAL, as a bug: a client's malformed URL must be its own
+ * INVALID_ARGUMENT, like any message that does not decode.
+ */
+export function getMessageProblem(url: string): string | undefined {
+  const query = url.indexOf("?");
+  if (query < 0) return undefined;
+  const params = new URLSearchParams(url.slice(query + 1));
+  if (params.get("base64") !== "1") return undefined;
+  const message = params.get("message");
+  if (message === null || base64Text.test(message)) return undefined;
+  return "its `message` parameter is not base64 (with `base64=1`, the message is base64url, as Connect GET requests send it)";
 }

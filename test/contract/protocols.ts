@@ -53,6 +53,12 @@ export function protocolsSuite(backend: Backend) {
     assert.is(get.body.code, "not_found");
     assert.is(get.body.details[0].type, "google.rpc.ErrorInfo");
     assert.is(get.headers.get("vary"), "Accept-Encoding", "a cacheable GET says its answer depends on Accept-Encoding");
+    const base64 = Buffer.from(JSON.stringify({ entityId: e, versionId: v.id })).toString("base64url");
+    assert.is((await svc.rest.get(`/entityversions.v1.EntityVersionsService/GetVersion?connect=v1&encoding=json&base64=1&message=${base64}`)).body.version.id, v.id);
+    // A message that is not base64 is the client's error, not the service's.
+    const notBase64 = await svc.rest.get(`/entityversions.v1.EntityVersionsService/GetVersion?connect=v1&encoding=json&base64=1&message=!!!!`);
+    assert.equal([notBase64.status, notBase64.body.code], [400, "invalid_argument"], JSON.stringify(notBase64.body));
+    assert.match(notBase64.body.message, "is not base64");
     // A 401 names its scheme (RFC 9110 15.5.2), as REST's does.
     const anonymous = await fetch(`${svc.url}/entityversions.v1.EntityVersionsService/GetVersion`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
     assert.equal([anonymous.status, anonymous.headers.get("www-authenticate")], [401, 'Bearer realm="entity-versions"']);

@@ -1,0 +1,90 @@
+import { AsyncLocalStorage } from "node:async_hooks";
+import zlib from "node:zlib";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { compressionGzip } from "@connectrpc/connect-node";
+import type { Compression } from "@connectrpc/connect/protocol";
+import { apiError } from "../errors/api-error.js";
+import type { BodyTicket } from "../http/body-budget.js";
+import { compressBrotliAnswer } from "./brotli.js";
+
+/** The call whose request is being inflated: its share of the body budget, and the refusal it met, if any. */
+export interface InflationCharge {
+  readonly ticket: BodyTicket;
+  refusal?: ConnectError;
+}
+
+const current = new AsyncLocalStorage<InflationCharge>();
+
+/**
+ * Runs a call's handler so that what its request messages inflate to is
+ * charged to its ticket. Connect decompresses inside the handler, through
+ * a Compression that is told nothing of the call: the charge reaches it
+ * in the handler's async context.
+ */
+export function chargingInflationTo<T>(charge: InflationCharge | undefined, run: () => T): T {
+  return charge === undefined ? run() : current.run(charge, run);
+}
+
+/**
+ * Inflates a request message, counting each piece against the call's
+ * ticket as zlib produces it, so the budget holds what the message
+ * inflates to, for as long as the call (its decoded message, whose
+ * unknown fields are views of the inflated bytes, lives that long), and
+ * nothing before it is read: a compressed call waiting for its body, or
+ * one whose message is small, holds only its bytes. Past readMaxBytes it
+ * is refused as connect-node refuses it; past the budget,
+ * IN_FLIGHT_BYTES_EXCEEDED.
+ */
+function inflate(bytes: Uint8Array, readMaxBytes: number, open: () => zlib.Gunzip | zlib.BrotliDecompress): Promise<Uint8Array<ArrayBuffer>> {
+  if (bytes.length === 0) return Promise.resolve(new Uint8Array(0));
+  const charge = current.getStore();
+  return new Promise((resolve, reject) => {
+    const stream = open();
+    const pieces: Buffer[] = [];
+    let size = 0;
+    const fail = (error: ConnectError) => {
+      stream.destroy();
+      reject(error);
+    };
+    stream.on("data", (piece: Buffer) => {
+      size += piece.length;
+      if (size > readMaxBytes) return fail(new ConnectError(`message is larger than configured readMaxBytes ${readMaxBytes} after decompression`, Code.ResourceExhausted));
+      const refused = charge?.ticket.take(piece.length);
+      if (refused !== undefined) {
+        const refusal = apiError("IN_FLIGHT_BYTES_EXCEEDED", refused);
+        if (charge !== undefined) charge.refusal = refusal;
+        return fail(refusal);
+      }
+      pieces.push(piece);
+    });
+    stream.on("error", (error: NodeJS.ErrnoException) => {
+      // As connect-node sorts zlib's errors: a malformed stream is the client's.
+      const malformed = error.code === "Z_DATA_ERROR" || error.code === "ERR_PADDING_2" || error.code?.startsWith("ERR__ERROR_FORMAT_") === true;
+      reject(new ConnectError("decompression failed", malformed ? Code.InvalidArgument : Code.Internal, undefined, undefined, error));
+    });
+    stream.on("end", () => {
+      const whole = new Uint8Array(size);
+      let at = 0;
+      for (const piece of pieces) {
+        whole.set(piece, at);
+        at += piece.length;
+      }
+      resolve(whole);
+    });
+    stream.end(bytes);
+  });
+}
+
+/** gzip as connect-node has it, its requests inflated against the call's budget. */
+export const compressionGzipCharged: Compression = {
+  name: compressionGzip.name,
+  compress: compressionGzip.compress,
+  decompress: (bytes, readMaxBytes) => inflate(bytes, readMaxBytes, () => zlib.createGunzip()),
+};
+
+/** brotli with its answers at brotliAnswerQuality, its requests inflated against the call's budget. */
+export const compressionBrotliCharged: Compression = {
+  name: "br",
+  compress: compressBrotliAnswer,
+  decompress: (bytes, readMaxBytes) => inflate(bytes, readMaxBytes, () => zlib.createBrotliDecompress()),
+};

@@ -1,0 +1,62 @@
+// A compressed request message is charged to its call's share of the body
+// budget as it inflates, on real zlib and the real budget.
+import { brotliCompressSync, gzipSync } from "node:zlib";
+import { ConnectError, Code } from "@connectrpc/connect";
+import { test } from "uvu";
+import * as assert from "uvu/assert";
+import { BodyBudget } from "../../src/http/body-budget.js";
+import { chargingInflationTo, compressionBrotliCharged, compressionGzipCharged, type InflationCharge } from "../../src/rpc/charged-inflation.js";
+
+const mib = 1024 * 1024;
+const connection = {};
+
+async function refusal(run: () => Promise<unknown>): Promise<ConnectError> {
+  const error = await run().then(() => undefined, (e: unknown) => e);
+  assert.instance(error, ConnectError);
+  return error as ConnectError;
+}
+
+for (const [compression, pack] of [
+  [compressionGzipCharged, gzipSync],
+  [compressionBrotliCharged, brotliCompressSync],
+] as const) {
+  test(`${compression.name}: a message is charged what it inflates to, held until the call ends`, async () => {
+    const budget = new BodyBudget({ perConnection: 4 * mib, total: 64 * mib });
+    const ticket = budget.open(connection);
+    const message = Buffer.alloc(3 * mib, 7);
+    const out = await chargingInflationTo({ ticket }, () => compression.decompress(pack(message), 4 * mib));
+    assert.ok(Buffer.from(out).equals(message));
+    const other = budget.open(connection);
+    assert.equal(other.take(mib + 1), { scope: "connection", limitBytes: 4 * mib }, "3 MiB of the connection's 4 are held");
+    assert.is(other.take(mib), undefined);
+    ticket.close();
+    other.close();
+    assert.is(budget.open(connection).take(4 * mib), undefined, "given back when the call ends");
+  });
+
+  test(`${compression.name}: past the budget it is refused IN_FLIGHT_BYTES_EXCEEDED, past readMaxBytes RESOURCE_EXHAUSTED; a small one is charged its size`, async () => {
+    const budget = new BodyBudget({ perConnection: 2 * mib, total: 64 * mib });
+    const bomb = pack(Buffer.alloc(3 * mib));
+    const charge: InflationCharge = { ticket: budget.open(connection) };
+    const overBudget = await refusal(() => chargingInflationTo(charge, () => compression.decompress(bomb, 4 * mib)));
+    assert.is(overBudget.code, Code.ResourceExhausted);
+    assert.match(overBudget.message, /request bodies are in flight on this connection/);
+    assert.is(charge.refusal, overBudget, "noted for the call's log line");
+    charge.ticket.close();
+    const limited = { ticket: budget.open(connection) };
+    const overLimit = await refusal(() => chargingInflationTo(limited, () => compression.decompress(bomb, mib)));
+    limited.ticket.close();
+    assert.is(overLimit.code, Code.ResourceExhausted);
+    assert.match(overLimit.message, /larger than configured readMaxBytes 1048576/);
+    const small = { ticket: budget.open(connection) };
+    await chargingInflationTo(small, () => compression.decompress(pack(Buffer.from("hello")), mib));
+    assert.is(budget.open(connection).take(2 * mib - 5), undefined, "only the 5 inflated bytes are held (and the bytes refused above were given back)");
+  });
+
+  test(`${compression.name}: a malformed stream is the client's error`, async () => {
+    const error = await refusal(() => compression.decompress(Buffer.from("not compressed at all"), mib));
+    assert.is(error.code, Code.InvalidArgument);
+  });
+}
+
+test.run();
