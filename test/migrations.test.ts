@@ -4,7 +4,7 @@ import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import type { Knex } from "knex";
+import knexFactory, { type Knex } from "knex";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { startupHint } from "../src/ops/startup-hint.js";
@@ -77,30 +77,123 @@ function defineMigrationsSuite(backend: Backend): void {
     }
   });
 
-  s("a migration lock left by a process stopped mid-migration: the start fails saying what to run, npm run migrate:unlock clears it", async () => {
+  if (backend === "sqlite") {
+    s("a migration lock left by a process stopped mid-migration: the start fails saying what to run, npm run migrate:unlock clears it", async () => {
+      const tdb = await createTestDatabase(backend);
+      const knex = connectTestDatabase(backend, tdb);
+      try {
+        await migrateLatest(knex);
+        await knex("knex_migrations_lock").update({ is_locked: 1 });
+        await knex("knex_migrations").where("name", "0010-open-uploads").del();
+        const said: string[] = [];
+        const failed = await migrateLatest(knex, 300, (m) => said.push(m)).then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+        assert.instance(failed, Error);
+        assert.match(startupHint(failed, { host: "127.0.0.1", port: 8080, databaseKind: backend }), "npm run migrate:unlock");
+        assert.is(said.length, 1, "the wait is said once, not at every attempt");
+        const unlocked = spawnSync(process.execPath, ["--import", "tsx", "src/tools/migrate-unlock.ts"], {
+          env: { PATH: process.env["PATH"] ?? "", DATABASE_URL: tdb.url },
+          encoding: "utf8",
+        });
+        assert.is(unlocked.status, 0, unlocked.stderr);
+        assert.match(unlocked.stdout, "the migration lock");
+        await migrateLatest(knex, 300);
+      } finally {
+        await knex.destroy();
+        await tdb.drop();
+      }
+    });
+  }
+
+  if (backend === "mysql") {
+    s("a process killed mid-migration left Knex's lock set: the next start, holding the database's own migration lock, clears it (saying so) and goes on", async () => {
+      const tdb = await createTestDatabase(backend);
+      const knex = connectTestDatabase(backend, tdb);
+      try {
+        await migrateLatest(knex);
+        await knex("knex_migrations_lock").update({ is_locked: 1 });
+        await knex("knex_migrations").where("name", "0010-open-uploads").del();
+        const said: string[] = [];
+        await migrateLatest(knex, 300, (m) => said.push(m));
+        assert.is(said.length, 1);
+        assert.match(said[0]!, "left the migration lock set");
+        assert.equal((await knex("knex_migrations_lock").select("is_locked")).map((r: { is_locked: number }) => Number(r.is_locked)), [0]);
+        assert.ok((await knex("knex_migrations").where("name", "0010-open-uploads").first()) !== undefined);
+      } finally {
+        await knex.destroy();
+        await tdb.drop();
+      }
+    });
+
+    s("a process migrating holds the others back for as long as it runs, past any fixed wait, and they say so once", async () => {
+      const tdb = await createTestDatabase(backend);
+      const knex = connectTestDatabase(backend, tdb);
+      // Another process's session holding the database's migration lock.
+      const other = knexFactory({ client: "mysql2", connection: tdb.url, pool: { min: 1, max: 1 } });
+      try {
+        const got = (await other.raw("SELECT GET_LOCK(CONCAT('entity-versions-migrate-', LEFT(SHA1(DATABASE()), 32)), 0) AS got")) as unknown as [Array<{ got: number }>];
+        assert.is(Number(got[0][0]!.got), 1);
+        const said: string[] = [];
+        const started = Date.now();
+        const migrating = migrateLatest(knex, 300, (m) => said.push(m));
+        await new Promise((resolve) => setTimeout(resolve, 2_500));
+        assert.not.ok(await knex.schema.hasTable("entities"), "nothing migrated while the other holds the lock");
+        await other.destroy();
+        await migrating;
+        assert.ok(Date.now() - started >= 2_500);
+        assert.equal(said, ["another process is migrating this database; waiting for it to finish"]);
+        assert.ok(await knex.schema.hasColumn("uploads", "activated_version_id"));
+      } finally {
+        await other.destroy();
+        await knex.destroy();
+        await tdb.drop();
+      }
+    });
+  }
+
+  s("every migration runs again over its own work left part-done (MySQL commits each schema statement as it goes), giving the schema a fresh database gets", async () => {
+    const fresh = await createTestDatabase(backend);
     const tdb = await createTestDatabase(backend);
+    const freshKnex = connectTestDatabase(backend, fresh);
     const knex = connectTestDatabase(backend, tdb);
+    const schema = async (k: Knex) => {
+      const lines: string[] = [];
+      if (backend === "mysql") {
+        const [tables] = (await k.raw("SELECT table_name AS t FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name NOT LIKE 'knex%'")) as unknown as [Array<{ t: string }>];
+        for (const { t } of tables) {
+          const [[created]] = (await k.raw(`SHOW CREATE TABLE \`${t}\``)) as unknown as [[Record<string, string>]];
+          lines.push(...created!["Create Table"]!.split("\n").map((l) => `${t}: ${l.trim().replace(/,$/, "").replace(/ AUTO_INCREMENT=\d+/, "")}`));
+        }
+      } else {
+        const rows = (await k.raw("SELECT tbl_name AS t, sql FROM sqlite_master WHERE sql IS NOT NULL AND tbl_name NOT LIKE 'knex%'")) as Array<{ t: string; sql: string }>;
+        lines.push(...rows.map((r) => `${r.t}: ${r.sql}`));
+      }
+      return lines.sort();
+    };
     try {
+      await migrateLatest(freshKnex);
       await migrateLatest(knex);
-      await knex("knex_migrations_lock").update({ is_locked: 1 });
-      const said: string[] = [];
-      const failed = await migrateLatest(knex, 300, (m) => said.push(m)).then(
-        () => undefined,
-        (error: unknown) => error,
-      );
-      assert.instance(failed, Error);
-      assert.match(startupHint(failed, { host: "127.0.0.1", port: 8080, databaseKind: backend }), "npm run migrate:unlock");
-      assert.is(said.length, 1, "the wait is said once, not at every attempt");
-      const unlocked = spawnSync(process.execPath, ["--import", "tsx", "src/tools/migrate-unlock.ts"], {
-        env: { PATH: process.env["PATH"] ?? "", DATABASE_URL: tdb.url },
-        encoding: "utf8",
+      // As a first start killed part-way through 0001 would leave it,
+      // seen through all that came after: a table missing, another without
+      // its unique keys, Knex's lock set, nothing recorded.
+      await knex.schema.dropTable("uploads");
+      await knex.schema.alterTable("versions", (t) => {
+        t.dropUnique(["entity_id", "seq"]);
+        t.dropUnique(["upload_id"]);
       });
-      assert.is(unlocked.status, 0, unlocked.stderr);
-      assert.match(unlocked.stdout, "the migration lock");
+      await knex("knex_migrations").del();
+      await knex("knex_migrations_lock").update({ is_locked: 1 });
+      if (backend === "sqlite") await knex("knex_migrations_lock").update({ is_locked: 0 });
       await migrateLatest(knex, 300);
+      assert.equal(await schema(knex), await schema(freshKnex));
+      assert.is((await knex("knex_migrations").select("name")).length, (await freshKnex("knex_migrations").select("name")).length);
     } finally {
       await knex.destroy();
+      await freshKnex.destroy();
       await tdb.drop();
+      await fresh.drop();
     }
   });
 

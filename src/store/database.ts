@@ -163,7 +163,8 @@ export function openDatabase(
       connection: mysqlConnection(config.url, config.tls, silentMs),
       pool: {
         min: 0,
-        max: config.poolMax,
+        // Migrations hold one connection for the database's migration lock, and run on another.
+        max: options.migrations === true ? Math.max(2, config.poolMax) : config.poolMax,
         // An idle connection is closed before its silence would drop it.
         ...(silentMs === undefined ? {} : { idleTimeoutMillis: Math.min(30_000, Math.floor(silentMs / 2)) }),
         // Every session: UTC, bounded lock waits, and bounded statements

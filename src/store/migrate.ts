@@ -75,20 +75,83 @@ async function ensureOneLockRow(knex: Knex): Promise<void> {
 
 /** What to do about a migration lock that outlived the wait: the start-up hint and the wait's log line say it. */
 export const migrationLockAdvice =
-  "when no other replica is starting, a process stopped mid-migration left it: clear it with `npm run migrate:unlock` (same DATABASE_URL) and start again";
+  "when no other process is starting on this database, a process stopped mid-migration left it: clear it with `npm run migrate:unlock` (same DATABASE_URL) and start again";
 
 /**
- * Brings the schema up to date. Knex guards migrations with a lock row but
- * fails rather than waits when another process holds it, and two processes
- * creating Knex's own tables at once collide; both are waited out here, so
- * replicas may start together. Migrations run one at a time, each taking
- * and freeing the lock, and `stop` (a SIGTERM during start-up: a rollout
+ * MySQL's named lock for this database's migrations (GET_LOCK: at most 64
+ * characters, so the database's name is hashed). It belongs to a session,
+ * so the server frees it when its process dies, however it dies.
+ */
+const sessionLockName = "CONCAT('entity-versions-migrate-', LEFT(SHA1(DATABASE()), 32))";
+
+/**
+ * Runs `run` holding the database's migration lock on MySQL. Every process
+ * takes it before it looks at the schema, so one migrates at a time and the
+ * others wait for as long as it runs, however long a migration takes (a
+ * measuring pass over a large history), saying so once. Held on a
+ * connection of its own (a transaction pins it), freed when `run` ends, or
+ * by the server when the process is gone. `stop` is taken between waits.
+ */
+async function holdingSessionLock<T>(knex: Knex, waiting: ((message: string) => void) | undefined, stop: AbortSignal | undefined, run: () => Promise<T>): Promise<T> {
+  return knex.transaction(async (session) => {
+    for (let said = false; ; ) {
+      stop?.throwIfAborted();
+      const [rows] = (await session.raw(`SELECT GET_LOCK(${sessionLockName}, 1) AS got`)) as unknown as [Array<{ got: number | string | null }>];
+      if (Number(rows[0]?.got) === 1) break;
+      if (!said) {
+        said = true;
+        waiting?.("another process is migrating this database; waiting for it to finish");
+      }
+    }
+    try {
+      return await run();
+    } finally {
+      await session.raw(`SELECT RELEASE_LOCK(${sessionLockName})`).catch(() => undefined);
+    }
+  });
+}
+
+/**
+ * The migrations, on MySQL, by a process that holds the database's
+ * migration lock: nobody else migrates, so Knex's own lock row, when it is
+ * set, was left by a process killed mid-migration, and is cleared (said
+ * once); and an error is a migration's own, thrown at once.
+ */
+async function migrateHoldingLock(knex: Knex, waiting: ((message: string) => void) | undefined, stop: AbortSignal | undefined): Promise<void> {
+  await ensureOneLockRow(knex);
+  const held = await knex<{ is_locked: number | null }>(lockTable).where("is_locked", 1).first();
+  if (held !== undefined) {
+    waiting?.("a process stopped mid-migration left the migration lock set; no other process is migrating (this one holds the database's lock), so it is cleared and the migrations go on");
+    await knex.migrate.forceFreeMigrationsLock({ migrationSource: source });
+  }
+  for (;;) {
+    stop?.throwIfAborted();
+    const [, ran] = (await knex.migrate.up({ migrationSource: source })) as [number, string[]];
+    if (ran.length === 0 && (await pendingMigrations(knex)) === 0) return;
+  }
+}
+
+/** How many migrations are still to run. */
+async function pendingMigrations(knex: Knex): Promise<number> {
+  const [, pending] = (await knex.migrate.list({ migrationSource: source })) as [unknown[], unknown[]];
+  return pending.length;
+}
+
+/**
+ * Brings the schema up to date. Migrations run one at a time, each taking
+ * and freeing Knex's lock, and `stop` (a SIGTERM during start-up: a rollout
  * superseded, a node drained) is honoured between them, rejecting with its
- * reason: a stop never leaves the lock held, where one in the middle of a
- * run of all of them did, and every later start waited on it. A lock left
- * by a crashed migration needs `npm run migrate:unlock` (see the README).
+ * reason: a stop never leaves the lock held. On MySQL the whole run holds
+ * the database's own migration lock (holdingSessionLock), so replicas
+ * starting together wait for each other as long as a migration runs, and
+ * one killed mid-migration leaves nothing to clear by hand. SQLite serves
+ * one process, whose migrations are each one transaction: Knex's lock is
+ * waited for up to `waitMs` (two processes creating Knex's own tables at
+ * once collide, which is waited out too), and one left by a killed process
+ * needs `npm run migrate:unlock` (see the README).
  */
 export async function migrateLatest(knex: Knex, waitMs = 60_000, waiting?: (message: string) => void, stop?: AbortSignal): Promise<void> {
+  if (knex.client.config.client === "mysql2") return holdingSessionLock(knex, waiting, stop, () => migrateHoldingLock(knex, waiting, stop));
   let deadline = Date.now() + waitMs;
   let said = false;
   for (;;) {
@@ -100,8 +163,7 @@ export async function migrateLatest(knex: Knex, waitMs = 60_000, waiting?: (mess
         // Knex picks the next migration before it takes the lock, and drops
         // it under the lock when another process ran it meanwhile: nothing
         // run is not the end unless nothing is pending.
-        const [, pending] = (await knex.migrate.list({ migrationSource: source })) as [unknown[], unknown[]];
-        if (pending.length === 0) return;
+        if ((await pendingMigrations(knex)) === 0) return;
       }
       // Progress: a wait for the lock counts from here.
       deadline = Date.now() + waitMs;

@@ -1,4 +1,5 @@
 import type { Knex } from "knex";
+import { createTableResuming } from "./resumable.js";
 
 /** MySQL only: SQLite has no charsets, and compares bytes already. */
 function binary(knex: Knex, t: Knex.CreateTableBuilder): void {
@@ -12,7 +13,7 @@ function binary(knex: Knex, t: Knex.CreateTableBuilder): void {
  * SQLite does by default) so that "Foo" and "foo" are two entities on both.
  */
 export async function up(knex: Knex): Promise<void> {
-  await knex.schema.createTable("entities", (t) => {
+  await createTableResuming(knex, "entities", (t) => {
     binary(knex, t);
     t.string("id", 128).primary();
     t.string("tip_version_id", 64).nullable();
@@ -21,7 +22,7 @@ export async function up(knex: Knex): Promise<void> {
     t.bigInteger("last_seq").notNullable().defaultTo(0);
     t.datetime("created_at", { precision: 3 }).notNullable();
   });
-  await knex.schema.createTable("versions", (t) => {
+  await createTableResuming(knex, "versions", (t) => {
     binary(knex, t);
     t.string("id", 64).primary();
     t.string("entity_id", 128).notNullable();
@@ -45,7 +46,7 @@ export async function up(knex: Knex): Promise<void> {
   // upload's blobs: confirm turns "issued" into "confirmed" and deleting a
   // version or sweeping an abandoned upload turns it into "deleting", each
   // under the row's lock, so a blob is never both kept and deleted.
-  await knex.schema.createTable("uploads", (t) => {
+  await createTableResuming(knex, "uploads", (t) => {
     binary(knex, t);
     t.string("id", 64).primary();
     t.string("entity_id", 128).notNullable();

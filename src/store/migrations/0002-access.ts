@@ -1,4 +1,5 @@
 import type { Knex } from "knex";
+import { addColumnResuming, createTableResuming } from "./resumable.js";
 
 function binary(knex: Knex, t: Knex.CreateTableBuilder): void {
   if (knex.client.config.client !== "mysql2") return;
@@ -13,7 +14,7 @@ function binary(knex: Knex, t: Knex.CreateTableBuilder): void {
  * access changes never interleave.
  */
 export async function up(knex: Knex): Promise<void> {
-  await knex.schema.alterTable("entities", (t) => {
+  await addColumnResuming(knex, "entities", "public_store", (t) => {
     t.boolean("public_store").notNullable().defaultTo(false);
   });
   for (const [table, column] of [
@@ -21,7 +22,7 @@ export async function up(knex: Knex): Promise<void> {
     ["entity_shares", "user_id"],
     ["entity_org_stores", "org_id"],
   ] as const) {
-    await knex.schema.createTable(table, (t) => {
+    await createTableResuming(knex, table, (t) => {
       binary(knex, t);
       t.string("entity_id", 128).notNullable();
       t.string(column, 255).notNullable();

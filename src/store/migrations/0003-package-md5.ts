@@ -1,4 +1,5 @@
 import type { Knex } from "knex";
+import { addColumnResuming } from "./resumable.js";
 
 /**
  * The package's content fingerprint (Content-MD5, base64) as the blob store
@@ -6,7 +7,7 @@ import type { Knex } from "knex";
  * recorded, or uploaded without one.
  */
 export async function up(knex: Knex): Promise<void> {
-  await knex.schema.alterTable("versions", (t) => {
+  await addColumnResuming(knex, "versions", "package_md5", (t) => {
     t.string("package_md5", 32).nullable();
   });
 }

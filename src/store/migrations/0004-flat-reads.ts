@@ -1,4 +1,5 @@
 import type { Knex } from "knex";
+import { addIndexResuming, dropIndexResuming } from "./resumable.js";
 
 /**
  * Deduplication reads the newest version with a source hash: with `seq` in
@@ -6,10 +7,10 @@ import type { Knex } from "knex";
  * rather than a sort of all of them.
  */
 export async function up(knex: Knex): Promise<void> {
-  await knex.schema.alterTable("versions", (t) => {
+  await addIndexResuming(knex, "versions", "versions_entity_id_source_hash_seq_index", (t) => {
     t.index(["entity_id", "source_hash", "seq"], "versions_entity_id_source_hash_seq_index");
   });
-  await knex.schema.alterTable("versions", (t) => {
+  await dropIndexResuming(knex, "versions", "versions_entity_id_source_hash_index", (t) => {
     t.dropIndex(["entity_id", "source_hash"]);
   });
 }

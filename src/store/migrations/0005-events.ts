@@ -1,4 +1,5 @@
 import type { Knex } from "knex";
+import { addColumnResuming, createTableResuming } from "./resumable.js";
 
 /**
  * The event log: one row per change to an entity, written in the change's
@@ -9,10 +10,10 @@ import type { Knex } from "knex";
  * that n + 1 is the next one.
  */
 export async function up(knex: Knex): Promise<void> {
-  await knex.schema.alterTable("entities", (t) => {
+  await addColumnResuming(knex, "entities", "last_event_seq", (t) => {
     t.bigInteger("last_event_seq").notNullable().defaultTo(0);
   });
-  await knex.schema.createTable("entity_events", (t) => {
+  await createTableResuming(knex, "entity_events", (t) => {
     if (knex.client.config.client === "mysql2") {
       t.charset("utf8mb4");
       t.collate("utf8mb4_bin");

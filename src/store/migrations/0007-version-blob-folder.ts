@@ -1,4 +1,5 @@
 import type { Knex } from "knex";
+import { addColumnResuming } from "./resumable.js";
 
 /**
  * A version's own copy of its package lives under the version's id
@@ -10,7 +11,7 @@ import type { Knex } from "knex";
  * the upload's id, which the deleter still deletes.
  */
 export async function up(knex: Knex): Promise<void> {
-  await knex.schema.alterTable("uploads", (t) => {
+  await addColumnResuming(knex, "uploads", "version_id", (t) => {
     t.string("version_id", 36).nullable();
   });
 }
