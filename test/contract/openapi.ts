@@ -95,6 +95,13 @@ async function validSamples(svc: Parameters<typeof uploadOnly>[0]): Promise<Reco
  * answer to the document, so an undocumented status, code or field fails
  * the request.
  */
+/** The fields a request body's schema requires, by their proto names: its `required`, and those it requires in either spelling (its `not`). */
+function requiredOf(schema: Json): string[] {
+  const not = schema["not"] as Json | undefined;
+  const lacks = (not === undefined ? [] : ((not["anyOf"] as Json[] | undefined) ?? [not])) as Json[];
+  return [...((schema["required"] ?? []) as string[]), ...lacks.map((lack) => ((lack["not"] as Json)["anyOf"] as Json[])[0]!["required"] as string[]).map((r) => r[0]!)];
+}
+
 export function openapiSuite(backend: Backend) {
   const s = serviceSuite("OpenAPI: the document is served, every operation's errors match it", backend, {
     MAX_REQUEST_BYTES: "1024",
@@ -238,13 +245,26 @@ export function openapiSuite(backend: Backend) {
       const schema = document.document.paths[op.template][op.method.toLowerCase()].requestBody?.content["application/json"].schema;
       if (schema === undefined) continue; // no body: DELETE
       const ref = (schema.$ref as string).split("/").pop()!;
-      const required = (document.document.components.schemas[ref].required ?? []) as string[];
+      const required = requiredOf(document.document.components.schemas[ref]);
       const camel = (name: string) => name.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase());
       const body = Object.fromEntries(required.map((name) => [name, samples[name]]));
       assert.equal(document.requestBodyProblems(op.method, url, body), [], `${op.id}: its required fields`);
-      // The document's canonical names are snake_case (so are its required lists); the other spelling of a key is not refused.
-      const spelt = Object.fromEntries(Object.keys(document.document.components.schemas[ref].properties as object).map((name) => [camel(name), null]));
+      // The document's canonical names are snake_case; the other spelling
+      // of a key is taken, required fields too, held to the same schema, and
+      // not both at once, as the service takes them.
+      const camelBody = Object.fromEntries(required.map((name) => [camel(name), samples[name]]));
+      assert.equal(document.requestBodyProblems(op.method, url, camelBody), [], `${op.id}: its required fields in lowerCamelCase`);
+      const service = await svc.rest.request(op.method, url, camelBody);
+      assert.ok(service.status < 400 || !/^Invalid|is unknown|missing/i.test(String(service.body.error)), `${op.id}: the service takes the lowerCamelCase body: ${JSON.stringify(service.body)}`);
+      const spelt = Object.fromEntries(Object.keys(document.document.components.schemas[ref].properties as object).map((name) => [camel(name), samples[name] ?? null]));
       assert.equal(document.requestBodyProblems(op.method, url, { ...body, ...spelt }).filter((p) => p.includes("property name")), [], `${op.id}: lowerCamelCase`);
+      for (const name of required.filter((n) => camel(n) !== n)) {
+        assert.ok(document.requestBodyProblems(op.method, url, { ...body, [camel(name)]: samples[name] }).length > 0, `${op.id}: ${name} in both spellings is refused`);
+        const typed = document.document.components.schemas[ref].properties[name] as Json;
+        if (typed["pattern"] !== undefined) {
+          assert.ok(document.requestBodyProblems(op.method, url, { ...camelBody, [camel(name)]: "!! not valid" }).length > 0, `${op.id}: ${camel(name)} is held to ${name}'s pattern`);
+        }
+      }
       assert.ok(document.requestBodyProblems(op.method, url, { ...body, note: "x" }).length > 0, `${op.id}: the document refuses an unknown key`);
       // A path's field repeated in the body, as the service takes it when the values agree.
       assert.equal(document.requestBodyProblems(op.method, url, { ...body, entity_id: samples["entity_id"] }), [], `${op.id}: entity_id repeated`);

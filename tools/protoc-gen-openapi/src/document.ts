@@ -10,7 +10,7 @@ import type { PluginOptions } from "./parameter.js";
 
 const conventions = `Generated from the protobuf definition and its \`google.api.http\` rules, as the service's REST gateway serves them.
 
-- Field names are the proto's (snake_case); requests may also use lowerCamelCase. Unknown request fields are refused; those a request cannot go without (\`google.api.field_behavior\` REQUIRED) are \`required\`.
+- Field names are the proto's (snake_case); requests may also use lowerCamelCase (not both for one field), which \`dependentSchemas\` holds to the same schema. Unknown request fields are refused. Those a request cannot go without (\`google.api.field_behavior\` REQUIRED) are \`required\`, or, when they have a lowerCamelCase name, required in either spelling (the schema's \`not\`).
 - Answers always carry the fields that have no presence of their own, zero values included (\`false\`, \`0\`, \`""\`, \`[]\`, \`{}\`): those are \`required\`. \`optional\` and message fields are left out when unset.
 - 64-bit integers are JSON numbers up to 2^53 - 1 and decimal strings beyond; requests may send either, but a JSON number beyond 2^53 - 1 is refused (it would be read rounded), there and in \`google.protobuf.Struct\` values: send such a value as a string.
 - Timestamps are RFC 3339 strings in UTC, enums their value names.

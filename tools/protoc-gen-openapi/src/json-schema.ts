@@ -31,6 +31,11 @@ function subMessage(field: DescField): DescMessage | undefined {
   return field.fieldKind === "message" || field.fieldKind === "list" || field.fieldKind === "map" ? field.message : undefined;
 }
 
+/** A schema that an object has a key: the key defined where it is required, as strict validators ask. */
+function has(key: string): Schema {
+  return { properties: { [key]: true }, required: [key] };
+}
+
 /** Whether a message has a JSON form of its own (proto3 JSON's well-known types). */
 function isWellKnown(message: DescMessage): boolean {
   return wellKnown(message, "answer") !== undefined;
@@ -265,17 +270,38 @@ export class SchemaSet {
   object(message: DescMessage, form: Form, fields: readonly DescField[], alsoNamed: readonly DescField[] = []): Schema {
     const properties: Record<string, Schema> = {};
     for (const field of fields) properties[field.name] = this.field(field, form);
-    const required = fields.filter(form === "answer" ? alwaysInAnswers : form === "request" ? this.#required : () => false).map((f) => f.name);
+    const mustHave = fields.filter(form === "answer" ? alwaysInAnswers : form === "request" ? this.#required : () => false);
     // A request's unknown keys are refused, as protojson refuses them; its
     // fields go by either JSON name. An answer stays open, so that clients
     // survive fields added later.
     const names = [...new Set([...fields, ...alsoNamed].flatMap((f) => [f.name, f.jsonName]))];
     const closed: Schema = form !== "request" ? {} : names.length === 0 ? { maxProperties: 0 } : { propertyNames: { enum: names } };
+    // A request field spelt in lowerCamelCase is held to its field's schema,
+    // and a required one may be given so: a validating gateway takes what
+    // the service takes. Said with keywords that validate and that client
+    // generators pass over (dependentSchemas, not), so generated models keep
+    // one property per field, the proto's name.
+    const twinned = form === "request" ? fields.filter((f) => f.jsonName !== f.name) : [];
+    const required = mustHave.filter((f) => !twinned.includes(f)).map((f) => f.name);
+    const eitherRequired = mustHave.filter((f) => twinned.includes(f));
+    const spellings: Schema =
+      twinned.length === 0
+        ? {}
+        : {
+            dependentSchemas: Object.fromEntries(
+              twinned.map((f) => [f.jsonName, { properties: { [f.jsonName]: properties[f.name] }, not: has(f.name) }]),
+            ),
+          };
+    // Refused: a body that lacks some required field in both spellings.
+    const lacksEither = eitherRequired.map((f) => ({ not: { anyOf: [has(f.name), has(f.jsonName)] } }));
+    const lacking: Schema = lacksEither.length === 0 ? {} : { not: lacksEither.length === 1 ? lacksEither[0] : { anyOf: lacksEither } };
     return {
       type: "object",
       ...(describe(message) === undefined ? {} : { description: describe(message) }),
       properties,
       ...(required.length === 0 ? {} : { required }),
+      ...lacking,
+      ...spellings,
       ...closed,
     };
   }
