@@ -355,7 +355,7 @@ function auth(env: Env, production: boolean): AuthConfig {
   });
 }
 
-function httpLimits(env: Env, maxRequestBytes: number | undefined, production: boolean): HttpLimits {
+function httpLimits(env: Env, maxRequestBytes: number | undefined, production: boolean, defaultDeadlineMs: number | undefined): HttpLimits {
   const p = problemsOf();
   const int = wholeNumbers(env, p);
   const maxConnectionBufferedBytes = int("MAX_CONNECTION_BUFFERED_BYTES", Math.max(4 * 1024 * 1024, maxRequestBytes ?? 0), 1024, 1024 * 1024 * 1024);
@@ -386,7 +386,7 @@ function httpLimits(env: Env, maxRequestBytes: number | undefined, production: b
     responseTimeoutMs: int("RESPONSE_BODY_TIMEOUT_MS", 10_000, 100, 600_000),
     maxConnectionBufferedBytes,
     maxBufferedBytes,
-    defaultDeadlineMs: int("REQUEST_DEADLINE_MS", 30_000, 100, 600_000),
+    defaultDeadlineMs,
     // Twice the streams: a client's reset streams may still be finishing their work.
     maxCallsPerConnection: int("HTTP_MAX_CALLS_PER_CONNECTION", 2 * (maxConcurrentStreams ?? 100), 1, 100_000),
     maxCallsInFlight,
@@ -669,14 +669,17 @@ export function loadConfig(environment: Env = process.env): Config {
     return level;
   });
   const maxRequestBytes = read(() => integer(env, "MAX_REQUEST_BYTES", 1024 * 1024, 1024, 64 * 1024 * 1024));
-  const http = read(() => httpLimits(env, maxRequestBytes, production));
+  // Read apart from the other HTTP limits: the sweep's check below needs it
+  // even when one of those is wrong, so that one start names every setting to fix.
+  const requestDeadlineMs = read(() => integer(env, "REQUEST_DEADLINE_MS", 30_000, 100, 600_000));
+  const http = read(() => httpLimits(env, maxRequestBytes, production, requestDeadlineMs));
   const uploadUrlTtlSeconds = read(() => integer(env, "UPLOAD_URL_TTL_SECONDS", 900, 10, 7 * 24 * 3600));
   const orphanGraceSeconds = read(() => integer(env, "ORPHAN_GRACE_SECONDS", 24 * 3600, 1, 365 * 24 * 3600));
-  if (production && http !== undefined && uploadUrlTtlSeconds !== undefined && orphanGraceSeconds !== undefined) {
+  if (production && requestDeadlineMs !== undefined && uploadUrlTtlSeconds !== undefined && orphanGraceSeconds !== undefined) {
     // An upload may land until its URL expires, and its confirm then take a
     // whole deadline: swept sooner, a client doing everything right is told
     // UPLOAD_NOT_FOUND. (Tests sweep sooner on purpose.)
-    const confirmableSeconds = uploadUrlTtlSeconds + Math.ceil(http.defaultDeadlineMs / 1000);
+    const confirmableSeconds = uploadUrlTtlSeconds + Math.ceil(requestDeadlineMs / 1000);
     if (orphanGraceSeconds < confirmableSeconds) {
       problems.problem(
         `NODE_ENV=production needs ORPHAN_GRACE_SECONDS (${orphanGraceSeconds}) of at least UPLOAD_URL_TTL_SECONDS plus REQUEST_DEADLINE_MS (${confirmableSeconds} s): uploads would be swept while their URLs still work.`,

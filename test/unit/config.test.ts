@@ -110,6 +110,22 @@ test("production refuses weak settings, each with a message naming the variable"
   }
 });
 
+test("production names every setting to fix in one start: the sweep's grace too when another HTTP setting is wrong", () => {
+  for (const other of [{ HTTP_MAX_CALLS_PER_CALLER: "5000" }, { HTTP2_MAX_CONCURRENT_STREAMS: "abc" }]) {
+    const error = (() => {
+      try {
+        loadConfig({ ...productionEnv, ...other, ORPHAN_GRACE_SECONDS: "60" });
+        return undefined;
+      } catch (caught) {
+        return caught;
+      }
+    })();
+    assert.instance(error, ConfigError);
+    assert.match((error as Error).message, Object.keys(other)[0]!);
+    assert.match((error as Error).message, "ORPHAN_GRACE_SECONDS (60)");
+  }
+});
+
 test("a JWKS is fetched again after AUTH_JWKS_MAX_AGE_SECONDS (60 by default): how soon a withdrawn key stops verifying", () => {
   assert.is(loadConfig({}).auth.jwksMaxAgeSeconds, 60);
   assert.is(loadConfig({ AUTH_JWKS_MAX_AGE_SECONDS: "5" }).auth.jwksMaxAgeSeconds, 5);
