@@ -22,6 +22,7 @@ import { isLoopbackHost } from "./net/loopback.js";
 import { lockDataDir } from "./ops/data-dir-lock.js";
 import { createLogger } from "./ops/logger.js";
 import { Metrics, type PoolStats } from "./ops/metrics.js";
+import { type MetricsListener, metricsListener } from "./ops/metrics-endpoint.js";
 import { openFileLimit, openFileLimitProblem } from "./ops/open-file-limit.js";
 import { Readiness } from "./ops/readiness.js";
 import { sharedReading } from "./ops/shared-reading.js";
@@ -38,6 +39,8 @@ import { VersionStore } from "./store/version-store.js";
 export interface App {
   readonly server: FastifyInstance;
   readonly metrics: Metrics;
+  /** `GET /metrics`'s own listener, when METRICS_PORT is set (not yet listening). */
+  readonly metricsPort: MetricsListener | undefined;
   readonly sweeper: OrphanSweeper;
   /** The event watches this process serves. */
   readonly watches: EventHub;
@@ -263,7 +266,10 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
       bodyLimitBytes: config.limits.maxRequestBytes,
       http: config.http,
       shutdownTimeoutMs: config.shutdownTimeoutMs,
+      metricsOnApiPort: config.metricsPort === undefined,
     });
+    const metricsPort = config.metricsPort === undefined ? undefined : metricsListener(metrics, config.http.responseTimeoutMs);
+    if (metricsPort !== undefined) stops.push(() => metricsPort.close());
     let jobsStopped: Promise<unknown> = Promise.resolve();
     stops.push(async () => {
       // Watches never finish by themselves: they are ended first, while
@@ -286,7 +292,7 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
       // Not ready, still serving: new requests keep coming until the load balancer has seen it.
       if (config.shutdownDrainMs > 0) await new Promise((resolve) => setTimeout(resolve, config.shutdownDrainMs));
     });
-    return { server, metrics, sweeper, watches: hub, blobEndpoint: azurite?.blobEndpoint, devToken, fatal, close: stopAll };
+    return { server, metrics, metricsPort, sweeper, watches: hub, blobEndpoint: azurite?.blobEndpoint, devToken, fatal, close: stopAll };
   } catch (error) {
     await stopAll();
     throw error;

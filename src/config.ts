@@ -108,6 +108,8 @@ export interface Config {
   readonly auth: AuthConfig;
   readonly host: string;
   readonly port: number;
+  /** A port of its own for `GET /metrics` (not served on `port` then); undefined: on `port`. */
+  readonly metricsPort: number | undefined;
   readonly logLevel: string;
   readonly dataDir: string;
   readonly database: DatabaseConfig;
@@ -694,6 +696,7 @@ export function loadConfig(environment: Env = process.env): Config {
     // development token; production listens on every interface.
     host: read(() => text(env, "HOST", production ? "0.0.0.0" : "127.0.0.1")),
     port: read(() => integer(env, "PORT", 8080, 0, 65535)),
+    metricsPort: read(() => (optional(env, "METRICS_PORT") === undefined ? undefined : integer(env, "METRICS_PORT", 0, 0, 65535))),
     logLevel,
     dataDir,
     database: read(() => Object.freeze(database(env, dataDir, production))),

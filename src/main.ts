@@ -30,9 +30,11 @@ process.once("SIGINT", stopWhileStarting);
 
 let app;
 let address;
+let metricsAddress: string | undefined;
 try {
   app = await createApp(config, { startStop: startStop.signal });
   address = await app.server.listen({ host: config.host, port: config.port });
+  if (app.metricsPort !== undefined) metricsAddress = await app.metricsPort.listen(config.host, config.metricsPort ?? 0);
 } catch (error) {
   if (error instanceof StoppedWhileStarting) {
     process.stderr.write(`entity-versions: stopped by ${error.signal} while starting; the migrations done are kept, the next start goes on from there.\n`);
@@ -92,6 +94,6 @@ void app.fatal.then((why) => {
 });
 
 app.server.log.info(
-  { address, database: config.database.kind, blob: config.blob.kind, blobEndpoint: app.blobEndpoint },
-  `entity-versions listening on ${address}${config.host === "0.0.0.0" || config.host === "::" ? `, and on every other interface (HOST=${config.host}),` : ""} (gRPC, gRPC-Web, Connect and REST on one port)`,
+  { address, ...(metricsAddress === undefined ? {} : { metrics: `${metricsAddress}/metrics` }), database: config.database.kind, blob: config.blob.kind, blobEndpoint: app.blobEndpoint },
+  `entity-versions listening on ${address}${config.host === "0.0.0.0" || config.host === "::" ? `, and on every other interface (HOST=${config.host}),` : ""} (gRPC, gRPC-Web, Connect and REST on one port)${metricsAddress === undefined ? "" : `; metrics on ${metricsAddress}/metrics`}`,
 );

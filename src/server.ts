@@ -33,9 +33,9 @@ import { shown, shownPath } from "./http/shown-path.js";
 import { createOnePortServer, type RequestHandler } from "./net/one-port-server.js";
 import { HealthService } from "./ops/health-service.js";
 import type { Metrics } from "./ops/metrics.js";
+import { metricsRenderer } from "./ops/metrics-endpoint.js";
 import type { Readiness } from "./ops/readiness.js";
 import { ReflectionService } from "./ops/reflection-service.js";
-import { sharedReading } from "./ops/shared-reading.js";
 import { sendRestError } from "./rest/rest-error.js";
 import { registerOpenApiRoutes } from "./rest/openapi-routes.js";
 import { registerRestGateway } from "./rest/rest-gateway.js";
@@ -87,6 +87,8 @@ export interface ServerDeps {
   readonly http: HttpLimits;
   /** How long requests in flight may run once close() begins. */
   readonly shutdownTimeoutMs: number;
+  /** Whether `GET /metrics` is served on the API's port (no METRICS_PORT of its own). */
+  readonly metricsOnApiPort: boolean;
 }
 
 const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -666,13 +668,11 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     const report = await deps.readiness.check();
     return reply.code(report.ready ? 200 : 503).send({ status: report.ready ? "ready" : "not ready", checks: report.checks });
   });
-  // One rendering shared by the scrapes that come while it runs (no
-  // token needed): a hundred on one connection, never read, hold one
-  // answer's memory rather than a hundred. Never reused once done, so
-  // every scrape after it sees fresh figures.
-  const renderMetrics = sharedReading(async () => Buffer.from(await deps.metrics.registry.metrics()), -1);
-  app.get("/metrics", async (_req, reply) => {
-    return reply.type(deps.metrics.registry.contentType).send(await renderMetrics());
-  });
+  if (deps.metricsOnApiPort) {
+    const renderMetrics = metricsRenderer(deps.metrics);
+    app.get("/metrics", async (_req, reply) => {
+      return reply.type(deps.metrics.registry.contentType).send(await renderMetrics());
+    });
+  }
   return app;
 }

@@ -122,6 +122,26 @@ s("HOST=0.0.0.0: the start-up line says the service listens on every interface, 
   }
 });
 
+s("METRICS_PORT: /metrics on a port of its own, named in the start-up line, and no longer on the API's port", async () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-metrics-port-"));
+  const azurite = await sharedAzurite();
+  const svc = await spawnService({ PORT: "0", METRICS_PORT: "0", DATA_DIR: dataDir, AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString, AZURE_STORAGE_CONTAINER: "ev-metrics-port" }, { url: "", drop: async () => undefined });
+  try {
+    const metricsUrl = /metrics on (http:\/\/[^ "]+\/metrics)/.exec(svc.stdout())?.[1];
+    assert.ok(metricsUrl !== undefined, svc.stdout());
+    const metrics = await fetch(metricsUrl);
+    assert.is(metrics.status, 200);
+    assert.match(await metrics.text(), "entity_versions_rpc_requests_total");
+    assert.is((await fetch(metricsUrl.replace(/\/metrics$/, "/healthz"))).status, 404, "the metrics port serves the metrics only");
+    const onApi = await fetch(`${svc.url}/metrics`);
+    assert.is(onApi.status, 404);
+    assert.is(((await onApi.json()) as { code: string }).code, "ROUTE_NOT_FOUND");
+  } finally {
+    await svc.close();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
 s("a SIGTERM while the service starts stops it cleanly (exit 0, its Azurite stopped), between migrations, never leaving their lock held", async () => {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-start-stop-"));
   const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], { env: { PATH: process.env["PATH"] ?? "", PORT: "0", DATA_DIR: dataDir }, stdio: ["ignore", "pipe", "pipe"] });
