@@ -183,6 +183,32 @@ function defineMigrationsSuite(backend: Backend): void {
     }
   });
 
+  s("a database an early build migrated with 0008-version-data-bytes (since withdrawn) is taken back and migrated on, not refused as corrupt", async () => {
+    const tdb = await createTestDatabase(backend);
+    const knex = connectTestDatabase(backend, tdb);
+    try {
+      await migrateLatest(knex);
+      await knex("entities").insert({ id: "e", last_seq: 1, created_at: new Date() });
+      await knex("versions").insert({
+        id: "v1", entity_id: "e", seq: 1, version: "2020.01.01-000001", source_hash: "c".repeat(64), upload_id: "u1",
+        storage_path: "versions/e/v1/package", file_size_bytes: 1, service_dependencies: '["a"]', package_json: null, published_by: "owner", created_at: new Date(),
+      });
+      // As that build left it: its column and index, its record, no 0008-version-data-cost.
+      await migration0008.down(knex);
+      await knex.schema.alterTable("versions", (t) => t.integer("data_bytes").notNullable().defaultTo(0));
+      await knex.schema.alterTable("versions", (t) => t.index(["entity_id", "seq", "data_bytes"], "versions_entity_id_seq_data_bytes_index"));
+      await knex("knex_migrations").where("name", "0008-version-data-cost").update({ name: "0008-version-data-bytes" });
+      await migrateLatest(knex, 300);
+      assert.not.ok(await knex.schema.hasColumn("versions", "data_bytes"));
+      assert.ok(Number((await knex("versions").where("id", "v1").first("data_cost")).data_cost) > 0, "measured by the migration in its place");
+      const names = (await knex("knex_migrations").select("name")).map((r: { name: string }) => r.name);
+      assert.ok(names.includes("0008-version-data-cost") && !names.includes("0008-version-data-bytes"), names.join(", "));
+    } finally {
+      await knex.destroy();
+      await tdb.drop();
+    }
+  });
+
   s("a start whose next migration another process ran meanwhile (Knex then runs nothing) goes on with the rest, never serving on a half-migrated schema", async () => {
     const tdb = await createTestDatabase(backend);
     const knex = connectTestDatabase(backend, tdb);

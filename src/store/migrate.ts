@@ -9,6 +9,7 @@ import * as versionBlobFolder from "./migrations/0007-version-blob-folder.js";
 import * as versionDataCost from "./migrations/0008-version-data-cost.js";
 import * as uploadActivated from "./migrations/0009-upload-activated.js";
 import * as openUploads from "./migrations/0010-open-uploads.js";
+import { hasIndex } from "./migrations/has-index.js";
 
 // Imported statically so the same names land in knex_migrations whether the
 // code runs from TypeScript or from a build; never rename an entry.
@@ -24,6 +25,36 @@ const migrations: Record<string, Knex.Migration> = {
   "0009-upload-activated": uploadActivated,
   "0010-open-uploads": openUploads,
 };
+
+/**
+ * Migrations that builds before a release recorded under a name no longer
+ * in the list above, and how to take back their work, so that the one in
+ * their place runs instead: Knex refuses a database that records a
+ * migration it does not know ("the migration directory is corrupt").
+ */
+const withdrawn: ReadonlyArray<{ readonly name: string; undo(knex: Knex): Promise<void> }> = [
+  {
+    // Page budgets in bytes, before 0008-version-data-cost measured what a
+    // version costs to serve.
+    name: "0008-version-data-bytes",
+    async undo(knex) {
+      if (await hasIndex(knex, "versions", "versions_entity_id_seq_data_bytes_index")) {
+        await knex.schema.alterTable("versions", (t) => t.dropIndex(["entity_id", "seq", "data_bytes"], "versions_entity_id_seq_data_bytes_index"));
+      }
+      if (await knex.schema.hasColumn("versions", "data_bytes")) await knex.schema.alterTable("versions", (t) => t.dropColumn("data_bytes"));
+    },
+  },
+];
+
+/** Takes back the work of withdrawn migrations a database records, and their records. */
+async function takeBackWithdrawn(knex: Knex): Promise<void> {
+  if (!(await knex.schema.hasTable("knex_migrations"))) return;
+  for (const migration of withdrawn) {
+    if ((await knex("knex_migrations").where("name", migration.name).first()) === undefined) continue;
+    await migration.undo(knex);
+    await knex("knex_migrations").where("name", migration.name).del();
+  }
+}
 
 const source: Knex.MigrationSource<string> = {
   getMigrations: async () => Object.keys(migrations),
@@ -119,6 +150,7 @@ async function holdingSessionLock<T>(knex: Knex, waiting: ((message: string) => 
  */
 async function migrateHoldingLock(knex: Knex, waiting: ((message: string) => void) | undefined, stop: AbortSignal | undefined): Promise<void> {
   await ensureOneLockRow(knex);
+  await takeBackWithdrawn(knex);
   const held = await knex<{ is_locked: number | null }>(lockTable).where("is_locked", 1).first();
   if (held !== undefined) {
     waiting?.("a process stopped mid-migration left the migration lock set; no other process is migrating (this one holds the database's lock), so it is cleared and the migrations go on");
@@ -158,6 +190,8 @@ export async function migrateLatest(knex: Knex, waitMs = 60_000, waiting?: (mess
     stop?.throwIfAborted();
     try {
       await ensureOneLockRow(knex);
+      // One process on SQLite: nobody else could be migrating.
+      await takeBackWithdrawn(knex);
       const [, ran] = (await knex.migrate.up({ migrationSource: source })) as [number, string[]];
       if (ran.length === 0) {
         // Knex picks the next migration before it takes the lock, and drops
