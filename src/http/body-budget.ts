@@ -11,8 +11,15 @@ export type BudgetRefusal = { readonly scope: "connection" | "server"; readonly 
 
 /** One request's share of the budget: what it took, given back at once when the request ends. */
 export interface BodyTicket {
-  /** Takes `bytes` more for this request; a refusal when the connection or the process is out of budget. */
+  /**
+   * Takes `bytes` more for this request; a refusal when the connection or
+   * the process is out of budget, and always once the ticket is closed:
+   * work still running for a request that has ended (an inflation its
+   * client cancelled) must not take what nothing would give back.
+   */
   take(bytes: number): BudgetRefusal | undefined;
+  /** Whether the request has ended and its share been given back. */
+  readonly closed: boolean;
   /** Gives back everything this request took; later calls do nothing. */
   close(): void;
 }
@@ -38,7 +45,11 @@ export class BodyBudget {
     let held = 0;
     let closed = false;
     return {
+      get closed() {
+        return closed;
+      },
       take: (bytes) => {
+        if (closed) return { scope: "connection", limitBytes: this.#limits.perConnection };
         const mine = this.#byConnection.get(connection) ?? 0;
         if (mine + bytes > this.#limits.perConnection) return { scope: "connection", limitBytes: this.#limits.perConnection };
         if (this.#total + bytes > this.#limits.total) return { scope: "server", limitBytes: this.#limits.total };

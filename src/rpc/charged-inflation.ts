@@ -47,6 +47,8 @@ function inflate(bytes: Uint8Array, readMaxBytes: number, open: () => zlib.Gunzi
       reject(error);
     };
     stream.on("data", (piece: Buffer) => {
+      // The call ended (its client cancelled, its deadline passed): nobody reads what is left.
+      if (charge?.ticket.closed === true) return fail(new ConnectError("the call ended while its request was inflated", Code.Canceled));
       size += piece.length;
       if (size > readMaxBytes) return fail(new ConnectError(`message is larger than configured readMaxBytes ${readMaxBytes} after decompression`, Code.ResourceExhausted));
       const refused = charge?.ticket.take(piece.length);

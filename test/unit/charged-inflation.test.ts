@@ -53,6 +53,22 @@ for (const [compression, pack] of [
     assert.is(budget.open(connection).take(2 * mib - 5), undefined, "only the 5 inflated bytes are held (and the bytes refused above were given back)");
   });
 
+  test(`${compression.name}: a call that ends while its message inflates (cancelled) stops it, and holds nothing after`, async () => {
+    const budget = new BodyBudget({ perConnection: 8 * mib, total: 8 * mib });
+    const bomb = pack(Buffer.alloc(4 * mib));
+    for (let call = 0; call < 5; call++) {
+      const ticket = budget.open(connection);
+      const inflating = chargingInflationTo({ ticket }, () => compression.decompress(bomb, 8 * mib));
+      setImmediate(() => ticket.close());
+      await inflating.then(
+        () => undefined,
+        () => undefined,
+      );
+      assert.ok(ticket.take(1) !== undefined, "a closed ticket takes nothing");
+    }
+    assert.is(budget.open(connection).take(8 * mib), undefined, "every byte given back");
+  });
+
   test(`${compression.name}: a malformed stream is the client's error`, async () => {
     const error = await refusal(() => compression.decompress(Buffer.from("not compressed at all"), mib));
     assert.is(error.code, Code.InvalidArgument);
