@@ -113,6 +113,43 @@ function defineMigrationsSuite(backend: Backend): void {
   });
 
   if (backend === "mysql") {
+    s("a process whose migration lock is lost (its connection killed) stops before its next migration", async () => {
+      const tdb = await createTestDatabase(backend);
+      const knex = connectTestDatabase(backend, tdb);
+      const admin = knexFactory({ client: "mysql2", connection: tdb.url, pool: { min: 0, max: 1 } });
+      try {
+        await migrateLatest(knex);
+        await knex("knex_migrations").whereIn("name", ["0009-upload-activated", "0010-open-uploads"]).del();
+        await admin.raw("select 1");
+        let killed = false;
+        knex.on("query", (q: { sql: string }) => {
+          // As the first of the two pending migrations is recorded: its holder's lock session is killed.
+          if (killed || !/^insert into `knex_migrations`/.test(q.sql)) return;
+          killed = true;
+          void admin.raw("SELECT IS_USED_LOCK(CONCAT('entity-versions-migrate-', LEFT(SHA1(DATABASE()), 32))) AS id").then((r: unknown) => {
+            const id = (r as [Array<{ id: number | null }>])[0][0]!.id;
+            if (id !== null) return admin.raw(`KILL ${Number(id)}`);
+            return undefined;
+          });
+        });
+        const failed = await migrateLatest(knex).then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+        knex.removeAllListeners("query");
+        assert.ok(killed);
+        assert.instance(failed, Error);
+        const done = (await knex("knex_migrations").select("name")).map((r: { name: string }) => r.name);
+        assert.ok(done.includes("0009-upload-activated"), "the migration under way when it was lost finished");
+        assert.not.ok(done.includes("0010-open-uploads"), "none after it");
+        await migrateLatest(knex);
+      } finally {
+        await admin.destroy();
+        await knex.destroy();
+        await tdb.drop();
+      }
+    });
+
     s("a process migrating holds the others back for as long as it runs, past any fixed wait, and they say so once", async () => {
       const tdb = await createTestDatabase(backend);
       const knex = connectTestDatabase(backend, tdb);

@@ -1,5 +1,6 @@
 import { BlobStoreUnavailableError } from "../blob/blob-store.js";
 import { classifyDbError } from "../store/db-errors.js";
+import { isReadOnlyRefusal } from "../store/db-errors.js";
 import { migrationLockAdvice } from "../store/migrate.js";
 
 /** Where the service was told to listen and what database it was given, as the hints name them. */
@@ -40,7 +41,12 @@ export function messageWithCauses(error: unknown): string {
  * a database to create), not a bare system error.
  */
 export function startupHint(error: unknown, settings: StartupSettings): string {
-  if (error instanceof Error && error.name === "MigrationLocked") return ` (${migrationLockAdvice})`;
+  // Knex names every failure to take its lock MigrationLocked, a database
+  // that refuses the write too: the advice is for a lock that is held.
+  if (isReadOnlyRefusal(error) || (error instanceof Error && /--read-only option|read-only mode/i.test(error.message))) {
+    return " (the database refuses writes: it is read-only, as a primary demoted by a failover is; point DATABASE_URL at the writable primary, or start again once the failover is done)";
+  }
+  if (error instanceof Error && error.name === "MigrationLocked" && error.message.includes("already locked")) return ` (${migrationLockAdvice})`;
   if (error instanceof Error && /^Azurite exited .*EADDRINUSE/s.test(error.message)) return " (another process listens on AZURITE_PORT: set it to a free port, or leave it unset for any free one)";
   if (error instanceof BlobStoreUnavailableError) return " (check AZURE_STORAGE_CONNECTION_STRING and that the storage account is reachable)";
   const code = codeOf(error);

@@ -115,16 +115,29 @@ export const migrationLockAdvice =
  */
 const sessionLockName = "CONCAT('entity-versions-migrate-', LEFT(SHA1(DATABASE()), 32))";
 
+/** The database's migration lock, as its holder sees it. */
+interface SessionLock {
+  /** Throws when the lock is no longer this process's: its connection was closed (a proxy's reset, a KILL), and another process may migrate now. */
+  assertHeld(): Promise<void>;
+}
+
+/** How often the lock's connection is used while the migrations run: a connection left idle is what proxies and wait_timeout close. */
+const lockHeartbeatMs = 10_000;
+
 /**
  * Runs `run` holding the database's migration lock on MySQL. Every process
  * takes it before it looks at the schema, so one migrates at a time and the
  * others wait for as long as it runs, however long a migration takes (a
  * measuring pass over a large history), saying so once. Held on a
- * connection of its own (a transaction pins it), freed when `run` ends, or
- * by the server when the process is gone. `stop` is taken between waits.
+ * connection of its own (a transaction pins it), kept from going idle
+ * (wait_timeout raised, a heartbeat that also checks the lock is still
+ * its own), freed when `run` ends, or by the server when the process is
+ * gone. `stop` is taken between waits.
  */
-async function holdingSessionLock<T>(knex: Knex, waiting: ((message: string) => void) | undefined, stop: AbortSignal | undefined, run: () => Promise<T>): Promise<T> {
+async function holdingSessionLock<T>(knex: Knex, waiting: ((message: string) => void) | undefined, stop: AbortSignal | undefined, run: (lock: SessionLock) => Promise<T>): Promise<T> {
   return knex.transaction(async (session) => {
+    // A year, MySQL's and MariaDB's most: the server never closes it for being idle.
+    await session.raw("SET SESSION wait_timeout = 31536000");
     for (let said = false; ; ) {
       stop?.throwIfAborted();
       const [rows] = (await session.raw(`SELECT GET_LOCK(${sessionLockName}, 1) AS got`)) as unknown as [Array<{ got: number | string | null }>];
@@ -134,9 +147,30 @@ async function holdingSessionLock<T>(knex: Knex, waiting: ((message: string) => 
         waiting?.("another process is migrating this database; waiting for it to finish");
       }
     }
+    const held = async () => {
+      const [rows] = (await session.raw(`SELECT IS_USED_LOCK(${sessionLockName}) = CONNECTION_ID() AS mine`)) as unknown as [Array<{ mine: number | string | null }>];
+      return Number(rows[0]?.mine) === 1;
+    };
+    let lost = false;
+    const heartbeat = setInterval(() => {
+      held().then(
+        (mine) => void (lost ||= !mine),
+        () => void (lost = true),
+      );
+    }, lockHeartbeatMs);
+    heartbeat.unref();
+    const lock: SessionLock = {
+      assertHeld: async () => {
+        if (lost || !(await held().catch(() => false))) {
+          lost = true;
+          throw new Error("the database's migration lock was lost (its connection closed), so another process may be migrating: start again");
+        }
+      },
+    };
     try {
-      return await run();
+      return await run(lock);
     } finally {
+      clearInterval(heartbeat);
       await session.raw(`SELECT RELEASE_LOCK(${sessionLockName})`).catch(() => undefined);
     }
   });
@@ -146,11 +180,16 @@ async function holdingSessionLock<T>(knex: Knex, waiting: ((message: string) => 
  * The migrations, on MySQL, by a process that holds the database's
  * migration lock: nobody else migrates, so Knex's own lock row, when it is
  * set, was left by a process killed mid-migration, and is cleared (said
- * once); and an error is a migration's own, thrown at once.
+ * once); and an error is a migration's own, thrown at once. Nothing is
+ * written when nothing is pending, so a replica can start on a read-only
+ * server (a failover under way) and serve reads. The lock is checked
+ * before each migration: one lost (its connection closed) stops the start.
  */
-async function migrateHoldingLock(knex: Knex, waiting: ((message: string) => void) | undefined, stop: AbortSignal | undefined): Promise<void> {
+async function migrateHoldingLock(knex: Knex, lock: SessionLock, waiting: ((message: string) => void) | undefined, stop: AbortSignal | undefined): Promise<void> {
   await ensureOneLockRow(knex);
   await takeBackWithdrawn(knex);
+  if ((await pendingMigrations(knex)) === 0) return;
+  await lock.assertHeld();
   const held = await knex<{ is_locked: number | null }>(lockTable).where("is_locked", 1).first();
   if (held !== undefined) {
     waiting?.("a process stopped mid-migration left the migration lock set; no other process is migrating (this one holds the database's lock), so it is cleared and the migrations go on");
@@ -158,6 +197,7 @@ async function migrateHoldingLock(knex: Knex, waiting: ((message: string) => voi
   }
   for (;;) {
     stop?.throwIfAborted();
+    await lock.assertHeld();
     const [, ran] = (await knex.migrate.up({ migrationSource: source })) as [number, string[]];
     if (ran.length === 0 && (await pendingMigrations(knex)) === 0) return;
   }
@@ -183,7 +223,7 @@ async function pendingMigrations(knex: Knex): Promise<number> {
  * needs `npm run migrate:unlock` (see the README).
  */
 export async function migrateLatest(knex: Knex, waitMs = 60_000, waiting?: (message: string) => void, stop?: AbortSignal): Promise<void> {
-  if (knex.client.config.client === "mysql2") return holdingSessionLock(knex, waiting, stop, () => migrateHoldingLock(knex, waiting, stop));
+  if (knex.client.config.client === "mysql2") return holdingSessionLock(knex, waiting, stop, (lock) => migrateHoldingLock(knex, lock, waiting, stop));
   let deadline = Date.now() + waitMs;
   let said = false;
   for (;;) {

@@ -379,6 +379,9 @@ export function faultsSuite(backend: Backend) {
           const ready = await svc.restAs({}).get("/readyz");
           assert.is(ready.status, 200, "a replica that serves reads stays in rotation");
           assert.is(ready.body.checks.database, "ok (READ_ONLY)");
+          // Another replica starting now, on an up-to-date schema, writes nothing.
+          const starting = knexFactory({ client: "mysql2", connection: url, pool: { min: 0, max: 2 } });
+          await migrateLatest(starting).finally(() => starting.destroy());
 
           await admin.raw("SET GLOBAL read_only = 0");
           const v2 = (await push(svc, e, { base: v1.id })).confirm!;

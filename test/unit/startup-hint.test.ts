@@ -7,6 +7,18 @@ const s = suite("start-up hints: an error that stops the start says what to do")
 const settings = { host: "127.0.0.1", port: 8080, databaseName: "versions", databaseKind: "mysql" as const };
 const failure = (code: string) => Object.assign(new Error(code), { code });
 
+s("Knex names every failure to take its migration lock MigrationLocked: only a lock that is held gets the unlock advice; a read-only server gets its own", () => {
+  const locked = Object.assign(new Error("Migration table is already locked"), { name: "MigrationLocked" });
+  assert.match(startupHint(locked, settings), "npm run migrate:unlock");
+  const readOnly = Object.assign(new Error("update `knex_migrations_lock` set `is_locked` = 1 - The MariaDB server is running with the --read-only option so it cannot execute this statement"), { name: "MigrationLocked" });
+  const hint = startupHint(readOnly, settings);
+  assert.match(hint, "read-only");
+  assert.match(hint, "DATABASE_URL");
+  assert.not.match(hint, "migrate:unlock");
+  assert.match(startupHint(Object.assign(new Error("x"), { code: "ER_OPTION_PREVENTS_STATEMENT" }), settings), "read-only");
+  assert.is(startupHint(Object.assign(new Error("connect ECONNREFUSED"), { name: "MigrationLocked" }), { ...settings, databaseKind: "sqlite" }).includes("migrate:unlock"), false);
+});
+
 s("each known cause gets its fix, naming the setting", () => {
   assert.match(startupHint(failure("EADDRINUSE"), settings), "another process listens on 127.0.0.1:8080: stop it, or set PORT to a free port");
   assert.match(startupHint(Object.assign(failure("EACCES"), { syscall: "listen" }), { ...settings, port: 80 }), "set PORT to 1024 or above");
