@@ -233,12 +233,12 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
 
     // Bob pushes his change on v1, which is no longer the tip: exit 3, with the tip and how to reconcile.
     write(bobDir, { "src/other.js": "bob\n" });
-    const stale = await cli(["push", bobDir, "--entity", entity], { cwd: work, env: bob });
+    const stale = await cli(["push", bobDir, "--entity", entity, "--activate"], { cwd: work, env: bob });
     expectExit(stale, 3, "push on a stale base");
     assert.match(stale.stderr, "(STALE_BASE)");
     assert.match(stale.stderr, `the tip of ${entity} is ${v2.version} (id ${v2.id}), published by alice at ${v2.created_at}`);
     assert.match(stale.stderr, `built on ${v1.version.id}`);
-    assert.match(stale.stderr, `--base ${v2.id}`);
+    assert.match(stale.stderr, `--base ${v2.id} --activate`, "the push printed is this one, on the tip");
     // The tip is downloaded outside the pushed tree, or the next push would pack it.
     const tipAt = /download \S+ --version-id \S+ -o (\S+)/.exec(stale.stderr)?.[1] ?? "";
     assert.ok(path.isAbsolute(tipAt) && path.relative(bobDir, tipAt).startsWith(".."), tipAt);
@@ -492,11 +492,11 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
 
       // A token that expires while watching: exit 4, naming where to go on from with a new one.
       const short = await token({ sub: "alice", roles: ["publisher"], expiresIn: 6 });
-      const expiring = await cli(["watch", entity, "--after", "7"], { cwd: work, env: { ...env, ENTITY_VERSIONS_TOKEN: short } });
+      const expiring = await cli(["watch", entity, "--after", "7", "--count", "5"], { cwd: work, env: { ...env, ENTITY_VERSIONS_TOKEN: short } });
       expectExit(expiring, 4, "watch whose token expires");
       assert.match(expiring.stdout, `8  `);
       assert.match(expiring.stderr, "(TOKEN_EXPIRED)");
-      assert.match(expiring.stderr, `entity-versions watch ${entity} --after 8`);
+      assert.match(expiring.stderr, `entity-versions watch ${entity} --after 8 --count 4`, "the same watch, with what is left of its count");
     } finally {
       await watcher?.stop();
       await proxy.close();
@@ -613,6 +613,26 @@ function defineCliBasics(): void {
     const badType = await cli(["watch", "my-app", "--type", "VERSION_MOVED"], { cwd: work });
     expectExit(badType, 2, "watch --type with no such type");
     assert.match(badType.stderr, "an event type is one of VERSION_CREATED");
+  });
+
+  s("an empty path to push (an unset variable) is a usage error, never the working folder; output that cannot be written is an error, not a stack trace", async ({ work }) => {
+    const empty = await cli(["push", "", "--entity", "my-app"], { cwd: work, env: { ENTITY_VERSIONS_URL: "http://127.0.0.1:9", ENTITY_VERSIONS_TOKEN: "unused" } });
+    expectExit(empty, 2, "push \"\"");
+    assert.match(empty.stderr, "the path to push is empty");
+    const full = await new Promise<CliRun>((resolve, reject) => {
+      const out = fs.openSync("/dev/full", "w");
+      const child = spawn(process.execPath, [bin, "--help"], { cwd: work, env: { PATH: process.env["PATH"] ?? "" }, stdio: ["ignore", out, "pipe"] });
+      let stderr = "";
+      child.stderr!.on("data", (c: Buffer) => (stderr += c.toString()));
+      child.once("error", reject);
+      child.once("close", (code) => {
+        fs.closeSync(out);
+        resolve({ code, stdout: "", stderr });
+      });
+    });
+    expectExit(full, 1, "stdout on a full device");
+    assert.match(full.stderr, "error: cannot write the output: ");
+    assert.not.match(full.stderr, "    at ");
   });
 
   s("a bad entity id is a usage error (exit 2) before any call", async ({ work }) => {

@@ -60,6 +60,11 @@ async function readPackageJson(file: string): Promise<Record<string, unknown> | 
  * its source hash is the SHA-256 of its bytes.
  */
 export async function readPushSource(target: string, cwd = process.cwd()): Promise<PushSource> {
+  // An empty path resolves to the working folder: an unset variable in a
+  // script (`push "$DIST"`) would publish whatever is there, secrets too.
+  if (target.trim() === "") {
+    throw new CliError('the path to push is empty (an unset variable?): give a directory to pack or a package file to upload ("." for this folder).', "INVALID_ARGUMENT", ExitCode.usage);
+  }
   const absolute = path.resolve(cwd, target);
   let stat;
   try {

@@ -14,10 +14,18 @@ import type { RestVersionRef } from "./rest-types.js";
  */
 export function staleBaseError(
   error: ServiceError,
-  push: { entity: string; target: string; base: string | undefined; baseFrom: string | undefined; elsewhere?: ReadonlyArray<{ service: string; base: { version_id: string } }> },
+  push: {
+    entity: string;
+    target: string;
+    base: string | undefined;
+    baseFrom: string | undefined;
+    elsewhere?: ReadonlyArray<{ service: string; base: { version_id: string } }>;
+    /** The push's own flags to repeat in the push it prints (`--activate`, `--version …`, `--force`, `--json`). */
+    repeat?: string;
+  },
   settings: Settings,
 ): CliError {
-  const { entity, target, base, baseFrom, elsewhere = [] } = push;
+  const { entity, target, base, baseFrom, elsewhere = [], repeat = "" } = push;
   const { flags, note } = repeatedSettings(settings);
   const tip = error.body["latest_version"] as RestVersionRef | null | undefined;
   const hints: string[] = [];
@@ -42,7 +50,7 @@ export function staleBaseError(
       // Outside the pushed tree, wherever the command runs: a package
       // written into it would be packed into the next push.
       `  entity-versions download ${entity} --version-id ${tip.id} -o ${shellWord(path.join(os.tmpdir(), `${entity}-${tip.version}.tgz`))}${flags}`,
-      `  entity-versions push ${shellWord(target)} --entity ${entity} --base ${tip.id}${flags}`,
+      `  entity-versions push ${shellWord(target)} --entity ${entity} --base ${tip.id}${repeat}${flags}`,
       ...(note === "" ? [] : [`  ${note}`]),
     );
   }

@@ -3,7 +3,7 @@ import { type Command, InvalidArgumentError } from "commander";
 import { apiPath, backoff, StreamBroken } from "../api-client.js";
 import { parseEntityId } from "../arguments.js";
 import { CliError, ServiceError, usageError } from "../cli-error.js";
-import { type CommonOptions, contextOf, listPage, type PageOptions, prose, withCommonOptions, withNextPage, withPageOptions } from "../command-context.js";
+import { type CommonOptions, contextOf, listPage, type PageOptions, prose, repeatedSettings, withCommonOptions, withNextPage, withPageOptions } from "../command-context.js";
 import { ExitCode } from "../exit-codes.js";
 import { describeVersion, formatTable } from "../output.js";
 import type { RestEvent, RestEventList, RestWatchMessage } from "../rest-types.js";
@@ -89,7 +89,7 @@ const idleMs = 90_000;
  * replica serving it.
  */
 async function watch(entity: string, options: WatchOptions): Promise<void> {
-  const { output, api: makeApi } = contextOf(options);
+  const { output, settings, api: makeApi } = contextOf(options);
   const api = makeApi();
   const types = options.type === undefined ? undefined : new Set(options.type);
   let after = options.after;
@@ -123,8 +123,18 @@ async function watch(entity: string, options: WatchOptions): Promise<void> {
     } catch (error) {
       // Whether the stream said so or the next attempt is refused: retrying cannot mend it, so say where to go on from.
       if (error instanceof ServiceError && error.code === "TOKEN_EXPIRED") {
+        // The same watch, from where this one stopped: its URL, filters,
+        // what is left of its count and its output form, as the next-page
+        // and STALE_BASE commands repeat them.
+        const { flags, note } = repeatedSettings(settings);
+        const same = [
+          after === undefined ? "" : ` --after ${after}`,
+          ...(options.type ?? []).map((type) => ` --type ${type}`),
+          options.count === undefined ? "" : ` --count ${options.count - printed}`,
+          options.json === true ? " --json" : "",
+        ].join("");
         throw new CliError(error.message, error.code, ExitCode.noAccess, error.body, [
-          `get a new token, then go on where this stopped: entity-versions watch ${entity}${after === undefined ? "" : ` --after ${after}`}`,
+          `get a new token, then go on where this stopped: entity-versions watch ${entity}${same}${flags}${note === "" ? "" : ` ${note}`}`,
         ]);
       }
       // An --after the service does not know is the user's argument that is wrong (exit 2), as a refused --page-token is.

@@ -253,7 +253,13 @@ async function push(target: string, options: PushOptions): Promise<void> {
   } catch (error) {
     if (error instanceof ServiceError && error.code === "STALE_BASE") {
       const elsewhere = base.id === undefined ? basesElsewhere(source.stateDir, settings.url, entity) : [];
-      throw staleBaseError(error, { entity, target, base: base.id, baseFrom: base.from, elsewhere }, settings);
+      const repeat = [
+        options.version === undefined ? "" : ` --version ${options.version}`,
+        options.activate === true ? " --activate" : "",
+        options.force === true ? " --force" : "",
+        options.json === true ? " --json" : "",
+      ].join("");
+      throw staleBaseError(error, { entity, target, base: base.id, baseFrom: base.from, elsewhere, repeat }, settings);
     }
     if (error instanceof ServiceError && error.code === "ENTITY_NOT_FOUND" && settings.token !== undefined) throw withPushAccessHint(error, entity, settings.token);
     throw error;
