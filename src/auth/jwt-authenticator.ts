@@ -1,4 +1,4 @@
-import { createRemoteJWKSet, customFetch, errors, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from "jose";
+import { createRemoteJWKSet, customFetch, errors, type JWTPayload, type JWTVerifyGetKey, type JWTVerifyOptions, type JWTVerifyResult, jwtVerify } from "jose";
 import { apiError } from "../errors/api-error.js";
 import type { Authenticator, Caller } from "./caller.js";
 import { claimsProblem } from "./claims.js";
@@ -174,10 +174,33 @@ export class JwtAuthenticator implements Authenticator {
     return known.caller;
   }
 
+  /**
+   * Verifies a token with the key its header names. A token without `kid`
+   * matches every key of its algorithm in the set, and while an issuer
+   * rotates there are two: jose then hands over the candidates, to be
+   * tried in turn (as its documentation says), so that such tokens keep
+   * working through a rotation rather than being refused as malformed.
+   */
+  async #verifyWithAnyKey(token: string, options: JWTVerifyOptions): Promise<JWTVerifyResult> {
+    try {
+      return await jwtVerify(token, this.#key, options);
+    } catch (error) {
+      if (!(error instanceof errors.JWKSMultipleMatchingKeys)) throw error;
+      for await (const key of error) {
+        try {
+          return await jwtVerify(token, key, options);
+        } catch (inner) {
+          if (!(inner instanceof errors.JWSSignatureVerificationFailed)) throw inner;
+        }
+      }
+      throw new errors.JWSSignatureVerificationFailed();
+    }
+  }
+
   async #verify(token: string): Promise<Caller> {
     let payload: JWTPayload;
     try {
-      ({ payload } = await jwtVerify(token, this.#key, {
+      ({ payload } = await this.#verifyWithAnyKey(token, {
         algorithms: this.#algorithms,
         clockTolerance: this.#options.clockSkewSeconds,
         requiredClaims: ["exp", "sub"],

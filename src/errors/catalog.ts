@@ -158,7 +158,7 @@ export const catalog = Object.freeze({
     Code.NotFound,
     (p) =>
       p.taken === true
-        ? `Entity id "${p.entityId}" is taken by another publisher's entity: push under another id, or ask one of its publishers to add you as a publisher.`
+        ? `Entity id "${p.entityId}" is taken, and you are not one of its publishers (or no longer are): push under another id, or ask one of its publishers to add you as a publisher.`
         : `Entity "${p.entityId}" does not exist, or you have no access to it: check the id, or ask one of its publishers to share it with you. An entity is created by its first confirmed push${
             p.pushWithoutRole === true ? ", which needs the publisher role: your token does not carry it" : ""
           }.`,

@@ -1,7 +1,7 @@
 import { ConnectError } from "@connectrpc/connect";
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
-import { SignJWT } from "jose";
+import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { test } from "uvu";
 import * as assert from "uvu/assert";
 import { JwtAuthenticator } from "../../src/auth/jwt-authenticator.js";
@@ -92,6 +92,36 @@ test("a key set answered with an error status or a body that is no JSON is AUTH_
     } finally {
       await new Promise((resolve) => jwks.close(resolve));
     }
+  }
+});
+
+test("a token without kid verifies while the key set holds several keys of its algorithm (a rotation), each tried in turn", async () => {
+  const { privateKey: first, publicKey: firstPublic } = await generateKeyPair("RS256", { extractable: true });
+  const { publicKey: second } = await generateKeyPair("RS256", { extractable: true });
+  const keys = [
+    { ...(await exportJWK(second)), alg: "RS256", use: "sig", kid: "next" },
+    { ...(await exportJWK(firstPublic)), alg: "RS256", use: "sig", kid: "current" },
+  ];
+  const jwks = http.createServer((_req, res) => res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ keys })));
+  await new Promise<void>((resolve) => jwks.listen(0, "127.0.0.1", resolve));
+  try {
+    const auth = new JwtAuthenticator({
+      jwksUrl: `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/jwks.json`,
+      clockSkewSeconds: 0,
+      jwksCooldownSeconds: 0,
+      jwksMaxAgeSeconds: 60,
+      tokenCacheSeconds: 0,
+    });
+    const signed = await new SignJWT({ sub: "alice" }).setProtectedHeader({ alg: "RS256" }).setExpirationTime("5m").sign(first);
+    assert.is((await auth.authenticate(`Bearer ${signed}`)).id, "alice");
+    // Signed by neither key: a bad signature, not a malformed token.
+    const { privateKey: stranger } = await generateKeyPair("RS256");
+    const forged = await new SignJWT({ sub: "alice" }).setProtectedHeader({ alg: "RS256" }).setExpirationTime("5m").sign(stranger);
+    const refused = await auth.authenticate(`Bearer ${forged}`).then(() => undefined, (e: unknown) => e);
+    assert.instance(refused, ConnectError);
+    assert.is(reasonOf(refused as ConnectError), "TOKEN_BAD_SIGNATURE");
+  } finally {
+    await new Promise((resolve) => jwks.close(resolve));
   }
 });
 
