@@ -31,7 +31,7 @@ import { buildServer } from "./server.js";
 import { AccessStore } from "./store/access-store.js";
 import { checkDatabase, openDatabase } from "./store/database.js";
 import { EventStore } from "./store/event-store.js";
-import { migrateLatest } from "./store/migrate.js";
+import { databaseIdentity, migrateLatest } from "./store/migrate.js";
 import { UploadStore } from "./store/upload-store.js";
 import { VersionStore } from "./store/version-store.js";
 
@@ -169,10 +169,22 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     // statement's time or a connection's silence: a schema change or a
     // measuring pass over a large table takes as long as it takes.
     const migrator = openDatabase(config.database, logger, { migrations: true });
+    let databaseId: string;
     try {
       await migrateLatest(migrator.knex, undefined, (message) => logger.warn({}, message), overrides.startStop);
+      databaseId = await databaseIdentity(migrator.knex);
     } finally {
       await migrator.knex.destroy();
+    }
+    // Before the sweeper first runs: a second database on this container
+    // would take the first one's packages for strays and delete them.
+    const owner = await azure.claimFor(databaseId);
+    if (owner.databaseId !== databaseId) {
+      throw new ConfigError(
+        `the blob container "${config.blob.container}" holds another database's packages (database ${owner.databaseId}, since ${owner.claimedAt}), and two databases on one container delete each other's packages (each one's sweeper takes the other's for strays): give this database its own container with AZURE_STORAGE_CONTAINER${
+          config.blob.kind === "embedded-azurite" ? `, or its own DATA_DIR (and with it its own embedded Azurite), e.g. DATA_DIR=./data-${config.database.kind}` : ""
+        }.`,
+      );
     }
     const db = openDatabase(config.database, logger);
     // Knex waits for every connection in use to come back; one waiting on a

@@ -277,6 +277,26 @@ s("an open-file limit below HTTP_MAX_CONNECTIONS is refused in production, and s
   }
 });
 
+s("a second database on a blob container that holds another's packages is refused at start (its sweeper would delete them); the first starts again", async () => {
+  const azurite = await sharedAzurite();
+  const first = fs.mkdtempSync(path.join(os.tmpdir(), "ev-owner-a-"));
+  const second = fs.mkdtempSync(path.join(os.tmpdir(), "ev-owner-b-"));
+  const env = (dataDir: string) => ({ PORT: "0", DATA_DIR: dataDir, AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString, AZURE_STORAGE_CONTAINER: "ev-owned" });
+  try {
+    const a = await spawnService(env(first), { url: "", drop: async () => undefined });
+    await a.close();
+    const refused = run({ ...env(second), PORT: "0" });
+    assert.ok(refused.status === 2, refused.output);
+    assert.match(refused.output, `the blob container "ev-owned" holds another database's packages`);
+    assert.match(refused.output, "AZURE_STORAGE_CONTAINER");
+    const again = await spawnService(env(first), { url: "", drop: async () => undefined });
+    await again.close();
+  } finally {
+    fs.rmSync(first, { recursive: true, force: true });
+    fs.rmSync(second, { recursive: true, force: true });
+  }
+});
+
 s("a port already taken stops the start with a message that says to set PORT", async () => {
   const taken = net.createServer();
   await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));

@@ -22,6 +22,15 @@ const uploadPermissions = BlobSASPermissions.parse("cw");
 /** Lifetime of the read SAS naming a copy's source: the copy is synchronous. */
 const copySourceSasMs = 5 * 60_000;
 const downloadPermissions = BlobSASPermissions.parse("r");
+/** The blob naming the database whose packages a container holds (claimFor). */
+const ownerBlobName = "entity-versions-owner.json";
+
+/** Which database's packages a container holds, and since when. */
+export interface ContainerOwner {
+  readonly databaseId: string;
+  readonly claimedAt: string;
+}
+
 /** The shortest lease Azure grants: the service's own, held only for its delete. */
 const deleteLeaseSeconds = 15;
 
@@ -102,6 +111,31 @@ export class AzureBlobStore implements BlobStore {
     } finally {
       bound.dispose();
     }
+  }
+
+  /**
+   * Records that this container holds the packages of database
+   * `databaseId`, unless it already holds another's: returns the owner it
+   * records, this one or the other. Written once (If-None-Match: *) to a
+   * name outside the service's areas (`uploads/`, `versions/`), which the
+   * sweeper never lists, so it is never taken for a stray.
+   */
+  async claimFor(databaseId: string): Promise<ContainerOwner> {
+    return this.#call("claim the container", async (abortSignal) => {
+      const blob = this.#container.getBlockBlobClient(ownerBlobName);
+      const mine: ContainerOwner = { databaseId, claimedAt: new Date().toISOString() };
+      const body = JSON.stringify({ database_id: mine.databaseId, claimed_at: mine.claimedAt });
+      try {
+        await blob.upload(body, Buffer.byteLength(body), { abortSignal, conditions: { ifNoneMatch: "*" }, blobHTTPHeaders: { blobContentType: "application/json" } });
+        return mine;
+      } catch (error) {
+        const status = (error as { statusCode?: number }).statusCode;
+        if (status !== 409 && status !== 412) throw error;
+      }
+      // Written by the account's key only: no upload URL names it.
+      const recorded = JSON.parse((await blob.downloadToBuffer(0, undefined, { abortSignal })).toString("utf8")) as { database_id?: unknown; claimed_at?: unknown };
+      return { databaseId: String(recorded.database_id), claimedAt: String(recorded.claimed_at) };
+    });
   }
 
   /** Creates the container when it is missing; run once at start-up. */

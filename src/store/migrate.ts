@@ -9,6 +9,7 @@ import * as versionBlobFolder from "./migrations/0007-version-blob-folder.js";
 import * as versionDataCost from "./migrations/0008-version-data-cost.js";
 import * as uploadActivated from "./migrations/0009-upload-activated.js";
 import * as openUploads from "./migrations/0010-open-uploads.js";
+import * as identity from "./migrations/0011-database-identity.js";
 import { hasIndex } from "./migrations/has-index.js";
 
 // Imported statically so the same names land in knex_migrations whether the
@@ -24,6 +25,7 @@ const migrations: Record<string, Knex.Migration> = {
   "0008-version-data-cost": versionDataCost,
   "0009-upload-activated": uploadActivated,
   "0010-open-uploads": openUploads,
+  "0011-database-identity": identity,
 };
 
 /**
@@ -260,4 +262,11 @@ export async function migrateLatest(knex: Knex, waitMs = 60_000, waiting?: (mess
 export async function freeMigrationLock(knex: Knex): Promise<void> {
   await ensureOneLockRow(knex);
   await knex.migrate.forceFreeMigrationsLock({ migrationSource: source });
+}
+
+/** The random id migration 0011 gave this database (see claimContainer). */
+export async function databaseIdentity(knex: Knex): Promise<string> {
+  const row = await knex<{ id: string }>("database_identity").first("id");
+  if (row === undefined) throw new Error("the database has no identity row: its migrations did not run");
+  return row.id;
 }
