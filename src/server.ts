@@ -262,9 +262,6 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   // per call: a call answered at once, the common case, then costs a map
   // entry and no timer.
   const untaken = new Map<http.ServerResponse | http2.Http2ServerResponse, number>();
-  // Streams' answers (watches, health Watch, reflection), and since when
-  // each has had its buffers full with nothing taken (undefined: taking).
-  const streaming = new Map<http.ServerResponse | http2.Http2ServerResponse, number | undefined>();
   const sweepUntaken = setInterval(() => {
     const now = Date.now();
     for (const [res, by] of untaken) {
@@ -272,36 +269,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       untaken.delete(res);
       dropAnswer(res);
     }
-    for (const [res, since] of streaming) {
-      const full = res instanceof http2.Http2ServerResponse ? res.stream.writableNeedDrain : res.writableNeedDrain;
-      if (!full) streaming.set(res, undefined);
-      else if (since === undefined) streaming.set(res, now);
-      else if (now - since >= limits.responseTimeoutMs) {
-        streaming.delete(res);
-        dropAnswer(res);
-      }
-    }
   }, Math.min(1000, limits.responseTimeoutMs));
-  /**
-   * Puts a stream's answer under watch: a client that takes none of it for
-   * responseTimeoutMs while the server has more to send (its buffers full:
-   * an HTTP/2 window left at 0, a full TCP window) has it dropped, as an
-   * answer not taken is. A stream paused on such a write could not notice
-   * that it was ended (a shutdown, an expired token) and would hold its
-   * place, and a shutdown's wait, for as long as its client keeps the
-   * connection open. Any progress (a drain) starts the clock again, so a
-   * client reading slowly reads on.
-   */
-  const watchStream = (reply: FastifyReply): void => {
-    const res = reply.raw;
-    streaming.set(res, undefined);
-    const taking = () => streaming.has(res) && streaming.set(res, undefined);
-    res.on("drain", taking);
-    res.once("close", () => {
-      res.off("drain", taking);
-      streaming.delete(res);
-    });
-  };
   sweepUntaken.unref();
   app.addHook("onClose", (_instance, done) => {
     clearInterval(sweepUntaken);
@@ -446,7 +414,6 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     });
     if (req.raw instanceof http2.Http2ServerRequest) endUnreadStream(req.raw);
     const route = rpcRoute(req);
-    if (route?.unary === false) watchStream(reply);
     // Let in first, before its token or body costs anything.
     if (route?.authenticate === true && route.unary) {
       const entry = await admit(req, reply);
