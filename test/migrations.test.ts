@@ -139,6 +139,7 @@ function defineMigrationsSuite(backend: Backend): void {
         knex.removeAllListeners("query");
         assert.ok(killed);
         assert.instance(failed, Error);
+        assert.match((failed as Error).message, "migration lock was lost", "said as such, not as the ROLLBACK that failed after it");
         const done = (await knex("knex_migrations").select("name")).map((r: { name: string }) => r.name);
         assert.ok(done.includes("0009-upload-activated"), "the migration under way when it was lost finished");
         assert.not.ok(done.includes("0010-open-uploads"), "none after it");

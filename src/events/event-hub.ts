@@ -123,6 +123,8 @@ export class Watch {
    */
   readonly #abandoned = new Set<Promise<void>>();
   #released = false;
+  /** Since when the stream has been away from next() (sending what it was given); undefined while it waits in next() or has not begun. */
+  #awaySince: number | undefined;
 
   /** Made by EventHub.open only. */
   constructor(hub: EventHub, channel: Channel, entityId: string, callerId: string) {
@@ -165,6 +167,15 @@ export class Watch {
    * it still needs were deleted for age.
    */
   async next(signal: AbortSignal): Promise<EventRecord[]> {
+    this.#awaySince = undefined;
+    try {
+      return await this.#next(signal);
+    } finally {
+      this.#awaySince = Date.now();
+    }
+  }
+
+  async #next(signal: AbortSignal): Promise<EventRecord[]> {
     for (;;) {
       if (this.#ending !== undefined) throw this.#ending(this.#position);
       if (signal.aborted) throw signal.reason;
@@ -247,6 +258,15 @@ export class Watch {
   end(reason: (position: number | undefined) => ConnectError): void {
     this.#ending ??= reason;
     this.wake();
+    // A stream whose client stopped reading is paused at a write, away
+    // from next(), and would learn of its end only when the client read
+    // again: its place (under the watch caps, and in a shutdown's wait) is
+    // given back once it has been away that long. Its stream ends with the
+    // connection, or with the end's error if the client reads again.
+    const check = setTimeout(() => {
+      if (this.#awaySince !== undefined && Date.now() - this.#awaySince >= stalledAfterMs) this.close();
+    }, stalledAfterMs);
+    check.unref();
   }
 
   #holdUntil(work: Promise<unknown>): void {
@@ -290,6 +310,13 @@ export class Watch {
 
 /** The longest an abandoned read keeps its watch's place (as long as a unary call's default deadline). */
 const heldReadMaxMs = 30_000;
+
+/**
+ * How long an ended watch may stay away from next() before it is taken for
+ * one whose client stopped reading: a stream whose client reads hands
+ * over a batch in far less.
+ */
+const stalledAfterMs = 2_000;
 
 /**
  * Fans out an entity's new events to every watch of it in this process.

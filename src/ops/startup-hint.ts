@@ -43,7 +43,7 @@ export function messageWithCauses(error: unknown): string {
 export function startupHint(error: unknown, settings: StartupSettings): string {
   // Knex names every failure to take its lock MigrationLocked, a database
   // that refuses the write too: the advice is for a lock that is held.
-  if (isReadOnlyRefusal(error) || (error instanceof Error && /--read-only option|read-only mode/i.test(error.message))) {
+  if (isReadOnlyRefusal(error) || (error instanceof Error && /read-only option|read-only mode/i.test(error.message))) {
     return " (the database refuses writes: it is read-only, as a primary demoted by a failover is; point DATABASE_URL at the writable primary, or start again once the failover is done)";
   }
   if (error instanceof Error && error.name === "MigrationLocked" && error.message.includes("already locked")) return ` (${migrationLockAdvice})`;

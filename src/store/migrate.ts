@@ -137,45 +137,55 @@ const lockHeartbeatMs = 10_000;
  * gone. `stop` is taken between waits.
  */
 async function holdingSessionLock<T>(knex: Knex, waiting: ((message: string) => void) | undefined, stop: AbortSignal | undefined, run: (lock: SessionLock) => Promise<T>): Promise<T> {
-  return knex.transaction(async (session) => {
-    // A year, MySQL's and MariaDB's most: the server never closes it for being idle.
-    await session.raw("SET SESSION wait_timeout = 31536000");
-    for (let said = false; ; ) {
-      stop?.throwIfAborted();
-      const [rows] = (await session.raw(`SELECT GET_LOCK(${sessionLockName}, 1) AS got`)) as unknown as [Array<{ got: number | string | null }>];
-      if (Number(rows[0]?.got) === 1) break;
-      if (!said) {
-        said = true;
-        waiting?.("another process is migrating this database; waiting for it to finish");
-      }
-    }
-    const held = async () => {
-      const [rows] = (await session.raw(`SELECT IS_USED_LOCK(${sessionLockName}) = CONNECTION_ID() AS mine`)) as unknown as [Array<{ mine: number | string | null }>];
-      return Number(rows[0]?.mine) === 1;
-    };
-    let lost = false;
-    const heartbeat = setInterval(() => {
-      held().then(
-        (mine) => void (lost ||= !mine),
-        () => void (lost = true),
-      );
-    }, lockHeartbeatMs);
-    heartbeat.unref();
-    const lock: SessionLock = {
-      assertHeld: async () => {
-        if (lost || !(await held().catch(() => false))) {
-          lost = true;
-          throw new Error("the database's migration lock was lost (its connection closed), so another process may be migrating: start again");
+  // What stopped the run: the transaction's own ROLLBACK, on a connection
+  // the server closed, would fail too and hide it.
+  let failure: { error: unknown } | undefined;
+  try {
+    return await knex.transaction(async (session) => {
+      // A year, MySQL's and MariaDB's most: the server never closes it for being idle.
+      await session.raw("SET SESSION wait_timeout = 31536000");
+      for (let said = false; ; ) {
+        stop?.throwIfAborted();
+        const [rows] = (await session.raw(`SELECT GET_LOCK(${sessionLockName}, 1) AS got`)) as unknown as [Array<{ got: number | string | null }>];
+        if (Number(rows[0]?.got) === 1) break;
+        if (!said) {
+          said = true;
+          waiting?.("another process is migrating this database; waiting for it to finish");
         }
-      },
-    };
-    try {
-      return await run(lock);
-    } finally {
-      clearInterval(heartbeat);
-      await session.raw(`SELECT RELEASE_LOCK(${sessionLockName})`).catch(() => undefined);
-    }
-  });
+      }
+      const held = async () => {
+        const [rows] = (await session.raw(`SELECT IS_USED_LOCK(${sessionLockName}) = CONNECTION_ID() AS mine`)) as unknown as [Array<{ mine: number | string | null }>];
+        return Number(rows[0]?.mine) === 1;
+      };
+      let lost = false;
+      const heartbeat = setInterval(() => {
+        held().then(
+          (mine) => void (lost ||= !mine),
+          () => void (lost = true),
+        );
+      }, lockHeartbeatMs);
+      heartbeat.unref();
+      const lock: SessionLock = {
+        assertHeld: async () => {
+          if (lost || !(await held().catch(() => false))) {
+            lost = true;
+            throw new Error("the database's migration lock was lost (its connection closed), so another process may be migrating: start again");
+          }
+        },
+      };
+      try {
+        return await run(lock);
+      } catch (error) {
+        failure = { error };
+        throw error;
+      } finally {
+        clearInterval(heartbeat);
+        await session.raw(`SELECT RELEASE_LOCK(${sessionLockName})`).catch(() => undefined);
+      }
+    });
+  } catch (error) {
+    throw failure === undefined ? error : failure.error;
+  }
 }
 
 /**
@@ -199,9 +209,10 @@ async function migrateHoldingLock(knex: Knex, lock: SessionLock, waiting: ((mess
   }
   for (;;) {
     stop?.throwIfAborted();
+    // Done, even if the lock was lost during the last one: nothing is left to run twice.
+    if ((await pendingMigrations(knex)) === 0) return;
     await lock.assertHeld();
-    const [, ran] = (await knex.migrate.up({ migrationSource: source })) as [number, string[]];
-    if (ran.length === 0 && (await pendingMigrations(knex)) === 0) return;
+    await knex.migrate.up({ migrationSource: source });
   }
 }
 

@@ -402,6 +402,48 @@ export function watchSuite(backend: Backend) {
     }
   });
 
+  s("a watch whose client stopped reading (its HTTP/2 window left at 0) gives its place back once it is ended, by its token's expiry or a shutdown, though its client never reads again", async () => {
+    const svc = await startService(backend, { env: { AUTH_CLOCK_SKEW_SECONDS: "0", SHUTDOWN_TIMEOUT_MS: "10000" } });
+    const session = http2.connect(svc.url, { settings: { initialWindowSize: 0 } });
+    session.on("error", () => {});
+    let closed = false;
+    try {
+      const owner = await user(svc, "owner", ["publisher"]);
+      const { e } = await entityWithVersion(owner.rest);
+      // Events enough to fill the stream's buffers: the replay is paused at a write.
+      for (let i = 0; i < 60; i++) {
+        assert.is((await owner.rest.post(`${v(e)}/shares`, { user_id: `reader-${i}` })).status, 200);
+        assert.is((await owner.rest.delete(`${v(e)}/shares/reader-${i}`)).status, 200);
+      }
+      const watchFor = (authorization: string) => {
+        const req = session.request({ ":path": `${v(e)}/events:watch?after_event_id=0`, authorization });
+        req.on("error", () => {});
+        return req;
+      };
+      watchFor(bearer(await token({ sub: "owner", roles: ["publisher"], expiresIn: 2 })).authorization);
+      const until = async (what: string, check: () => boolean, ms: number) => {
+        for (const end = Date.now() + ms; !check(); await new Promise((resolve) => setTimeout(resolve, 50))) {
+          if (Date.now() > end) assert.unreachable(`${what} within ${ms} ms`);
+        }
+      };
+      await until("the watch to open", () => svc.app.watches.size === 1, 3_000);
+      // exp in 2 s, then 2 s away from next() at most: the place is free well before the connection ends.
+      await until("the expired, unread watch to give its place back", () => svc.app.watches.size === 0, 8_000);
+
+      watchFor(owner.rest.defaultHeaders["authorization"]!);
+      await until("the second watch to open", () => svc.app.watches.size === 1, 3_000);
+      closed = true;
+      const stopping = svc.close();
+      // Ended by the shutdown, and away from next(): not waited for (it was,
+      // for SHUTDOWN_TIMEOUT_MS, before the server stopped taking calls).
+      await until("the shutdown to give the unread watch's place back", () => svc.app.watches.size === 0, 6_000);
+      await stopping;
+    } finally {
+      session.destroy();
+      if (!closed) await svc.close();
+    }
+  });
+
   s("EVENT_RETENTION_DAYS: the sweeper deletes older events as a prefix of each entity's log; a watch from inside the deleted part is refused with EVENTS_EXPIRED", async () => {
     const svc = await startService(backend, { env: { EVENT_RETENTION_DAYS: "1" } });
     const knex = connectTestDatabase(backend, svc.db);

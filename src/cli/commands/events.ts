@@ -134,7 +134,7 @@ async function watch(entity: string, options: WatchOptions): Promise<void> {
           options.json === true ? " --json" : "",
         ].join("");
         throw new CliError(error.message, error.code, ExitCode.noAccess, error.body, [
-          `get a new token, then go on where this stopped: entity-versions watch ${entity}${same}${flags}${note === "" ? "" : ` ${note}`}`,
+          `get a new token, then go on where this stopped: entity-versions watch ${entity}${same}${flags}${note === "" ? "" : " (with the new --token)"}`,
         ]);
       }
       // An --after the service does not know is the user's argument that is wrong (exit 2), as a refused --page-token is.
