@@ -102,6 +102,12 @@ function defineMigrationsSuite(backend: Backend): void {
         });
         assert.is(unlocked.status, 0, unlocked.stderr);
         assert.match(unlocked.stdout, "the migration lock");
+        // A DATA_DIR with a typo would have been given a new, empty database, and called clear.
+        const typo = path.join(os.tmpdir(), `ev-no-such-dir-${process.pid}`);
+        const refused = spawnSync(process.execPath, ["--import", "tsx", "src/tools/migrate-unlock.ts"], { env: { PATH: process.env["PATH"] ?? "", DATA_DIR: typo }, encoding: "utf8" });
+        assert.is(refused.status, 2, refused.stderr);
+        assert.match(refused.stderr, `there is no database at ${typo}`);
+        assert.not.ok(fs.existsSync(typo));
         await migrateLatest(knex, 300);
       }
       assert.equal((await knex("knex_migrations_lock").select("is_locked")).map((r: { is_locked: number }) => Number(r.is_locked)), [0]);

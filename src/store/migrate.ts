@@ -108,7 +108,7 @@ async function ensureOneLockRow(knex: Knex): Promise<void> {
 
 /** What to do about a migration lock that outlived the wait: the start-up hint and the wait's log line say it. */
 export const migrationLockAdvice =
-  "when no other process is starting on this database, a process stopped mid-migration left it: clear it with `npm run migrate:unlock` (same DATABASE_URL) and start again";
+  "when no other process is starting on this database, a process stopped mid-migration left it: clear it with `npm run migrate:unlock` (with the service's DATABASE_URL, or DATA_DIR) and start again";
 
 /**
  * MySQL's named lock for this database's migrations (GET_LOCK: at most 64

@@ -1,13 +1,31 @@
 // Clears the migration lock a process stopped mid-migration left behind:
 //   npm run migrate:unlock
-// Connects with DATABASE_URL as the service does, TLS settings included.
-import { ConfigError, loadDatabaseConfig } from "../config.js";
+// Connects with DATABASE_URL (or, without it, DATA_DIR's SQLite file) as
+// the service does, TLS settings included.
+import fs from "node:fs";
+import { ConfigError, type DatabaseConfig, loadDatabaseConfig } from "../config.js";
+import { messageWithCauses, startupHint } from "../ops/startup-hint.js";
 import { openDatabase } from "../store/database.js";
 import { freeMigrationLock } from "../store/migrate.js";
 
+if (process.argv.slice(2).some((arg) => arg === "--help" || arg === "-h")) {
+  process.stdout.write(
+    "npm run migrate:unlock: clears the migration lock a start killed mid-migration left behind, in the database the service would use\n" +
+      "(DATABASE_URL; without it, the SQLite file under DATA_DIR, ./data by default): run it with the service's own settings.\n" +
+      "On MySQL a start clears such a lock by itself; run it only when no other process is starting on the database.\n",
+  );
+  process.exit(0);
+}
+
+let config: DatabaseConfig | undefined;
 try {
-  const config = loadDatabaseConfig();
-  const db = openDatabase(config);
+  config = loadDatabaseConfig();
+  // A typo in DATA_DIR would make a new, empty database here and call it clear.
+  if (config.kind === "sqlite" && !fs.existsSync(config.file)) {
+    throw new ConfigError(`there is no database at ${config.file}: run this with the DATA_DIR (or DATABASE_URL) the service runs with.`);
+  }
+  // Knex's own stack of a failed connection: the error line below says it.
+  const db = openDatabase(config, { warn: () => undefined, error: () => undefined });
   try {
     await freeMigrationLock(db.knex);
   } finally {
@@ -15,6 +33,8 @@ try {
   }
   process.stdout.write(`migrate:unlock: the migration lock of ${config.kind === "mysql" ? "DATABASE_URL's database" : config.file} is clear; start the service.\n`);
 } catch (error) {
-  process.stderr.write(`migrate:unlock: ${error instanceof Error ? error.message : String(error)}\n`);
+  const databaseName = config?.kind === "mysql" ? new URL(config.url).pathname.slice(1) : undefined;
+  const hint = config === undefined ? "" : startupHint(error, { host: "127.0.0.1", port: 0, databaseKind: config.kind, ...(databaseName ? { databaseName } : {}) });
+  process.stderr.write(`migrate:unlock: ${messageWithCauses(error)}${hint}\n`);
   process.exit(error instanceof ConfigError ? 2 : 1);
 }
