@@ -31,7 +31,7 @@ import { buildServer } from "./server.js";
 import { AccessStore } from "./store/access-store.js";
 import { checkDatabase, openDatabase } from "./store/database.js";
 import { EventStore } from "./store/event-store.js";
-import { databaseIdentity, migrateLatest } from "./store/migrate.js";
+import { databaseIdentity, migrateLatest, somePackagePaths } from "./store/migrate.js";
 import { UploadStore } from "./store/upload-store.js";
 import { VersionStore } from "./store/version-store.js";
 
@@ -170,15 +170,23 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     // measuring pass over a large table takes as long as it takes.
     const migrator = openDatabase(config.database, logger, { migrations: true });
     let databaseId: string;
+    let ownPackages: string[];
     try {
       await migrateLatest(migrator.knex, undefined, (message) => logger.warn({}, message), overrides.startStop);
       databaseId = await databaseIdentity(migrator.knex);
+      ownPackages = await somePackagePaths(migrator.knex);
     } finally {
       await migrator.knex.destroy();
     }
     // Before the sweeper first runs: a second database on this container
     // would take the first one's packages for strays and delete them.
-    const owner = await azure.claimFor(databaseId);
+    let owner = await azure.claimFor(databaseId);
+    if (owner.databaseId !== databaseId && (await anyExists(azure, ownPackages))) {
+      // It holds this database's own packages: the same database, given a
+      // new id (restored from a backup taken before it had one).
+      logger.warn({ container: config.blob.container, recorded: owner.databaseId, databaseId }, "the blob container recorded another database id, but holds this database's packages: it is claimed for this one");
+      owner = await azure.reclaimFor(databaseId, owner.databaseId);
+    }
     if (owner.databaseId !== databaseId) {
       throw new ConfigError(
         `the blob container "${config.blob.container}" holds another database's packages (database ${owner.databaseId}, since ${owner.claimedAt}), and two databases on one container delete each other's packages (each one's sweeper takes the other's for strays): give this database its own container with AZURE_STORAGE_CONTAINER${
@@ -309,4 +317,10 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     await stopAll();
     throw error;
   }
+}
+
+/** Whether the store holds any of these blobs. */
+async function anyExists(store: BlobStore, paths: readonly string[]): Promise<boolean> {
+  for (const path of paths) if ((await store.stat(path)) !== undefined) return true;
+  return false;
 }

@@ -5,6 +5,7 @@ import fs from "node:fs";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
+import knexFactory from "knex";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { AzureBlobStore } from "../src/blob/azure-blob-store.js";
@@ -12,6 +13,7 @@ import { startEmbeddedAzurite } from "../src/blob/embedded-azurite.js";
 import { sharedAzurite } from "./support/env.js";
 import { newEntityId, push, spawnService } from "./support/service.js";
 import { RestClient } from "./support/rest.js";
+import { testAuth } from "./support/tokens.js";
 
 const s = suite("start-up: development token, production refusals");
 
@@ -281,16 +283,38 @@ s("a second database on a blob container that holds another's packages is refuse
   const azurite = await sharedAzurite();
   const first = fs.mkdtempSync(path.join(os.tmpdir(), "ev-owner-a-"));
   const second = fs.mkdtempSync(path.join(os.tmpdir(), "ev-owner-b-"));
-  const env = (dataDir: string) => ({ PORT: "0", DATA_DIR: dataDir, AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString, AZURE_STORAGE_CONTAINER: "ev-owned" });
+  const env = (dataDir: string) => ({
+    PORT: "0",
+    DATA_DIR: dataDir,
+    AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString,
+    AZURE_STORAGE_CONTAINER: "ev-owned",
+    AUTH_JWT_SECRET: testAuth.secret,
+    AUTH_ISSUER: testAuth.issuer,
+    AUTH_AUDIENCE: testAuth.audience,
+  });
   try {
     const a = await spawnService(env(first), { url: "", drop: async () => undefined });
+    const e = newEntityId();
+    const published = (await push(a, e)).confirm!.body.version;
     await a.close();
     const refused = run({ ...env(second), PORT: "0" });
     assert.ok(refused.status === 2, refused.output);
     assert.match(refused.output, `the blob container "ev-owned" holds another database's packages`);
     assert.match(refused.output, "AZURE_STORAGE_CONTAINER");
+    // The first database as a backup taken before it had an id would bring
+    // it back: a new id at its next start, and its packages in the container.
+    const restored = knexFactory({ client: "better-sqlite3", connection: { filename: path.join(first, "entity-versions.db") }, useNullAsDefault: true });
+    await restored("database_identity").del();
+    await restored("knex_migrations").where("name", "0011-database-identity").del();
+    await restored.destroy();
     const again = await spawnService(env(first), { url: "", drop: async () => undefined });
-    await again.close();
+    try {
+      assert.match(again.output(), "holds this database's packages: it is claimed for this one");
+      assert.is((await again.rest.get(`/api/entities/${e}/versions/${published.id}`)).status, 200);
+    } finally {
+      await again.close();
+    }
+    assert.ok(run({ ...env(second), PORT: "0" }).status === 2, "the other database is still refused");
   } finally {
     fs.rmSync(first, { recursive: true, force: true });
     fs.rmSync(second, { recursive: true, force: true });

@@ -190,7 +190,10 @@ export class JwtAuthenticator implements Authenticator {
         try {
           return await jwtVerify(token, key, options);
         } catch (inner) {
-          if (!(inner instanceof errors.JWSSignatureVerificationFailed)) throw inner;
+          // The claims are checked only once a key verified the signature:
+          // that is the token's key, and what it says stands. Anything else
+          // (a bad signature, a key jose will not use) means another key.
+          if (inner instanceof errors.JWTExpired || inner instanceof errors.JWTClaimValidationFailed) throw inner;
         }
       }
       throw new errors.JWSSignatureVerificationFailed();

@@ -138,6 +138,26 @@ export class AzureBlobStore implements BlobStore {
     });
   }
 
+  /**
+   * Records database `databaseId` as the container's owner in place of
+   * `previous`, unless the record changed since it named `previous`:
+   * returns the owner recorded now.
+   */
+  async reclaimFor(databaseId: string, previous: string): Promise<ContainerOwner> {
+    return this.#call("claim the container", async (abortSignal) => {
+      const blob = this.#container.getBlockBlobClient(ownerBlobName);
+      const read = await blob.download(0, undefined, { abortSignal });
+      const chunks: Buffer[] = [];
+      for await (const chunk of read.readableStreamBody ?? []) chunks.push(Buffer.from(chunk as Uint8Array));
+      const recorded = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { database_id?: unknown; claimed_at?: unknown };
+      if (String(recorded.database_id) !== previous) return { databaseId: String(recorded.database_id), claimedAt: String(recorded.claimed_at) };
+      const mine: ContainerOwner = { databaseId, claimedAt: new Date().toISOString() };
+      const body = JSON.stringify({ database_id: mine.databaseId, claimed_at: mine.claimedAt });
+      await blob.upload(body, Buffer.byteLength(body), { abortSignal, conditions: { ifMatch: read.etag ?? "*" }, blobHTTPHeaders: { blobContentType: "application/json" } });
+      return mine;
+    });
+  }
+
   /** Creates the container when it is missing; run once at start-up. */
   async ensureContainer(): Promise<void> {
     await this.#call("create container", (abortSignal) => this.#container.createIfNotExists({ abortSignal }));

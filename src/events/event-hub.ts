@@ -263,10 +263,15 @@ export class Watch {
     // again: its place (under the watch caps, and in a shutdown's wait) is
     // given back once it has been away that long. Its stream ends with the
     // connection, or with the end's error if the client reads again.
-    const check = setTimeout(() => {
-      if (this.#awaySince !== undefined && Date.now() - this.#awaySince >= stalledAfterMs) this.close();
-    }, stalledAfterMs);
-    check.unref();
+    // Checked until it is closed: one inside next() when ended (a read
+    // under way) may come back with a batch and then stall on it.
+    const check = () => {
+      if (this.#closed) return;
+      const away = this.#awaySince === undefined ? 0 : Date.now() - this.#awaySince;
+      if (away >= stalledAfterMs) return this.close();
+      setTimeout(check, stalledAfterMs - away).unref();
+    };
+    setTimeout(check, stalledAfterMs).unref();
   }
 
   #holdUntil(work: Promise<unknown>): void {

@@ -137,9 +137,11 @@ const lockHeartbeatMs = 10_000;
  * gone. `stop` is taken between waits.
  */
 async function holdingSessionLock<T>(knex: Knex, waiting: ((message: string) => void) | undefined, stop: AbortSignal | undefined, run: (lock: SessionLock) => Promise<T>): Promise<T> {
-  // What stopped the run: the transaction's own ROLLBACK, on a connection
-  // the server closed, would fail too and hide it.
+  // How the run ended: the transaction's own ROLLBACK or COMMIT, on a
+  // connection the server closed, fails too, and must neither hide why the
+  // run stopped nor fail a run that did all it had to.
   let failure: { error: unknown } | undefined;
+  let done: { value: T } | undefined;
   try {
     return await knex.transaction(async (session) => {
       // A year, MySQL's and MariaDB's most: the server never closes it for being idle.
@@ -174,7 +176,9 @@ async function holdingSessionLock<T>(knex: Knex, waiting: ((message: string) => 
         },
       };
       try {
-        return await run(lock);
+        const value = await run(lock);
+        done = { value };
+        return value;
       } catch (error) {
         failure = { error };
         throw error;
@@ -184,6 +188,7 @@ async function holdingSessionLock<T>(knex: Knex, waiting: ((message: string) => 
       }
     });
   } catch (error) {
+    if (done !== undefined) return done.value;
     throw failure === undefined ? error : failure.error;
   }
 }
@@ -280,4 +285,9 @@ export async function databaseIdentity(knex: Knex): Promise<string> {
   const row = await knex<{ id: string }>("database_identity").first("id");
   if (row === undefined) throw new Error("the database has no identity row: its migrations did not run");
   return row.id;
+}
+
+/** A few of this database's package paths, if it has versions: a container that holds them holds this database's packages. */
+export async function somePackagePaths(knex: Knex): Promise<string[]> {
+  return (await knex<{ storage_path: string }>("versions").select("storage_path").limit(5)).map((row) => row.storage_path);
 }

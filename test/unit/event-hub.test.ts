@@ -251,4 +251,37 @@ test("a watch's own read that never answers ends it DATABASE_UNAVAILABLE at poll
   await hub.close(0);
 });
 
+test("an ended watch whose stream stopped taking what it was given (its client not reading) gives its place back, also when it was inside a read when ended; one that reads on ends with the end's error", async () => {
+  const log = new MemoryLog();
+  log.append("e", 5);
+  // Its replay read takes half a second: the end comes while it runs.
+  const slow = Object.assign(Object.create(log) as MemoryLog, {
+    after: async (entityId: string, afterSeq: number, limit: number) => {
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      return log.after(entityId, afterSeq, limit);
+    },
+  });
+  const hub = hubOver(slow);
+  const stalled = hub.open("e", "alice");
+  stalled.start(0, 5);
+  const reader = hub.open("e", "bob");
+  reader.start(5, 5);
+  const readerEnd = rejection(reader.next(never));
+  // The stalled stream takes its batch and never asks again, as a generator paused at a write.
+  const batch = stalled.next(never);
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  const started = Date.now();
+  const closing = hub.close(8_000);
+  assert.is((await batch).length, 5);
+  assert.is((await readerEnd).reason, "SHUTTING_DOWN", "a watch that reads on is told");
+  reader.close();
+  await closing;
+  const ms = Date.now() - started;
+  assert.ok(ms < 4_000, `the shutdown waited ${ms} ms for the unread watch`);
+  assert.is(hub.size, 0);
+  assert.is((await rejection(stalled.next(never))).reason, "SHUTTING_DOWN", "were it to read again, it is told too");
+  stalled.close();
+  assert.is(hub.size, 0, "given back once only");
+});
+
 test.run();

@@ -1,4 +1,5 @@
 import { ConnectError } from "@connectrpc/connect";
+import { generateKeyPairSync } from "node:crypto";
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
@@ -98,7 +99,10 @@ test("a key set answered with an error status or a body that is no JSON is AUTH_
 test("a token without kid verifies while the key set holds several keys of its algorithm (a rotation), each tried in turn", async () => {
   const { privateKey: first, publicKey: firstPublic } = await generateKeyPair("RS256", { extractable: true });
   const { publicKey: second } = await generateKeyPair("RS256", { extractable: true });
+  // And a legacy key jose will not verify with (under 2048 bits): passed over, not taken for the key set failing.
+  const legacy = generateKeyPairSync("rsa", { modulusLength: 1024 }).publicKey.export({ format: "jwk" });
   const keys = [
+    { ...legacy, alg: "RS256", use: "sig", kid: "legacy" },
     { ...(await exportJWK(second)), alg: "RS256", use: "sig", kid: "next" },
     { ...(await exportJWK(firstPublic)), alg: "RS256", use: "sig", kid: "current" },
   ];
