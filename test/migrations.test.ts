@@ -128,16 +128,19 @@ function defineMigrationsSuite(backend: Backend): void {
         await knex("knex_migrations").whereIn("name", ["0009-upload-activated", "0010-open-uploads"]).del();
         await admin.raw("select 1");
         let killed = false;
-        knex.on("query", (q: { sql: string }) => {
-          // As the first of the two pending migrations is recorded: its holder's lock session is killed.
-          if (killed || !/^insert into `knex_migrations`/.test(q.sql)) return;
-          killed = true;
-          void admin.raw("SELECT IS_USED_LOCK(CONCAT('entity-versions-migrate-', LEFT(SHA1(DATABASE()), 32))) AS id").then((r: unknown) => {
-            const id = (r as [Array<{ id: number | null }>])[0][0]!.id;
-            if (id !== null) return admin.raw(`KILL ${Number(id)}`);
-            return undefined;
+        // As the first pending migration is recorded, its holder's lock session is killed.
+        const killLockSessionOnRecord = () => {
+          killed = false;
+          knex.on("query", (q: { sql: string }) => {
+            if (killed || !/^insert into `knex_migrations`/.test(q.sql)) return;
+            killed = true;
+            void admin.raw("SELECT IS_USED_LOCK(CONCAT('entity-versions-migrate-', LEFT(SHA1(DATABASE()), 32))) AS id").then((r: unknown) => {
+              const id = (r as [Array<{ id: number | null }>])[0][0]!.id;
+              return id === null ? undefined : admin.raw(`KILL ${Number(id)}`);
+            });
           });
-        });
+        };
+        killLockSessionOnRecord();
         const failed = await migrateLatest(knex).then(
           () => undefined,
           (error: unknown) => error,
@@ -152,15 +155,7 @@ function defineMigrationsSuite(backend: Backend): void {
         await migrateLatest(knex);
         // Lost during the last migration: every one ran, and the start goes on.
         await knex("knex_migrations").where("name", "0011-database-identity").del();
-        killed = false;
-        knex.on("query", (q: { sql: string }) => {
-          if (killed || !/^insert into `knex_migrations`/.test(q.sql)) return;
-          killed = true;
-          void admin.raw("SELECT IS_USED_LOCK(CONCAT('entity-versions-migrate-', LEFT(SHA1(DATABASE()), 32))) AS id").then((r: unknown) => {
-            const id = (r as [Array<{ id: number | null }>])[0][0]!.id;
-            return id === null ? undefined : admin.raw(`KILL ${Number(id)}`);
-          });
-        });
+        killLockSessionOnRecord();
         await migrateLatest(knex);
         knex.removeAllListeners("query");
         assert.ok(killed);

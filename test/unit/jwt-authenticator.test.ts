@@ -63,6 +63,25 @@ test("an nbf or iat that is no number is a malformed claim, not a token from the
   }
 });
 
+/** An authenticator whose key set is served, as `status` and `body`, by a local server while `use` runs. */
+async function withKeySet(status: number, body: string, use: (auth: JwtAuthenticator) => Promise<void>): Promise<void> {
+  const jwks = http.createServer((_req, res) => res.writeHead(status, { "content-type": "application/json" }).end(body));
+  await new Promise<void>((resolve) => jwks.listen(0, "127.0.0.1", resolve));
+  try {
+    await use(
+      new JwtAuthenticator({
+        jwksUrl: `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/jwks.json`,
+        clockSkewSeconds: 0,
+        jwksCooldownSeconds: 0,
+        jwksMaxAgeSeconds: 60,
+        tokenCacheSeconds: 0,
+      }),
+    );
+  } finally {
+    await new Promise((resolve) => jwks.close(resolve));
+  }
+}
+
 test("a key set answered with an error status or a body that is no JSON is AUTH_KEYS_UNAVAILABLE, not a malformed token", async () => {
   const answers: Array<[number, string]> = [
     [503, "busy"],
@@ -71,16 +90,7 @@ test("a key set answered with an error status or a body that is no JSON is AUTH_
     [200, JSON.stringify({ keys: [], padding: "x".repeat(2 << 20) })],
   ];
   for (const [status, body] of answers) {
-    const jwks = http.createServer((_req, res) => res.writeHead(status, { "content-type": "application/json" }).end(body));
-    await new Promise<void>((resolve) => jwks.listen(0, "127.0.0.1", resolve));
-    try {
-      const auth = new JwtAuthenticator({
-        jwksUrl: `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/jwks.json`,
-        clockSkewSeconds: 0,
-        jwksCooldownSeconds: 0,
-        jwksMaxAgeSeconds: 60,
-        tokenCacheSeconds: 0,
-      });
+    await withKeySet(status, body, async (auth) => {
       const b64 = (v: object) => Buffer.from(JSON.stringify(v)).toString("base64url");
       const rsToken = `${b64({ alg: "RS256", kid: "k1", typ: "JWT" })}.${b64({ sub: "x", exp: Math.floor(Date.now() / 1000) + 600 })}.${"A".repeat(43)}`;
       try {
@@ -90,9 +100,7 @@ test("a key set answered with an error status or a body that is no JSON is AUTH_
         assert.instance(error, ConnectError);
         assert.is(reasonOf(error as ConnectError), "AUTH_KEYS_UNAVAILABLE", `${status} ${body.slice(0, 20)}`);
       }
-    } finally {
-      await new Promise((resolve) => jwks.close(resolve));
-    }
+    });
   }
 });
 
@@ -106,16 +114,7 @@ test("a token without kid verifies while the key set holds several keys of its a
     { ...(await exportJWK(second)), alg: "RS256", use: "sig", kid: "next" },
     { ...(await exportJWK(firstPublic)), alg: "RS256", use: "sig", kid: "current" },
   ];
-  const jwks = http.createServer((_req, res) => res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ keys })));
-  await new Promise<void>((resolve) => jwks.listen(0, "127.0.0.1", resolve));
-  try {
-    const auth = new JwtAuthenticator({
-      jwksUrl: `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/jwks.json`,
-      clockSkewSeconds: 0,
-      jwksCooldownSeconds: 0,
-      jwksMaxAgeSeconds: 60,
-      tokenCacheSeconds: 0,
-    });
+  await withKeySet(200, JSON.stringify({ keys }), async (auth) => {
     const signed = await new SignJWT({ sub: "alice" }).setProtectedHeader({ alg: "RS256" }).setExpirationTime("5m").sign(first);
     assert.is((await auth.authenticate(`Bearer ${signed}`)).id, "alice");
     // Signed by neither key: a bad signature, not a malformed token.
@@ -124,9 +123,7 @@ test("a token without kid verifies while the key set holds several keys of its a
     const refused = await auth.authenticate(`Bearer ${forged}`).then(() => undefined, (e: unknown) => e);
     assert.instance(refused, ConnectError);
     assert.is(reasonOf(refused as ConnectError), "TOKEN_BAD_SIGNATURE");
-  } finally {
-    await new Promise((resolve) => jwks.close(resolve));
-  }
+  });
 });
 
 test.run();
