@@ -12,15 +12,25 @@ import { openDatabase } from "../src/store/database.js";
 import { migrateLatest } from "../src/store/migrate.js";
 import { versionDataCost } from "../src/domain/version-data-cost.js";
 import * as migration0008 from "../src/store/migrations/0008-version-data-cost.js";
-import { type Backend, connectTestDatabase, createTestDatabase, mysqlAvailable } from "./support/env.js";
+import { type Backend, connectTestDatabase, createTestDatabase, mysqlAvailable, type TestDatabase } from "./support/env.js";
 
 function defineMigrationsSuite(backend: Backend): void {
   const s = suite(`${backend}: migrations`);
 
-  s("0008 measures the versions recorded before it: what their package_json and service_dependencies cost to serve", async () => {
+  /** Runs `use` on a new, empty database of the backend, dropped afterwards. */
+  const onNewDatabase = async (use: (knex: Knex, tdb: TestDatabase) => Promise<void>): Promise<void> => {
     const tdb = await createTestDatabase(backend);
     const knex = connectTestDatabase(backend, tdb);
     try {
+      await use(knex, tdb);
+    } finally {
+      await knex.destroy();
+      await tdb.drop();
+    }
+  };
+
+  s("0008 measures the versions recorded before it: what their package_json and service_dependencies cost to serve", async () =>
+    onNewDatabase(async (knex) => {
       await migrateLatest(knex);
       // As the release before 0008 left them: no data_cost.
       await migration0008.down(knex);
@@ -71,16 +81,10 @@ function defineMigrationsSuite(backend: Backend): void {
         "every version measured once, each with its own cost",
       );
       await migration0008.down(knex);
-    } finally {
-      await knex.destroy();
-      await tdb.drop();
-    }
-  });
+    }));
 
-  s("a migration lock left by a process killed mid-migration: on SQLite the start fails saying what to run and npm run migrate:unlock clears it; on MySQL the next start, holding the database's own migration lock, clears it (saying so)", async () => {
-    const tdb = await createTestDatabase(backend);
-    const knex = connectTestDatabase(backend, tdb);
-    try {
+  s("a migration lock left by a process killed mid-migration: on SQLite the start fails saying what to run and npm run migrate:unlock clears it; on MySQL the next start, holding the database's own migration lock, clears it (saying so)", async () =>
+    onNewDatabase(async (knex, tdb) => {
       await migrateLatest(knex);
       await knex("knex_migrations_lock").update({ is_locked: 1 });
       await knex("knex_migrations").where("name", "0010-open-uploads").del();
@@ -112,11 +116,7 @@ function defineMigrationsSuite(backend: Backend): void {
       }
       assert.equal((await knex("knex_migrations_lock").select("is_locked")).map((r: { is_locked: number }) => Number(r.is_locked)), [0]);
       assert.ok((await knex("knex_migrations").where("name", "0010-open-uploads").first()) !== undefined);
-    } finally {
-      await knex.destroy();
-      await tdb.drop();
-    }
-  });
+    }));
 
   if (backend === "mysql") {
     s("a process whose migration lock is lost (its connection killed) stops before its next migration", async () => {
@@ -236,10 +236,8 @@ function defineMigrationsSuite(backend: Backend): void {
     }
   });
 
-  s("a database an early build migrated with 0008-version-data-bytes (since withdrawn) is taken back and migrated on, not refused as corrupt", async () => {
-    const tdb = await createTestDatabase(backend);
-    const knex = connectTestDatabase(backend, tdb);
-    try {
+  s("a database an early build migrated with 0008-version-data-bytes (since withdrawn) is taken back and migrated on, not refused as corrupt", async () =>
+    onNewDatabase(async (knex) => {
       await migrateLatest(knex);
       await knex("entities").insert({ id: "e", last_seq: 1, created_at: new Date() });
       await knex("versions").insert({
@@ -256,16 +254,10 @@ function defineMigrationsSuite(backend: Backend): void {
       assert.ok(Number((await knex("versions").where("id", "v1").first("data_cost")).data_cost) > 0, "measured by the migration in its place");
       const names = (await knex("knex_migrations").select("name")).map((r: { name: string }) => r.name);
       assert.ok(names.includes("0008-version-data-cost") && !names.includes("0008-version-data-bytes"), names.join(", "));
-    } finally {
-      await knex.destroy();
-      await tdb.drop();
-    }
-  });
+    }));
 
-  s("a start whose next migration another process ran meanwhile (Knex then runs nothing) goes on with the rest, never serving on a half-migrated schema", async () => {
-    const tdb = await createTestDatabase(backend);
-    const knex = connectTestDatabase(backend, tdb);
-    try {
+  s("a start whose next migration another process ran meanwhile (Knex then runs nothing) goes on with the rest, never serving on a half-migrated schema", async () =>
+    onNewDatabase(async (knex) => {
       let calls = 0;
       // The second step finds its migration run by "another replica" between
       // Knex's choice of it and its lock, and so runs nothing itself.
@@ -286,16 +278,10 @@ function defineMigrationsSuite(backend: Backend): void {
       await migrateLatest(racing, 300);
       assert.ok(calls > 2, "it went on after the step that ran nothing");
       assert.ok(await knex.schema.hasColumn("uploads", "activated_version_id"), "every migration ran");
-    } finally {
-      await knex.destroy();
-      await tdb.drop();
-    }
-  });
+    }));
 
-  s("a stop asked for during the migrations is taken between two of them: the lock is free, and the next start goes on from there", async () => {
-    const tdb = await createTestDatabase(backend);
-    const knex = connectTestDatabase(backend, tdb);
-    try {
+  s("a stop asked for during the migrations is taken between two of them: the lock is free, and the next start goes on from there", async () =>
+    onNewDatabase(async (knex) => {
       const stop = new AbortController();
       const reason = new Error("SIGTERM");
       // Asked while the first migration runs (its first table).
@@ -314,11 +300,7 @@ function defineMigrationsSuite(backend: Backend): void {
       await migrateLatest(knex, 300);
       assert.ok((await knex("knex_migrations").count<Array<{ n: number }>>({ n: "*" }))[0]!.n > 1);
       assert.ok(await knex.schema.hasColumn("uploads", "activated_version_id"), "every migration ran");
-    } finally {
-      await knex.destroy();
-      await tdb.drop();
-    }
-  });
+    }));
 
   s.run();
 }
