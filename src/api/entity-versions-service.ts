@@ -321,6 +321,7 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     for (let attempt = 1; ; attempt++) {
       const staged = await blobs.stat(upload.path, signal);
       if (staged === undefined) throw apiError("UPLOAD_NOT_FOUND", { path: upload.path });
+      if (staged.blobType !== "BlockBlob") throw apiError("UPLOAD_NOT_BLOCK_BLOB", { path: upload.path, blobType: staged.blobType });
       if (staged.size !== fileSizeBytes) throw apiError("UPLOAD_SIZE_MISMATCH", { path: upload.path, expected: fileSizeBytes, actual: staged.size });
       const copied = await blobs.copyOnce(upload.path, final.storagePath, staged.etag, signal);
       if (copied === "source-missing") throw apiError("UPLOAD_NOT_FOUND", { path: upload.path });
@@ -337,12 +338,36 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
       md5 = staged.md5;
       break;
     }
-    if (lock !== undefined && (await blobs.copyOnce(lock.path, final.lockPath, undefined, signal)) === "source-missing") {
-      await this.#d.deleter.discard([final.storagePath]);
-      throw apiError("UPLOAD_NOT_FOUND", { path: lock.path });
+    if (lock !== undefined) {
+      const refused = await this.#sealLockfile(lock.path, final.lockPath, signal);
+      if (refused !== undefined) {
+        await this.#d.deleter.discard([final.storagePath]);
+        throw refused;
+      }
     }
     const lockPath = lock === undefined ? undefined : final.lockPath;
     return { storagePath: final.storagePath, lockPath, md5, paths: [final.storagePath, ...(lockPath === undefined ? [] : [lockPath])] };
+  }
+
+  /**
+   * Copies the staged lockfile to the version's folder under the package's
+   * rules: a block blob, taken only as it was checked. Returns the refusal,
+   * if any, for the caller to throw once it has discarded the package copy.
+   */
+  async #sealLockfile(path: string, destination: string, signal: AbortSignal): Promise<ConnectError | undefined> {
+    const { blobs } = this.#d;
+    for (let attempt = 1; ; attempt++) {
+      const staged = await blobs.stat(path, signal);
+      if (staged === undefined) return apiError("UPLOAD_NOT_FOUND", { path });
+      if (staged.blobType !== "BlockBlob") return apiError("UPLOAD_NOT_BLOCK_BLOB", { path, blobType: staged.blobType });
+      const copied = await blobs.copyOnce(path, destination, staged.etag, signal);
+      if (copied === "source-missing") return apiError("UPLOAD_NOT_FOUND", { path });
+      if (copied === "source-changed") {
+        if (attempt < 2) continue;
+        return apiError("UPLOAD_CHANGED", { path });
+      }
+      return undefined;
+    }
   }
 
   async #version(ctx: HandlerContext, entityIdValue: string, versionIdValue: string): Promise<VersionRecord> {

@@ -174,6 +174,7 @@ export class AzureBlobStore implements BlobStore {
             lastModified: p.lastModified ?? new Date(0),
             md5: p.contentMD5 === undefined ? undefined : Buffer.from(p.contentMD5).toString("base64"),
             etag: p.etag ?? "",
+            blobType: p.blobType ?? "blob of no reported type",
           };
         } catch (error) {
           if ((error as { statusCode?: number }).statusCode === 404) return undefined;

@@ -6,6 +6,13 @@ export interface BlobStat {
   readonly md5: string | undefined;
   /** The blob's ETag: changes whenever its content does. */
   readonly etag: string;
+  /**
+   * "BlockBlob", "PageBlob" or "AppendBlob". An upload URL lets its holder
+   * create any of them; only a block blob is copied as bytes everywhere
+   * (Azurite's copy of a page or append blob shares its page or block list
+   * with the source, which later writes to the source then change).
+   */
+  readonly blobType: string;
 }
 
 /** How a copy into the final area ended. */

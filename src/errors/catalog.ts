@@ -205,6 +205,12 @@ export const catalog = Object.freeze({
     Code.FailedPrecondition,
     (p) => `The upload at "${p.path}" is ${p.actual} bytes, but file_size_bytes says ${p.expected}: upload the whole file again or send its real size.`,
   ),
+  UPLOAD_NOT_BLOCK_BLOB: spec<{ path: string; blobType: string }>(
+    Code.FailedPrecondition,
+    (p) =>
+      `The upload at "${p.path}" is a ${p.blobType}, not a block blob: PUT the file to the upload URL again with the upload_headers ` +
+      "GetUploadUrl returned (x-ms-blob-type: BlockBlob), then confirm.",
+  ),
   UPLOAD_ALREADY_CONFIRMED: spec<{ path: string; versionId: string; version: string; sourceHash: string; fileSizeBytes: number }>(
     Code.AlreadyExists,
     (p) =>

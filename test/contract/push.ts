@@ -278,6 +278,52 @@ export function pushSuite(backend: Backend) {
     assert.is(Buffer.from(await (await fetch((await svc.rest.get(`/api/entities/${e}/versions/${v.id}/download`)).body.download_url)).arrayBuffer()).toString(), "twenty bytes exactly");
   });
 
+  s("a package or lockfile uploaded as a page or append blob is refused with UPLOAD_NOT_BLOCK_BLOB, and a block blob PUT after it confirms", async ({ svc }) => {
+    const e = newEntityId();
+    const pageBlob = async (url: string, fill: number) => {
+      assert.is(await putBlob(url, "", { "x-ms-blob-type": "PageBlob", "x-ms-blob-content-length": "512" }), 201);
+      assert.is(await putBlob(`${url}&comp=page`, Buffer.alloc(512, fill), { "x-ms-page-write": "update", "x-ms-range": "bytes=0-511" }), 201);
+    };
+    const appendBlob = async (url: string, text: string) => {
+      assert.is(await putBlob(url, "", { "x-ms-blob-type": "AppendBlob" }), 201);
+      assert.is(await putBlob(`${url}&comp=appendblock`, text, {}), 201);
+    };
+    const confirm = (up: Awaited<ReturnType<typeof uploadOnly>>, size: number, lock: boolean) =>
+      svc.rest.post(`/api/entities/${e}/versions/confirm`, {
+        storage_path: up.res.body.storage_path,
+        version: up.version,
+        source_hash: up.sourceHash,
+        file_size_bytes: size,
+        ...(lock ? { package_lock_path: up.res.body.package_lock_path } : {}),
+      });
+    const up = await uploadOnly(svc, e);
+    // Azurite's copy of a page blob shares its pages with the upload, which
+    // its URL could then rewrite under the version: refused before the copy.
+    await pageBlob(up.res.body.upload_url, 0x41);
+    const asPages = await confirm(up, 512, false);
+    assert.equal([asPages.status, asPages.body.code], [400, "UPLOAD_NOT_BLOCK_BLOB"], JSON.stringify(asPages.body));
+    assert.match(asPages.body.error, "x-ms-blob-type: BlockBlob");
+    assert.match(asPages.body.error, up.res.body.storage_path);
+    await appendBlob(up.res.body.upload_url, "appended");
+    const asAppends = await confirm(up, Buffer.byteLength("appended"), false);
+    assert.equal([asAppends.status, asAppends.body.code], [400, "UPLOAD_NOT_BLOCK_BLOB"], JSON.stringify(asAppends.body));
+    // A block blob package with a page blob lockfile: refused for the lockfile.
+    const content = "a block blob package";
+    assert.is(await putBlob(up.res.body.upload_url, content, up.res.body.upload_headers), 201);
+    await pageBlob(up.res.body.lockfile_upload_url, 0x4c);
+    const lockAsPages = await confirm(up, Buffer.byteLength(content), true);
+    assert.equal([lockAsPages.status, lockAsPages.body.code], [400, "UPLOAD_NOT_BLOCK_BLOB"], JSON.stringify(lockAsPages.body));
+    assert.match(lockAsPages.body.error, up.res.body.package_lock_path);
+    assert.is((await svc.rest.get(`/api/entities/${e}/versions`)).body.versions?.length ?? 0, 0, "no version was made");
+    // Doing what the message says mends it.
+    assert.is(await putBlob(up.res.body.lockfile_upload_url, '{"lock":1}', up.res.body.upload_headers), 201);
+    const ok = await confirm(up, Buffer.byteLength(content), true);
+    assert.is(ok.status, 201, JSON.stringify(ok.body));
+    const dl = await svc.rest.get(`/api/entities/${e}/versions/${ok.body.version.id}/download`);
+    assert.is(await (await fetch(dl.body.download_url)).text(), content);
+    assert.is(await (await fetch(dl.body.lockfile_download_url)).text(), '{"lock":1}');
+  });
+
   s("a download is answered as a download, whatever headers the package was uploaded with", async ({ svc }) => {
     const e = newEntityId();
     const page = "<script>alert(document.domain)</script>";
