@@ -27,7 +27,13 @@ const unavailableCodes = new Set([
   "SQLITE_CANTOPEN",
 ]);
 
-const busyCodes = new Set(["ER_LOCK_DEADLOCK", "ER_LOCK_WAIT_TIMEOUT"]);
+/**
+ * ER_CHECKREAD (1020, "Record has changed since last read"): MariaDB with
+ * innodb_snapshot_isolation (on by default from 11.6) refuses a write to a
+ * row changed since the transaction's snapshot, as a deadlock is refused:
+ * rolled back and tried again, the transaction reads the row as it is now.
+ */
+const busyCodes = new Set(["ER_LOCK_DEADLOCK", "ER_LOCK_WAIT_TIMEOUT", "ER_CHECKREAD"]);
 
 /**
  * SQLite's extended busy and locked codes (SQLITE_BUSY_SNAPSHOT: another

@@ -273,6 +273,41 @@ export function faultsSuite(backend: Backend) {
     });
 
     if (PrivateMariaDb.available()) {
+      s("a confirm whose upload the sweeper abandons meanwhile answers UPLOAD_NOT_FOUND on a MariaDB with snapshot isolation (11.6's default)", async () => {
+        const mariadb = await PrivateMariaDb.start(["--innodb-snapshot-isolation=ON"]);
+        const svc = await startService(backend, { db: { url: mariadb.url(), drop: async () => undefined } });
+        const db = knexFactory({ client: "mysql2", connection: mariadb.url(), pool: { min: 0, max: 2 } });
+        try {
+          const e = newEntityId();
+          const v1 = (await push(svc, e)).confirm!.body.version.id as string;
+          const up = await uploadOnly(svc, e, { base: v1 });
+          const { id: uploadId } = await db("uploads").where({ entity_id: e, state: "issued" }).first("id");
+          // The sweeper's claim of an abandoned upload, committed while the
+          // confirm holds the entity's lock and has read the upload as issued.
+          const sweeper = await db.transaction();
+          await sweeper("uploads").where({ entity_id: e, id: uploadId, state: "issued" }).update({ state: "deleting" });
+          const confirm = svc.rest.post(`/api/entities/${e}/versions/confirm`, {
+            storage_path: up.res.body.storage_path,
+            version: up.version,
+            source_hash: up.sourceHash,
+            file_size_bytes: Buffer.byteLength(up.content),
+            base_version_id: v1,
+          });
+          await until("the confirm waits on the upload's row", async () => {
+            const [rows] = (await db.raw("select info from information_schema.processlist where info like 'update `uploads`%confirmed%'")) as [unknown[]];
+            return rows.length > 0;
+          });
+          await sweeper.commit();
+          const res = await confirm;
+          assert.equal([res.status, res.body.code], [400, "UPLOAD_NOT_FOUND"], JSON.stringify(res.body));
+          assert.is((await svc.rest.get(`/api/entities/${e}/versions`)).body.versions.length, 1);
+        } finally {
+          await db.destroy();
+          await svc.close();
+          await mariadb.stop();
+        }
+      });
+
       s("MariaDB killed during a stream of pushes: 503 with a retry hint, nothing half-written, recovers by itself", async () => {
         const mariadb = await PrivateMariaDb.start();
         const svc = await startService(backend, {

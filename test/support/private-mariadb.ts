@@ -26,6 +26,7 @@ export class PrivateMariaDb {
   private constructor(
     readonly dir: string,
     readonly port: number,
+    readonly serverOptions: readonly string[],
   ) {}
 
   /** Whether the machine has the MariaDB server binaries (found, not run: without --datadir they touch the system's). */
@@ -34,7 +35,8 @@ export class PrivateMariaDb {
     return fs.existsSync("/usr/sbin/mariadbd") && onPath("mariadb-install-db");
   }
 
-  static async start(): Promise<PrivateMariaDb> {
+  /** `serverOptions`: more mariadbd options, e.g. a default a newer MariaDB has. */
+  static async start(serverOptions: readonly string[] = []): Promise<PrivateMariaDb> {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-mariadb-"));
     const install = spawnSync(
       "mariadb-install-db",
@@ -42,7 +44,7 @@ export class PrivateMariaDb {
       { encoding: "utf8" },
     );
     if (install.status !== 0) throw new Error(`mariadb-install-db failed: ${install.stderr}`);
-    const db = new PrivateMariaDb(dir, await freePort());
+    const db = new PrivateMariaDb(dir, await freePort(), serverOptions);
     await db.startServer();
     const admin = knexFactory({ client: "mysql2", connection: db.url("mysql"), pool: { min: 0, max: 1 } });
     await admin.raw("CREATE DATABASE IF NOT EXISTS test").finally(() => admin.destroy());
@@ -69,6 +71,7 @@ export class PrivateMariaDb {
         "--user=root",
         "--skip-log-bin",
         "--innodb-buffer-pool-size=32M",
+        ...this.serverOptions,
       ],
       { stdio: "ignore" },
     );
