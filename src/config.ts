@@ -205,8 +205,12 @@ type Env = Readonly<Record<string, string | undefined>>;
 function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
   const raw = env[name];
   if (raw === undefined || raw.trim() === "") return fallback;
+  // Decimal digits only: Number() would also take 0x1f90, 8.08e3, 0b1 or
+  // +8080, which no README example writes and few would read as meant. No
+  // setting takes a negative number, so a "-" is refused too.
+  const digits = /^\s*\d+\s*$/.test(raw);
   const value = Number(raw);
-  if (!Number.isInteger(value) || value < min || value > max) {
+  if (!digits || !Number.isSafeInteger(value) || value < min || value > max) {
     throw new ConfigError(`${name} must be a whole number from ${min} to ${max}, got "${raw}".`);
   }
   return value;
@@ -278,11 +282,11 @@ function optional(env: Env, name: string): string | undefined {
   return raw === undefined || raw === "" ? undefined : raw;
 }
 
-/** Production's bounds on how long a withdrawn key keeps working, and how often anyone may make the service fetch the JWKS. */
 /** The longest download URL production signs: one a client fetches at once, with room for a slow link's retries. */
 const productionDownloadUrlTtlMaxSeconds = 3600;
 
-const productionAuthCeilings = { jwksMaxAgeSeconds: 600, tokenCacheSeconds: 300, jwksCooldownSecondsMin: 5 } as const;
+/** Production's bounds on how long a token or a withdrawn key keeps working, and how often anyone may make the service fetch the JWKS. */
+const productionAuthCeilings = { maxTokenLifetimeSeconds: 7 * 24 * 3600, jwksMaxAgeSeconds: 600, tokenCacheSeconds: 300, jwksCooldownSecondsMin: 5 } as const;
 
 function auth(env: Env, production: boolean): AuthConfig {
   const p = problemsOf();
@@ -319,6 +323,10 @@ function auth(env: Env, production: boolean): AuthConfig {
     p.check(() => refuseTyped("AUTH_JWT_SECRET", jwtSecret));
     if (lifetime === 0) {
       p.problem("NODE_ENV=production needs a bound on token lifetimes: set AUTH_MAX_TOKEN_LIFETIME to the most seconds a token may live (86400 by default), not 0.");
+    }
+    // A leaked token works until it expires: a bound of a year bounds nothing.
+    if (lifetime !== undefined && lifetime > productionAuthCeilings.maxTokenLifetimeSeconds) {
+      p.problem(`NODE_ENV=production takes at most ${productionAuthCeilings.maxTokenLifetimeSeconds} s of AUTH_MAX_TOKEN_LIFETIME (a leaked token works that long), got ${lifetime}: lower it (86400 by default).`);
     }
     if (clockSkewSeconds !== undefined && clockSkewSeconds > 300) {
       p.problem(`NODE_ENV=production takes at most 300 s of AUTH_CLOCK_SKEW_SECONDS (an expired token stays good that long), got ${clockSkewSeconds}: synchronise the clocks instead.`);
@@ -440,55 +448,96 @@ export interface DatabaseTls {
 
 const sslModes = ["DISABLED", "REQUIRED", "VERIFY_CA", "VERIFY_IDENTITY"] as const;
 
-/** DATABASE_URL's query: TLS settings only; anything else would be dropped unseen, so it is refused. */
+/**
+ * DATABASE_URL's query: TLS settings only; anything else would be dropped
+ * unseen, so it is refused. Every problem in it is named at once.
+ */
 function databaseTls(url: URL): DatabaseTls | undefined {
-  let mode: (typeof sslModes)[number] = "DISABLED";
+  const p = problemsOf();
+  let mode: (typeof sslModes)[number] | undefined = "DISABLED";
   let caFile: string | undefined;
+  let caRead = true;
   for (const [key, value] of url.searchParams) {
     if (key === "ssl-mode") {
-      const named = sslModes.find((m) => m === value.toUpperCase());
-      if (named === undefined) throw new ConfigError(`DATABASE_URL's ssl-mode "${value}" is not one of ${sslModes.join(", ")}.`);
-      mode = named;
+      mode = sslModes.find((m) => m === value.toUpperCase());
+      if (mode === undefined) p.problem(`DATABASE_URL's ssl-mode "${value}" is not one of ${sslModes.join(", ")}.`);
     } else if (key === "ssl-ca") {
-      if (!fs.statSync(value, { throwIfNoEntry: false })?.isFile()) throw new ConfigError(`DATABASE_URL's ssl-ca "${value}" is not a file here: name a PEM file of the CA certificates to trust.`);
-      caFile = value;
+      caRead = fs.statSync(value, { throwIfNoEntry: false })?.isFile() === true;
+      if (caRead) caFile = value;
+      else p.problem(`DATABASE_URL's ssl-ca "${value}" is not a file here: name a PEM file of the CA certificates to trust.`);
     } else {
-      throw new ConfigError(`DATABASE_URL's parameter "${key}" is not one this service reads: it takes ssl-mode (${sslModes.join(", ")}) and ssl-ca (a PEM file), e.g. mysql://user:password@host/db?ssl-mode=VERIFY_IDENTITY.`);
+      p.problem(`DATABASE_URL's parameter "${key}" is not one this service reads: it takes ssl-mode (${sslModes.join(", ")}) and ssl-ca (a PEM file), e.g. mysql://user:password@host/db?ssl-mode=VERIFY_IDENTITY.`);
     }
   }
-  // REQUIRED and DISABLED check no certificate: a CA given there would be read by nobody.
-  if (caFile !== undefined && mode !== "VERIFY_CA" && mode !== "VERIFY_IDENTITY") {
-    throw new ConfigError(`DATABASE_URL gives ssl-ca with ssl-mode ${mode}, which checks no certificate: use ssl-mode=VERIFY_CA or VERIFY_IDENTITY to have it used.`);
+  // The checks across the two need both read: a mode misspelt or a CA not
+  // found is named above, not again as a mismatch.
+  if (mode !== undefined && caRead) {
+    // REQUIRED and DISABLED check no certificate: a CA given there would be read by nobody.
+    if (caFile !== undefined && mode !== "VERIFY_CA" && mode !== "VERIFY_IDENTITY") {
+      p.problem(`DATABASE_URL gives ssl-ca with ssl-mode ${mode}, which checks no certificate: use ssl-mode=VERIFY_CA or VERIFY_IDENTITY to have it used.`);
+    }
+    // As MySQL's own client: checked against the public CAs and not against
+    // the host name, any server with any public certificate would pass.
+    if (mode === "VERIFY_CA" && caFile === undefined) {
+      p.problem(`DATABASE_URL's ssl-mode=VERIFY_CA needs ssl-ca=<PEM file>, the private CA to trust: against the public CAs, without a check of the host name, any publicly certified server would pass. For a server with a public certificate use ssl-mode=VERIFY_IDENTITY.`);
+    }
   }
-  // As MySQL's own client: checked against the public CAs and not against
-  // the host name, any server with any public certificate would pass.
-  if (mode === "VERIFY_CA" && caFile === undefined) {
-    throw new ConfigError(`DATABASE_URL's ssl-mode=VERIFY_CA needs ssl-ca=<PEM file>, the private CA to trust: against the public CAs, without a check of the host name, any publicly certified server would pass. For a server with a public certificate use ssl-mode=VERIFY_IDENTITY.`);
-  }
-  if (mode === "DISABLED") return undefined;
-  return caFile === undefined ? { mode } : { mode, caFile };
+  p.done();
+  if (mode === "DISABLED" || mode === undefined) return undefined;
+  // Frozen like every other part of the configuration: it is shared by every connection made.
+  return Object.freeze(caFile === undefined ? { mode } : { mode, caFile });
 }
 
 /**
- * Refuses, in production, a link to a MySQL on another host that does not
- * check whose certificate it gets: the database says which blob each
- * version downloads and who may publish, so whoever can stand in the path
- * could change a published version, as over an http blob endpoint or JWKS.
- * A link protected another way (a service mesh's mTLS) is said so with an
- * explicit ssl-mode=DISABLED.
+ * The problem, if any, with a production link to a MySQL on another host
+ * that does not check whose certificate it gets: the database says which
+ * blob each version downloads and who may publish, so whoever can stand in
+ * the path could change a published version, as over an http blob endpoint
+ * or JWKS. A link protected another way (a service mesh's mTLS) is said so
+ * with an explicit ssl-mode=DISABLED.
  */
-function productionDatabaseLink(url: URL, tls: DatabaseTls | undefined): void {
+function productionDatabaseLink(url: URL, tls: DatabaseTls | undefined): string | undefined {
   // A link that never leaves the machine (a local proxy or sidecar doing the TLS).
-  if (isLoopbackHost(url.hostname)) return;
+  if (isLoopbackHost(url.hostname)) return undefined;
   const verify = "add ?ssl-mode=VERIFY_IDENTITY to DATABASE_URL (or VERIFY_CA, with &ssl-ca=<PEM file> for a private CA)";
   if (tls?.mode === "REQUIRED") {
-    throw new ConfigError(`NODE_ENV=production refuses DATABASE_URL's ssl-mode=REQUIRED: it encrypts but checks no certificate, so anyone in the path can pose as the database; use ssl-mode=VERIFY_IDENTITY (or VERIFY_CA, with &ssl-ca=<PEM file> for a private CA).`);
+    return `NODE_ENV=production refuses DATABASE_URL's ssl-mode=REQUIRED: it encrypts but checks no certificate, so anyone in the path can pose as the database; use ssl-mode=VERIFY_IDENTITY (or VERIFY_CA, with &ssl-ca=<PEM file> for a private CA).`;
   }
   if (tls === undefined && url.searchParams.get("ssl-mode")?.toUpperCase() !== "DISABLED") {
-    throw new ConfigError(
-      `NODE_ENV=production needs TLS to a MySQL on another host (${url.hostname}): ${verify}. Where the link is protected another way (a service mesh's mTLS), say so with ssl-mode=DISABLED.`,
-    );
+    return `NODE_ENV=production needs TLS to a MySQL on another host (${url.hostname}): ${verify}. Where the link is protected another way (a service mesh's mTLS), say so with ssl-mode=DISABLED.`;
   }
+  return undefined;
+}
+
+/** DATABASE_URL read as a MySQL URL; undefined, with its problem noted, when it cannot be, so that nothing is checked of a URL misread. */
+function mysqlUrl(raw: string, p: ReturnType<typeof problemsOf>): URL | undefined {
+  const encodeHint = "write the user name and password percent-encoded, as encodeURIComponent does (a / ? # or % in them breaks the URL otherwise)";
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    p.problem(`DATABASE_URL must be mysql://user:password@host:port/database or sqlite:<file>; ${encodeHint}.`);
+    return undefined;
+  }
+  if (url.protocol !== "mysql:") {
+    p.problem(`DATABASE_URL scheme "${url.protocol}" is not supported: use mysql://user:password@host:port/database or sqlite:<file>.`);
+    return undefined;
+  }
+  // A "#" or "?" in the password ends the URL's authority there: the rest
+  // is read as a fragment or a query, and the host and database go missing.
+  const at = raw.lastIndexOf("@");
+  if ((url.hash !== "" || url.pathname.length <= 1) && at > 0 && /[#?]/.test(raw.slice(0, at))) {
+    p.problem(`DATABASE_URL has a "#" or "?" before its host: ${encodeHint} ("#" is "%23", "?" is "%3F").`);
+    return undefined;
+  }
+  // The host, password and query were read as written: what else is wrong with them is named too.
+  if (url.pathname.length <= 1) p.problem("DATABASE_URL must name the database: mysql://user:password@host:port/database.");
+  try {
+    for (const part of [url.username, url.password, url.pathname]) decodeURIComponent(part);
+  } catch {
+    p.problem(`DATABASE_URL has a "%" that starts no escape: ${encodeHint} ("%" is "%25").`);
+  }
+  return url;
 }
 
 function database(env: Env, dataDir: string, production: boolean): DatabaseConfig {
@@ -505,55 +554,66 @@ function database(env: Env, dataDir: string, production: boolean): DatabaseConfi
     confirmGroupMax: int("DATABASE_CONFIRM_GROUP_MAX", 16, 1, 64),
     preparedStatements: p.check(() => onOff(env, "DATABASE_PREPARED_STATEMENTS", true)),
   };
-  p.done();
-  const pool = read as AllRead<typeof read>;
   const raw = env["DATABASE_URL"]?.trim();
-  if (raw === undefined || raw === "") return { kind: "sqlite", file: path.join(dataDir, "entity-versions.db") };
+  if (raw === undefined || raw === "") {
+    p.done();
+    return { kind: "sqlite", file: path.join(dataDir, "entity-versions.db") };
+  }
   if (raw.startsWith("sqlite:")) {
     const file = raw.slice("sqlite:".length).replace(/^\/\/(?=\/)/, "");
-    if (file === "") throw new ConfigError(`DATABASE_URL "sqlite:" needs a file path, e.g. sqlite:./data/entity-versions.db.`);
+    if (file === "") p.problem(`DATABASE_URL "sqlite:" needs a file path, e.g. sqlite:./data/entity-versions.db.`);
+    p.done();
     return { kind: "sqlite", file };
   }
-  const encodeHint = "write the user name and password percent-encoded, as encodeURIComponent does (a / ? # or % in them breaks the URL otherwise)";
-  let url: URL;
-  try {
-    url = new URL(raw);
-  } catch {
-    throw new ConfigError(`DATABASE_URL must be mysql://user:password@host:port/database or sqlite:<file>; ${encodeHint}.`);
+  const url = mysqlUrl(raw, p);
+  if (url !== undefined && production && url.password === "") {
+    p.problem("NODE_ENV=production needs a password in DATABASE_URL (mysql://user:password@host/database): a database anyone on the network can log in to could rewrite every version.");
   }
-  if (url.protocol !== "mysql:") {
-    throw new ConfigError(`DATABASE_URL scheme "${url.protocol}" is not supported: use mysql://user:password@host:port/database or sqlite:<file>.`);
+  // Wrapped: undefined is a link without TLS, the wrapper's absence a query that could not be read.
+  const link = url === undefined ? undefined : p.check(() => ({ tls: databaseTls(url) }));
+  if (url !== undefined && link !== undefined && production) {
+    const problem = productionDatabaseLink(url, link.tls);
+    if (problem !== undefined) p.problem(problem);
   }
-  // A "#" or "?" in the password ends the URL's authority there: the rest
-  // is read as a fragment or a query, and the host and database go missing.
-  const at = raw.lastIndexOf("@");
-  if ((url.hash !== "" || url.pathname.length <= 1) && at > 0 && /[#?]/.test(raw.slice(0, at))) throw new ConfigError(`DATABASE_URL has a "#" or "?" before its host: ${encodeHint} ("#" is "%23", "?" is "%3F").`);
-  if (url.pathname.length <= 1) throw new ConfigError("DATABASE_URL must name the database: mysql://user:password@host:port/database.");
-  try {
-    for (const part of [url.username, url.password, url.pathname]) decodeURIComponent(part);
-  } catch {
-    throw new ConfigError(`DATABASE_URL has a "%" that starts no escape: ${encodeHint} ("%" is "%25").`);
-  }
-  if (production && url.password === "") {
-    throw new ConfigError("NODE_ENV=production needs a password in DATABASE_URL (mysql://user:password@host/database): a database anyone on the network can log in to could rewrite every version.");
-  }
-  const tls = databaseTls(url);
-  if (production) productionDatabaseLink(url, tls);
+  p.done();
+  // Every read above succeeded (done() threw otherwise).
+  const pool = read as AllRead<typeof read>;
+  const tls = link!.tls;
   return { kind: "mysql", url: raw, ...pool, ...(tls === undefined ? {} : { tls }) };
 }
 
+/**
+ * The values given under `name` spelled exactly so, as the Azure SDK reads
+ * them (it compares names with case and trims the whole part), trimmed.
+ */
+function exactConnectionStringParts(connectionString: string, name: string): string[] {
+  return connectionString
+    .split(";")
+    .map((part) => part.trim())
+    .filter((part) => part.startsWith(`${name}=`))
+    .map((part) => part.slice(name.length + 1).trim());
+}
+
 function blob(env: Env, dataDir: string, production: boolean): BlobConfig {
+  const p = problemsOf();
   const container = text(env, "AZURE_STORAGE_CONTAINER", "entity-versions");
   if (!/^(?=.{3,63}$)[a-z0-9]+(-[a-z0-9]+)*$/.test(container)) {
-    throw new ConfigError(
-      `AZURE_STORAGE_CONTAINER "${container}" is not a valid container name: 3 to 63 lowercase letters, digits and single hyphens.`,
-    );
+    p.problem(`AZURE_STORAGE_CONTAINER "${container}" is not a valid container name: 3 to 63 lowercase letters, digits and single hyphens.`);
   }
   const connectionString = env["AZURE_STORAGE_CONNECTION_STRING"]?.trim();
   if (connectionString !== undefined && connectionString !== "") {
-    if (!/AccountName=[^;]+/i.test(connectionString) || !/AccountKey=[^;]+/i.test(connectionString)) {
-      throw new ConfigError(
-        "AZURE_STORAGE_CONNECTION_STRING must carry AccountName and AccountKey (the service signs SAS URLs with the key).",
+    // The SDK finds these only spelled exactly so, and takes a blank key
+    // for none: otherwise it reads the string as a SAS one and fails at
+    // start-up about a SharedAccessSignature nobody meant to give. One
+    // spelled otherwise beside the exact one is refused too: the SAS
+    // signer, which ignores case, might take it.
+    const missing = ["AccountName", "AccountKey"].filter((name) => {
+      const values = exactConnectionStringParts(connectionString, name);
+      return values.length === 0 || values.some((value) => value === "") || connectionStringParts(connectionString, name).length !== values.length;
+    });
+    if (missing.length > 0) {
+      p.problem(
+        `AZURE_STORAGE_CONNECTION_STRING must carry AccountName and AccountKey, spelled exactly so, each with a value (the service signs SAS URLs with the key): ${missing.join(" and ")} ${missing.length === 1 ? "is" : "are"} missing, blank or spelled otherwise.`,
       );
     }
     // The SDK reads a string as account-key only when it spells
@@ -561,7 +621,6 @@ function blob(env: Env, dataDir: string, production: boolean): BlobConfig {
     // BlobEndpoint; otherwise it fails at start-up naming some other part.
     const accountKeyForm = /(^|;)\s*DefaultEndpointsProtocol=/.test(connectionString);
     const endpoint = connectionStringParts(connectionString, "BlobEndpoint").length > 0 || connectionStringParts(connectionString, "EndpointSuffix").length > 0;
-    const p = problemsOf();
     if (!/^\s*UseDevelopmentStorage\s*=/i.test(connectionString) && (!accountKeyForm || !endpoint)) {
       p.problem(
         "AZURE_STORAGE_CONNECTION_STRING must say where the blobs are, written as the storage account's Access keys page gives it: DefaultEndpointsProtocol=https;AccountName=…;AccountKey=…;EndpointSuffix=core.windows.net (or BlobEndpoint=https://… instead of EndpointSuffix), DefaultEndpointsProtocol spelled exactly so.",
@@ -571,7 +630,7 @@ function blob(env: Env, dataDir: string, production: boolean): BlobConfig {
       // The Azure SDK replaces such a string with the emulator's own
       // settings (http, and its public key), whatever else it says.
       if (/^\s*UseDevelopmentStorage\s*=\s*true/i.test(connectionString)) {
-        throw new ConfigError("NODE_ENV=production cannot use UseDevelopmentStorage=true (the storage emulator, over http, with its public key): set AZURE_STORAGE_CONNECTION_STRING to your storage account's.");
+        p.problem("NODE_ENV=production cannot use UseDevelopmentStorage=true (the storage emulator, over http, with its public key): set AZURE_STORAGE_CONNECTION_STRING to your storage account's.");
       }
       // Everyone has Azurite's key: whoever reaches that store could rewrite published packages.
       const devKey = Buffer.from(azuriteKey, "base64");
@@ -588,12 +647,9 @@ function blob(env: Env, dataDir: string, production: boolean): BlobConfig {
     p.done();
     return { kind: "azure", connectionString, container };
   }
-  return {
-    kind: "embedded-azurite",
-    location: path.join(dataDir, "azurite"),
-    port: integer(env, "AZURITE_PORT", 0, 0, 65535),
-    container,
-  };
+  const port = p.check(() => integer(env, "AZURITE_PORT", 0, 0, 65535));
+  p.done();
+  return { kind: "embedded-azurite", location: path.join(dataDir, "azurite"), port: port!, container };
 }
 
 /** Whether NODE_ENV is production; any value but the three known ones is refused. */
@@ -767,12 +823,19 @@ export function loadConfig(environment: Env = process.env): Config {
     watch: read(() => watch(env, http, production)),
     notices: [] as string[],
   };
+  // Both listen on HOST: the second listener would find the port taken and
+  // stop the start with a message naming no setting. (0 is any free port.)
+  if (config.port !== undefined && config.metricsPort !== undefined && config.metricsPort !== 0 && config.metricsPort === config.port) {
+    problems.problem(`METRICS_PORT must differ from PORT (both ${config.port}): set METRICS_PORT to a port of its own, or leave it unset to serve /metrics on PORT.`);
+  }
   const set = Object.keys(environment).filter((name) => (environment[name] ?? "") !== "");
   for (const { name, meant, kind } of misnamedSettings(set, readNames)) {
     // Refused when the setting meant is not set too: its default, maybe a
-    // looser bound than was meant, would apply.
-    if (kind === "unit" && production && (environment[meant] ?? "").trim() === "") {
-      problems.problem(`${name} is not a setting: ${meant} is (in the unit its name says, or seconds where it says none). Set ${meant} instead.`);
+    // looser bound than was meant, would apply. Only where no doubt is left
+    // which setting was meant: a misspelling may be some other variable.
+    if (kind !== "spelling" && production && (environment[meant] ?? "").trim() === "") {
+      const how = kind === "unit" ? "in the unit its name says, or seconds where it says none" : "names are read with their letter case, in capitals";
+      problems.problem(`${name} is not a setting: ${meant} is (${how}). Set ${meant} instead.`);
     } else {
       config.notices.push(`${name} is not a setting and is ignored: did you mean ${meant}?`);
     }

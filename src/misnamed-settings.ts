@@ -15,8 +15,8 @@ export interface MisnamedSetting {
   readonly name: string;
   /** The setting it most likely meant. */
   readonly meant: string;
-  /** "unit": the same words with another unit (or none); "spelling": a letter or two apart. */
-  readonly kind: "unit" | "spelling";
+  /** "case": the same name in other letter case; "unit": the same words with another unit (or none); "spelling": a letter or two apart. */
+  readonly kind: "case" | "unit" | "spelling";
 }
 
 const unitSuffix = /_(MS|MILLIS|MILLISECONDS|S|SEC|SECS|SECOND|SECONDS|MIN|MINS|MINUTES|H|HOURS|DAYS|BYTES|KB|KIB|MB|MIB)$/;
@@ -31,14 +31,23 @@ export function misnamedSettings(set: readonly string[], read: ReadonlySet<strin
   const known = [...read];
   for (const name of set) {
     if (read.has(name)) continue;
-    const base = name.replace(unitSuffix, "");
-    const unit = known.find((k) => k.replace(unitSuffix, "") === base);
+    // Names are read as written (process.env is case-sensitive off Windows),
+    // so a setting in lower case is ignored like any other near miss; the
+    // other rules compare without case too (auth_max_token_lifetime_seconds).
+    const upper = name.toUpperCase();
+    const cased = known.find((k) => k.toUpperCase() === upper);
+    if (cased !== undefined) {
+      found.push({ name, meant: cased, kind: "case" });
+      continue;
+    }
+    const base = upper.replace(unitSuffix, "");
+    const unit = known.find((k) => k.toUpperCase().replace(unitSuffix, "") === base);
     if (unit !== undefined) {
       found.push({ name, meant: unit, kind: "unit" });
       continue;
     }
     if (name.length < spellingMinLength) continue;
-    const spelt = known.find((k) => k.length >= spellingMinLength && Math.abs(k.length - name.length) <= spellingDistance && editDistance(k, name) <= spellingDistance);
+    const spelt = known.find((k) => k.length >= spellingMinLength && Math.abs(k.length - name.length) <= spellingDistance && editDistance(k.toUpperCase(), upper) <= spellingDistance);
     if (spelt !== undefined) found.push({ name, meant: spelt, kind: "spelling" });
   }
   return found;

@@ -5,7 +5,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { test } from "uvu";
 import * as assert from "uvu/assert";
-import { ConfigError, loadConfig } from "../../src/config.js";
+import { ConfigError, loadConfig, loadDatabaseConfig } from "../../src/config.js";
 
 /** A file that exists wherever the tests run (this one), for settings that must name a file. */
 const anyFile = fileURLToPath(import.meta.url);
@@ -328,6 +328,106 @@ test("secrets a generator made pass the production check", () => {
       assert.is(loadConfig({ ...base, AUTH_JWT_SECRET: jwt, PAGE_TOKEN_SECRET: page }).production, true, `${jwt} ${page}`);
     }
   }
+});
+
+/** The message a refused configuration stops with. */
+function refusal(env: Record<string, string>): string {
+  try {
+    loadConfig(env);
+  } catch (error) {
+    assert.instance(error, ConfigError);
+    return (error as Error).message;
+  }
+  throw new Error(`${JSON.stringify(env)} was accepted`);
+}
+
+test("one start names every database and blob setting to fix, and nothing of a value it could not read", () => {
+  const database = refusal({ ...productionEnv, DATABASE_POOL_MAX: "0", DATABASE_URL: "mysql://hC@db.internal/hC" });
+  assert.match(database, /^3 settings need fixing:/, database);
+  for (const part of ["DATABASE_POOL_MAX", "password in DATABASE_URL", "needs TLS to a MySQL on another host (db.internal)"]) assert.match(database, part);
+  const azurite = "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;BlobEndpoint=http://azurite.internal:10000/devstoreaccount1";
+  const blob = refusal({ ...productionEnv, AZURE_STORAGE_CONTAINER: "Versions", AZURE_STORAGE_CONNECTION_STRING: azurite });
+  assert.match(blob, /^3 settings need fixing:/, blob);
+  for (const part of ["AZURE_STORAGE_CONTAINER", "development key", "https blob endpoint"]) assert.match(blob, part);
+  const embedded = refusal({ AZURE_STORAGE_CONTAINER: "Versions", AZURITE_PORT: "x" });
+  for (const part of ["AZURE_STORAGE_CONTAINER", "AZURITE_PORT"]) assert.match(embedded, part);
+  // Every problem of the query at once, then no more of it.
+  const query = refusal({ ...productionEnv, DATABASE_URL: "mysql://u:p@db/versions?ssl=true&ssl-mode=ON" });
+  for (const part of ['parameter "ssl"', 'ssl-mode "ON"']) assert.match(query, part);
+  assert.not.match(query, "needs TLS", query);
+  // A URL that could not be read is named alone: no password or TLS asked of it.
+  for (const url of ["mysql//db/versions", "postgres://db/versions", "mysql://u:p#w@db:3306/x"]) {
+    const unread = refusal({ ...productionEnv, DATABASE_POOL_MAX: "0", DATABASE_URL: url });
+    assert.match(unread, /^2 settings need fixing:/, unread);
+    assert.match(unread, "DATABASE_POOL_MAX");
+    assert.not.match(unread, /password in DATABASE_URL|needs TLS/, unread);
+  }
+});
+
+test("every nested part of a loaded configuration is frozen, the database's TLS too", () => {
+  const frozen = (value: unknown, at: string): void => {
+    if (typeof value !== "object" || value === null) return;
+    assert.ok(Object.isFrozen(value), `${at} is not frozen`);
+    for (const [key, inner] of Object.entries(value)) frozen(inner, `${at}.${key}`);
+  };
+  const config = loadConfig({ ...productionEnv, DATABASE_URL: `mysql://u:p@db:3306/versions?ssl-mode=VERIFY_CA&ssl-ca=${anyFile}` });
+  assert.ok(config.database.kind === "mysql" && config.database.tls !== undefined);
+  frozen(config, "config");
+  frozen(loadDatabaseConfig(productionEnv), "database");
+  frozen(loadConfig({}), "development");
+});
+
+test("AZURE_STORAGE_CONNECTION_STRING needs AccountName and AccountKey spelled exactly so, each with a value, as the Azure SDK reads them", () => {
+  const good = "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=a2V5;EndpointSuffix=core.windows.net";
+  assert.is(loadConfig({ AZURE_STORAGE_CONNECTION_STRING: good }).blob.kind, "azure");
+  assert.is(loadConfig({ AZURE_STORAGE_CONNECTION_STRING: ` ${good.replace(";AccountKey=", "; AccountKey=")} ` }).blob.kind, "azure");
+  const wrong = [
+    good.replace("AccountKey=", "accountkey="),
+    good.replace("AccountName=", "ACCOUNTNAME="),
+    good.replace("AccountKey=a2V5", "AccountKey= "),
+    good.replace("AccountKey=a2V5", "AccountKey="),
+    good.replace("AccountKey=", "AccountKey ="),
+    `${good};accountkey=b3RoZXI=`,
+  ];
+  for (const connectionString of wrong) {
+    const message = refusal({ AZURE_STORAGE_CONNECTION_STRING: connectionString });
+    assert.match(message, "AZURE_STORAGE_CONNECTION_STRING must carry AccountName and AccountKey, spelled exactly so", connectionString);
+  }
+  assert.match(refusal({ AZURE_STORAGE_CONNECTION_STRING: good.replace("AccountKey=", "accountkey=") }), "AccountKey is missing");
+});
+
+test("METRICS_PORT must differ from PORT (0, any free port, excepted)", () => {
+  assert.match(refusal({ METRICS_PORT: "8080" }), "METRICS_PORT must differ from PORT (both 8080)");
+  assert.match(refusal({ PORT: "9464", METRICS_PORT: " 9464" }), "METRICS_PORT must differ from PORT");
+  assert.is(loadConfig({ PORT: "0", METRICS_PORT: "0" }).metricsPort, 0);
+  assert.is(loadConfig({ METRICS_PORT: "9464" }).metricsPort, 9464);
+});
+
+test("production takes at most 7 days of AUTH_MAX_TOKEN_LIFETIME", () => {
+  assert.match(refusal({ ...productionEnv, AUTH_MAX_TOKEN_LIFETIME: "31536000" }), "at most 604800 s of AUTH_MAX_TOKEN_LIFETIME");
+  assert.match(refusal({ ...productionEnv, AUTH_MAX_TOKEN_LIFETIME: "604801" }), "AUTH_MAX_TOKEN_LIFETIME");
+  assert.is(loadConfig({ ...productionEnv, AUTH_MAX_TOKEN_LIFETIME: "604800" }).auth.maxTokenLifetimeSeconds, 604800);
+  assert.is(loadConfig({ AUTH_MAX_TOKEN_LIFETIME: "31536000" }).auth.maxTokenLifetimeSeconds, 31536000, "outside production the operator's business");
+});
+
+test("a whole number is decimal digits: no hex, binary, octal, exponent, sign or fraction", () => {
+  for (const port of ["0xa0f0", "4.12e4", "0b1010", "0o17", "+8080", "-0", "8080.0", "1_000", "8 080", "Infinity"]) {
+    assert.match(refusal({ PORT: port }), `PORT must be a whole number from 0 to 65535, got "${port}"`);
+  }
+  assert.is(loadConfig({ PORT: " 9000\n" }).port, 9000);
+  assert.is(loadConfig({ PORT: "09000" }).port, 9000, "leading zeros are still decimal");
+});
+
+test("a setting set in other letter case is said like any near miss, and refused in production when the setting itself is not set", () => {
+  assert.equal(loadConfig({ auth_max_token_lifetime: "600", Watch_Max_Per_Caler: "3" }).notices, [
+    "auth_max_token_lifetime is not a setting and is ignored: did you mean AUTH_MAX_TOKEN_LIFETIME?",
+    "Watch_Max_Per_Caler is not a setting and is ignored: did you mean WATCH_MAX_PER_CALLER?",
+  ]);
+  assert.match(refusal({ ...productionEnv, auth_max_token_lifetime: "600" }), "auth_max_token_lifetime is not a setting: AUTH_MAX_TOKEN_LIFETIME is (names are read with their letter case");
+  assert.match(refusal({ ...productionEnv, auth_max_token_lifetime_seconds: "600" }), "auth_max_token_lifetime_seconds is not a setting: AUTH_MAX_TOKEN_LIFETIME is (in the unit");
+  assert.equal(loadConfig({ ...productionEnv, AUTH_MAX_TOKEN_LIFETIME: "600", auth_max_token_lifetime: "600" }).notices, [
+    "auth_max_token_lifetime is not a setting and is ignored: did you mean AUTH_MAX_TOKEN_LIFETIME?",
+  ]);
 });
 
 test.run();
