@@ -615,6 +615,10 @@ function blob(env: Env, dataDir: string, production: boolean): BlobConfig {
       p.problem(
         `AZURE_STORAGE_CONNECTION_STRING must carry AccountName and AccountKey, spelled exactly so, each with a value (the service signs SAS URLs with the key): ${missing.join(" and ")} ${missing.length === 1 ? "is" : "are"} missing, blank or spelled otherwise.`,
       );
+    } else if (exactConnectionStringParts(connectionString, "AccountKey").some((key) => !/^[A-Za-z0-9+/]+={0,2}$/.test(key))) {
+      // A placeholder left in (AccountKey=…) decodes to nothing: the SDK
+      // then stops the start with a message naming no variable.
+      p.problem("AZURE_STORAGE_CONNECTION_STRING's AccountKey is not a base64 key: paste the key the storage account's Access keys page shows.");
     }
     // The SDK reads a string as account-key only when it spells
     // "DefaultEndpointsProtocol=" so, and then needs EndpointSuffix or
@@ -833,9 +837,14 @@ export function loadConfig(environment: Env = process.env): Config {
     // Refused when the setting meant is not set too: its default, maybe a
     // looser bound than was meant, would apply. Only where no doubt is left
     // which setting was meant: a misspelling may be some other variable.
-    if (kind !== "spelling" && production && (environment[meant] ?? "").trim() === "") {
+    const meantUnset = (environment[meant] ?? "").trim() === "";
+    if (kind !== "spelling" && production && meantUnset) {
       const how = kind === "unit" ? "in the unit its name says, or seconds where it says none" : "names are read with their letter case, in capitals";
       problems.problem(`${name} is not a setting: ${meant} is (${how}). Set ${meant} instead.`);
+    } else if (meant === "NODE_ENV" && meantUnset && (environment[name] ?? "").trim().toLowerCase() === "production") {
+      // Meant as production, it would start as development: the
+      // development token on, none of production's refusals made.
+      problems.problem(`${name}=production is not a setting: NODE_ENV is. Set NODE_ENV=production; as it is, the service would start in development, with the development token.`);
     } else {
       config.notices.push(`${name} is not a setting and is ignored: did you mean ${meant}?`);
     }

@@ -21,9 +21,34 @@ export interface MisnamedSetting {
 
 const unitSuffix = /_(MS|MILLIS|MILLISECONDS|S|SEC|SECS|SECOND|SECONDS|MIN|MINS|MINUTES|H|HOURS|DAYS|BYTES|KB|KIB|MB|MIB)$/;
 
-/** Names closer than this many single-letter edits count as one misspelt (long names only: short ones are too often unrelated). */
+/** Long names closer than this many single-letter edits count as one misspelt. */
 const spellingDistance = 2;
 const spellingMinLength = 10;
+
+/** Short names this long or longer may be one edit apart (LOG_LEVL, DATA_DIRR, NODE_EMV); shorter ones only two letters swapped (PROT). */
+const shortEditMinLength = 7;
+
+/**
+ * Whether `name` reads as `setting` misspelt: two edits for long names;
+ * for short ones (NODE_ENV, PORT, HOST), where two edits join unrelated
+ * names (HOME, HOST), one edit from 7 letters on, and below that only two
+ * neighbouring letters swapped, the typo fingers make most.
+ */
+function spelledNear(setting: string, name: string): boolean {
+  if (setting.length >= spellingMinLength && name.length >= spellingMinLength) {
+    return Math.abs(setting.length - name.length) <= spellingDistance && editDistance(setting, name) <= spellingDistance;
+  }
+  if (swapsTwoNeighbours(setting, name)) return true;
+  return setting.length >= shortEditMinLength && name.length >= shortEditMinLength && Math.abs(setting.length - name.length) <= 1 && editDistance(setting, name) <= 1;
+}
+
+/** Whether `b` is `a` with one pair of neighbouring letters swapped. */
+function swapsTwoNeighbours(a: string, b: string): boolean {
+  if (a.length !== b.length) return false;
+  let i = 0;
+  while (i < a.length && a[i] === b[i]) i++;
+  return i + 1 < a.length && a[i] === b[i + 1] && a[i + 1] === b[i] && a.slice(i + 2) === b.slice(i + 2);
+}
 
 /** The variables among `set` that look like misnamed settings of `read`. */
 export function misnamedSettings(set: readonly string[], read: ReadonlySet<string>): MisnamedSetting[] {
@@ -46,8 +71,7 @@ export function misnamedSettings(set: readonly string[], read: ReadonlySet<strin
       found.push({ name, meant: unit, kind: "unit" });
       continue;
     }
-    if (name.length < spellingMinLength) continue;
-    const spelt = known.find((k) => k.length >= spellingMinLength && Math.abs(k.length - name.length) <= spellingDistance && editDistance(k.toUpperCase(), upper) <= spellingDistance);
+    const spelt = known.find((k) => spelledNear(k.toUpperCase(), upper));
     if (spelt !== undefined) found.push({ name, meant: spelt, kind: "spelling" });
   }
   return found;

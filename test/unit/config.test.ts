@@ -394,6 +394,23 @@ test("AZURE_STORAGE_CONNECTION_STRING needs AccountName and AccountKey spelled e
     assert.match(message, "AZURE_STORAGE_CONNECTION_STRING must carry AccountName and AccountKey, spelled exactly so", connectionString);
   }
   assert.match(refusal({ AZURE_STORAGE_CONNECTION_STRING: good.replace("AccountKey=", "accountkey=") }), "AccountKey is missing");
+  // The README's placeholder left in: the SDK would stop the start naming no variable.
+  for (const key of ["…", "@@@@", "<key>"]) {
+    assert.match(refusal({ AZURE_STORAGE_CONNECTION_STRING: good.replace("a2V5", key) }), "AZURE_STORAGE_CONNECTION_STRING's AccountKey is not a base64 key", key);
+  }
+});
+
+test("short settings misspelt are said too (NODE_EVN, PROT, LOG_LEVL), and NODE_ENV misspelt as production is refused", () => {
+  const notices = loadConfig({ NODE_EVN: "test", PROT: "9000", LOG_LEVL: "debug", DATA_DIRR: "/tmp/x", HSOT: "0.0.0.0", HOME: "/root", HOSTNAME: "pod-1", PWD: "/srv", TERM: "xterm", NODE_PATH: "/x", TMPDIR: "/tmp", LOGNAME: "root" }).notices;
+  assert.equal([...notices].sort(), [
+    "DATA_DIRR is not a setting and is ignored: did you mean DATA_DIR?",
+    "HSOT is not a setting and is ignored: did you mean HOST?",
+    "LOG_LEVL is not a setting and is ignored: did you mean LOG_LEVEL?",
+    "NODE_EVN is not a setting and is ignored: did you mean NODE_ENV?",
+    "PROT is not a setting and is ignored: did you mean PORT?",
+  ]);
+  assert.match(refusal({ NODE_EVN: "production" }), "NODE_EVN=production is not a setting: NODE_ENV is. Set NODE_ENV=production");
+  assert.match(refusal({ NODE_EMV: " Production" }), "NODE_EMV=production is not a setting");
 });
 
 test("METRICS_PORT must differ from PORT (0, any free port, excepted)", () => {
