@@ -20,7 +20,7 @@ export interface CommonOptions {
 export function withCommonOptions(command: Command): Command {
   return command
     .option("--url <url>", "the service's base URL (default: $ENTITY_VERSIONS_URL, else http://localhost:8080)")
-    .option("--token <jwt>", "bearer token (default: $ENTITY_VERSIONS_TOKEN, else ./data/dev-token when present)")
+    .option("--token <jwt>", "bearer token (default: $ENTITY_VERSIONS_TOKEN, else ./data/dev-token, or $DATA_DIR/dev-token, when present)")
     .option("--json", "print exactly one JSON document on stdout: the REST answer of the final call");
 }
 

@@ -67,7 +67,7 @@ export function buildProgram(errors?: (text: string) => void): Command {
       "after",
       `
 Settings: --url and --token on every command (before or after its name), else ENTITY_VERSIONS_URL and ENTITY_VERSIONS_TOKEN, else
-http://localhost:8080 and ./data/dev-token (what \`npm start\` writes) when present.
+http://localhost:8080 and ./data/dev-token (what \`npm start\` writes; $DATA_DIR/dev-token when DATA_DIR is set) when present.
 
 ${exitCodeHelp}
 

@@ -6,8 +6,16 @@ import { ExitCode } from "./exit-codes.js";
 /** The service `npm start` runs with no configuration. */
 export const defaultServiceUrl = "http://localhost:8080";
 
-/** Where `npm start` writes its development token, relative to the folder it runs in. */
-export const devTokenFile = path.join("data", "dev-token");
+/**
+ * Where `npm start` writes its development token, as shown in messages:
+ * under DATA_DIR when it is set (as the service and `npm run token` read
+ * it: a second service started with DATA_DIR=./data-mysql signs with a
+ * secret of its own), else ./data, relative to the folder it runs in.
+ */
+function devTokenFile(env: NodeJS.ProcessEnv): string {
+  const file = path.join(nonEmpty(env["DATA_DIR"]) ?? "data", "dev-token");
+  return path.isAbsolute(file) ? file : `./${file.split(path.sep).join("/")}`;
+}
 
 /** Where the CLI talks to and as whom, and where each came from (said in messages). */
 export interface Settings {
@@ -16,6 +24,8 @@ export interface Settings {
   readonly urlSource: string;
   readonly token: string | undefined;
   readonly tokenSource: string | undefined;
+  /** Where `npm start` writes the development token these settings looked for (./data/dev-token unless DATA_DIR says). */
+  readonly devTokenFile?: string;
 }
 
 /** The global flags that override the environment. */
@@ -53,7 +63,8 @@ function wellFormed(token: string, source: string): string {
 /**
  * Settings from flags, then the environment (ENTITY_VERSIONS_URL,
  * ENTITY_VERSIONS_TOKEN), then the development defaults: the local service
- * and the token `npm start` left in ./data/dev-token, so that a developer
+ * and the token `npm start` left in ./data/dev-token (under DATA_DIR when
+ * set), so that a developer
  * who ran `npm start` in this folder needs no configuration at all.
  */
 export function resolveSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): Settings {
@@ -113,24 +124,24 @@ export function resolveSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = p
   if (flagToken !== undefined) return { url: base, urlSource, token: wellFormed(flagToken, "--token"), tokenSource: "--token" };
   const envToken = bare(env["ENTITY_VERSIONS_TOKEN"]);
   if (envToken !== undefined) return { url: base, urlSource, token: wellFormed(envToken, "ENTITY_VERSIONS_TOKEN"), tokenSource: "ENTITY_VERSIONS_TOKEN" };
-  const file = path.join(cwd, devTokenFile);
+  const fileSource = devTokenFile(env);
+  const file = path.resolve(cwd, fileSource);
   let fileToken: string | undefined;
   try {
     fileToken = nonEmpty(fs.readFileSync(file, "utf8"));
   } catch {
     fileToken = undefined;
   }
-  const fileSource = `./${devTokenFile.split(path.sep).join("/")}`;
   return fileToken === undefined
-    ? { url: base, urlSource, token: undefined, tokenSource: undefined }
-    : { url: base, urlSource, token: wellFormed(fileToken, fileSource), tokenSource: fileSource };
+    ? { url: base, urlSource, token: undefined, tokenSource: undefined, devTokenFile: fileSource }
+    : { url: base, urlSource, token: wellFormed(fileToken, fileSource), tokenSource: fileSource, devTokenFile: fileSource };
 }
 
 /** The token, or an error saying the three ways to give one (exit 4: no access without it). */
 export function requireToken(settings: Settings): string {
   if (settings.token !== undefined) return settings.token;
   throw new CliError(
-    `no token: pass --token, set ENTITY_VERSIONS_TOKEN, or run this where \`npm start\` wrote ./${devTokenFile.split(path.sep).join("/")} (mint one with \`npm run -s token -- --sub you --roles publisher\`).`,
+    `no token: pass --token, set ENTITY_VERSIONS_TOKEN, or run this where \`npm start\` wrote ${settings.devTokenFile ?? "./data/dev-token"} (with the DATA_DIR it was started with; mint one with \`npm run -s token -- --sub you --roles publisher\`).`,
     "NO_TOKEN",
     ExitCode.noAccess,
   );

@@ -56,6 +56,16 @@ test("settings: flags, then the environment, then the development defaults", () 
   const dev = resolveSettings({}, {}, cwd);
   assert.is(dev.token, "dev-token-value");
   assert.is(dev.tokenSource, "./data/dev-token");
+  // A service started with DATA_DIR writes its token there, signed with its own secret.
+  const other = resolveSettings({}, { DATA_DIR: "./data-mysql" }, cwd);
+  assert.is(other.token, undefined, "not ./data's token, which that service would refuse");
+  assert.throws(() => requireToken(other), (e: unknown) => e instanceof CliError && e.message.includes("wrote ./data-mysql/dev-token"));
+  fs.mkdirSync(path.join(cwd, "data-mysql"));
+  fs.writeFileSync(path.join(cwd, "data-mysql", "dev-token"), "mysql-token-value\n");
+  const mysql = resolveSettings({}, { DATA_DIR: "data-mysql" }, cwd);
+  assert.equal([mysql.token, mysql.tokenSource], ["mysql-token-value", "./data-mysql/dev-token"]);
+  const absolute = resolveSettings({}, { DATA_DIR: path.join(cwd, "data-mysql") }, cwd);
+  assert.equal([absolute.token, absolute.tokenSource], ["mysql-token-value", path.join(cwd, "data-mysql", "dev-token")]);
   assert.throws(() => resolveSettings({ url: "ftp://x" }, {}, cwd), (e: unknown) => e instanceof CliError && e.exitCode === ExitCode.usage);
   assert.throws(
     () => resolveSettings({ url: "http://localhost:8080/api/" }, {}, cwd),
