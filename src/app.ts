@@ -253,9 +253,10 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     const { authenticator, devToken } = await authentication(config);
     const pageTokenSecret =
       config.pageTokenSecret === undefined ? localSecret(path.join(config.dataDir, "page-token-secret")) : Buffer.from(config.pageTokenSecret);
+    const previousPageTokenSecrets = config.pageTokenSecretPrevious === undefined ? [] : [Buffer.from(config.pageTokenSecretPrevious)];
     const server = await buildServer({
       access: new EntityAccessServiceImpl({ access, clock }),
-      events: new EntityEventsServiceImpl({ events, access, hub, pageTokens: new PageTokens(pageTokenSecret, "events") }),
+      events: new EntityEventsServiceImpl({ events, access, hub, pageTokens: new PageTokens(pageTokenSecret, "events", previousPageTokenSecrets) }),
       versions: new EntityVersionsServiceImpl({
         store: new VersionStore(db, {
           onReadBatch: (reads) => metrics.dbReadBatch.observe(reads),
@@ -270,7 +271,7 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
         blobs,
         deleter,
         clock,
-        pageTokens: new PageTokens(pageTokenSecret),
+        pageTokens: new PageTokens(pageTokenSecret, "", previousPageTokenSecrets),
         settings: {
           uploadUrlTtlSeconds: config.uploadUrlTtlSeconds,
           downloadUrlTtlSeconds: config.downloadUrlTtlSeconds,

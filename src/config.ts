@@ -137,6 +137,8 @@ export interface Config {
   readonly eventRetentionDays: number;
   /** Signs page tokens; replicas must share it. Undefined: a secret kept under dataDir. */
   readonly pageTokenSecret: string | undefined;
+  /** The secret PAGE_TOKEN_SECRET replaced: its tokens are still accepted, none is sealed with it. */
+  readonly pageTokenSecretPrevious: string | undefined;
   readonly limits: Limits;
   readonly watch: WatchConfig;
 }
@@ -791,6 +793,18 @@ export function loadConfig(environment: Env = process.env): Config {
         if (value !== undefined && value === optional(env, "AUTH_JWT_SECRET")) {
           throw new ConfigError(
             "NODE_ENV=production needs a PAGE_TOKEN_SECRET other than AUTH_JWT_SECRET: whoever holds the page-token secret could sign tokens, admin ones too (make a separate one with `openssl rand -base64 32`).",
+          );
+        }
+      }
+      return value;
+    }),
+    pageTokenSecretPrevious: read(() => {
+      const value = secret(env, "PAGE_TOKEN_SECRET_PREVIOUS");
+      if (production) {
+        refuseTyped("PAGE_TOKEN_SECRET_PREVIOUS", value);
+        if (value !== undefined && value === optional(env, "AUTH_JWT_SECRET")) {
+          throw new ConfigError(
+            "NODE_ENV=production needs a PAGE_TOKEN_SECRET_PREVIOUS other than AUTH_JWT_SECRET: whoever holds a page-token secret could sign tokens, admin ones too.",
           );
         }
       }

@@ -18,14 +18,19 @@ export interface PageCursor {
 export class PageTokens {
   readonly #key: Buffer;
   readonly #ivKey: Buffer;
+  /** Keys of previous secrets: they still open tokens, never seal one, so a change of secret rolls out without breaking paging. */
+  readonly #previousKeys: readonly Buffer[];
 
   /**
    * `scope` names what is listed ("" for versions, "events"): a token of
    * one listing is refused by another, though both page by number.
+   * `previous`: secrets replaced (PAGE_TOKEN_SECRET_PREVIOUS), whose
+   * tokens are still accepted.
    */
-  constructor(secret: Buffer, scope = "") {
-    this.#key = Buffer.from(hkdfSync("sha256", secret, Buffer.alloc(0), `entity-versions page token:${scope}`, 32));
+  constructor(secret: Buffer, scope = "", previous: readonly Buffer[] = []) {
+    this.#key = sealingKey(secret, scope);
     this.#ivKey = Buffer.from(hkdfSync("sha256", secret, Buffer.alloc(0), `entity-versions page token iv:${scope}`, 32));
+    this.#previousKeys = previous.map((old) => sealingKey(old, scope));
   }
 
   encode(cursor: PageCursor): string {
@@ -50,7 +55,8 @@ export class PageTokens {
     if (cursor === undefined) {
       throw apiError("INVALID_ARGUMENT", {
         field: "page_token",
-        problem: "is not a next_page_token this service issued for this list of this entity; start again without page_token",
+        problem:
+          "is not a next_page_token this service issued for this list of this entity (or it was sealed under a PAGE_TOKEN_SECRET since replaced); start again without page_token",
       });
     }
     return cursor.beforeSeq;
@@ -65,17 +71,30 @@ export class PageTokens {
   decode(token: string, entityId: string): PageCursor | undefined {
     if (token.length > 512 || !/^[A-Za-z0-9_-]+$/.test(token)) return undefined;
     const bytes = Buffer.from(token, "base64url");
-    if (bytes.length < 12 + 1 + 16) return undefined;
-    try {
-      const decipher = createDecipheriv("aes-256-gcm", this.#key, bytes.subarray(0, 12));
-      decipher.setAAD(Buffer.from(entityId));
-      decipher.setAuthTag(bytes.subarray(bytes.length - 16));
-      const text = Buffer.concat([decipher.update(bytes.subarray(12, bytes.length - 16)), decipher.final()]).toString();
-      const seq = /^[0-9]{1,16}$/.test(text) ? Number(text) : Number.NaN;
-      return Number.isSafeInteger(seq) && seq >= 1 ? { entityId, beforeSeq: seq } : undefined;
-    } catch {
-      // The tag did not verify: altered, or sealed for another entity, listing or secret.
-      return undefined;
+    // One spelling per token: base64url's last character carries spare
+    // bits a decoder drops, and a token altered there is refused too.
+    if (bytes.length < 12 + 1 + 16 || bytes.toString("base64url") !== token) return undefined;
+    for (const key of [this.#key, ...this.#previousKeys]) {
+      const seq = open(key, bytes, entityId);
+      if (seq !== undefined) return Number.isSafeInteger(seq) && seq >= 1 ? { entityId, beforeSeq: seq } : undefined;
     }
+    return undefined;
+  }
+}
+
+function sealingKey(secret: Buffer, scope: string): Buffer {
+  return Buffer.from(hkdfSync("sha256", secret, Buffer.alloc(0), `entity-versions page token:${scope}`, 32));
+}
+
+/** The number sealed in `bytes` under `key` for `entityId`; undefined when the tag does not verify (altered, or sealed for another entity, listing or secret). */
+function open(key: Buffer, bytes: Buffer, entityId: string): number | undefined {
+  try {
+    const decipher = createDecipheriv("aes-256-gcm", key, bytes.subarray(0, 12));
+    decipher.setAAD(Buffer.from(entityId));
+    decipher.setAuthTag(bytes.subarray(bytes.length - 16));
+    const text = Buffer.concat([decipher.update(bytes.subarray(12, bytes.length - 16)), decipher.final()]).toString();
+    return /^[0-9]{1,16}$/.test(text) ? Number(text) : Number.NaN;
+  } catch {
+    return undefined;
   }
 }

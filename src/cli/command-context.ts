@@ -48,7 +48,7 @@ export async function listPage<T>(api: ApiClient, path: string, options: PageOpt
     return (await api.call<T>("GET", `${path}${pageQuery(options)}`)).body;
   } catch (error) {
     if (options.pageToken !== undefined && error instanceof ServiceError && error.code === "INVALID_ARGUMENT" && error.message.startsWith("Invalid page_token")) {
-      throw usageError(`--page-token ${JSON.stringify(options.pageToken)} is not a token this service printed for this entity's list: use the one the previous page printed, or leave --page-token out for the first page.`);
+      throw usageError(`--page-token ${JSON.stringify(options.pageToken)} is not a token this service printed for this entity's list (or the service's PAGE_TOKEN_SECRET was replaced since): use the one the previous page printed, or leave --page-token out for the first page.`);
     }
     throw error;
   }

@@ -400,6 +400,16 @@ test("AZURE_STORAGE_CONNECTION_STRING needs AccountName and AccountKey spelled e
   }
 });
 
+test("PAGE_TOKEN_SECRET_PREVIOUS: read as a secret, held to PAGE_TOKEN_SECRET's rules", () => {
+  const previous = "Qm9vdHN0cmFwUHJldmlvdXNTZWNyZXQxMjM0NTY3OA==";
+  assert.is(loadConfig({ PAGE_TOKEN_SECRET_PREVIOUS: previous }).pageTokenSecretPrevious, previous);
+  assert.is(loadConfig({}).pageTokenSecretPrevious, undefined);
+  assert.match(refusal({ PAGE_TOKEN_SECRET_PREVIOUS: "short" }), "PAGE_TOKEN_SECRET_PREVIOUS must be at least 32 bytes");
+  assert.match(refusal({ ...productionEnv, PAGE_TOKEN_SECRET_PREVIOUS: "a".repeat(40) }), "PAGE_TOKEN_SECRET_PREVIOUS");
+  const jwt = "Zq3x9Lr7Tb2Wm5Kc8Hf1Jd4Gs6Pn0Vy+/AbCdEfGh=";
+  assert.match(refusal({ ...productionEnv, AUTH_JWT_SECRET: jwt, AUTH_JWKS_URL: "", PAGE_TOKEN_SECRET_PREVIOUS: jwt }), "PAGE_TOKEN_SECRET_PREVIOUS other than AUTH_JWT_SECRET");
+});
+
 test("short settings misspelt are said too (NODE_EVN, PROT, LOG_LEVL), and NODE_ENV misspelt as production is refused", () => {
   const notices = loadConfig({ NODE_EVN: "test", PROT: "9000", LOG_LEVL: "debug", DATA_DIRR: "/tmp/x", HSOT: "0.0.0.0", HOME: "/root", HOSTNAME: "pod-1", PWD: "/srv", TERM: "xterm", NODE_PATH: "/x", TMPDIR: "/tmp", LOGNAME: "root" }).notices;
   assert.equal([...notices].sort(), [

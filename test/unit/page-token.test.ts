@@ -39,4 +39,28 @@ test("a token of one listing is refused by another (versions, events)", () => {
   assert.is(events.decode(tokens.encode({ entityId: "e1", beforeSeq: 42 }), "e1"), undefined);
 });
 
+test("a token's every other spelling is refused: base64url's spare bits in the last character", () => {
+  for (let seq = 1; seq < 40; seq++) {
+    const t = tokens.encode({ entityId: "e1", beforeSeq: seq });
+    const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    for (const c of alphabet) {
+      const other = `${t.slice(0, -1)}${c}`;
+      if (other !== t) assert.is(tokens.decode(other, "e1"), undefined, `${t} as ${other}`);
+    }
+  }
+});
+
+test("after a change of secret, tokens of the previous one still open (PAGE_TOKEN_SECRET_PREVIOUS), and new ones are sealed with the new", () => {
+  const old = new PageTokens(Buffer.from("0123456789abcdef0123456789abcdef"), "events");
+  const next = new PageTokens(Buffer.from("another secret, also 32 bytes!!!"), "events", [Buffer.from("0123456789abcdef0123456789abcdef")]);
+  const issuedBefore = old.encode({ entityId: "e1", beforeSeq: 42 });
+  assert.equal(next.decode(issuedBefore, "e1"), { entityId: "e1", beforeSeq: 42 });
+  assert.is(next.decode(issuedBefore, "e2"), undefined, "still bound to its entity");
+  assert.is(new PageTokens(Buffer.from("another secret, also 32 bytes!!!"), "", [Buffer.from("0123456789abcdef0123456789abcdef")]).decode(issuedBefore, "e1"), undefined, "and to its listing");
+  const issuedAfter = next.encode({ entityId: "e1", beforeSeq: 42 });
+  assert.is.not(issuedAfter, issuedBefore);
+  assert.is(old.decode(issuedAfter, "e1"), undefined, "sealed with the new secret");
+  assert.is(new PageTokens(Buffer.from("another secret, also 32 bytes!!!"), "events").decode(issuedBefore, "e1"), undefined, "without it, refused");
+});
+
 test.run();
