@@ -44,7 +44,7 @@ import { connectRoutes, type RpcRouteConfig } from "./rpc/connect-routes.js";
 import { sendTrailersOnly } from "./rpc/trailers-only.js";
 import { connectErrorJson, isConnectGet, isRpcPath, unknownMethodAnswer } from "./rpc/unknown-method.js";
 import { deadlineInterceptor } from "./rpc/deadline-interceptor.js";
-import { connectionKey, openStreamsInterceptor } from "./rpc/open-streams-interceptor.js";
+import { dropAnswerKey, openStreamsInterceptor, peerKey } from "./rpc/open-streams-interceptor.js";
 import { deadlineSignal } from "./rpc/deadline-signal.js";
 import { clientTimeoutMs, deadlineHeader } from "./rpc/timeout-headers.js";
 import { AbandonedWork, abandonedWorkInterceptor, abandonedWorkKey } from "./rpc/abandoned-work.js";
@@ -152,11 +152,12 @@ function endUnreadStream(req: http2.Http2ServerRequest): void {
  * reset (CANCEL), so the client may retry it; an HTTP/1.1 answer can be
  * stopped only with its connection.
  */
-function dropAnswer(res: http.ServerResponse | http2.Http2ServerResponse): void {
-  if (res instanceof http2.Http2ServerResponse) {
-    if (!res.stream.destroyed) res.stream.close(http2.constants.NGHTTP2_CANCEL);
+function dropAnswer(of: http.ServerResponse | http2.Http2ServerResponse | http.IncomingMessage | http2.Http2ServerRequest): void {
+  // Named by its request too: where Connect's context values are made, the reply is not at hand.
+  if (of instanceof http2.Http2ServerResponse || of instanceof http2.Http2ServerRequest) {
+    if (!of.stream.destroyed) of.stream.close(http2.constants.NGHTTP2_CANCEL);
   } else {
-    res.socket?.destroy();
+    of.socket?.destroy();
   }
 }
 
@@ -378,7 +379,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
 
   // Outermost first: observe sees the catalog error the client gets.
   const everyCall: Interceptor[] = [observeInterceptor(deps.metrics), errorInterceptor(app.log), deadlineInterceptor(limits.defaultDeadlineMs)];
-  const openInterceptors: Interceptor[] = [...everyCall, openStreamsInterceptor(limits.maxOpenStreams)];
+  const openInterceptors: Interceptor[] = [...everyCall, openStreamsInterceptor({ max: limits.maxOpenStreams, untakenMs: limits.responseTimeoutMs })];
   // Innermost: the signal it watches is the one the implementation is given.
   const apiInterceptors: Interceptor[] = [...everyCall, authInterceptor(deps.authenticator), abandonedWorkInterceptor()];
   const apiServices = [EntityVersionsService, EntityAccessService, EntityEventsService];
@@ -394,7 +395,12 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     if (route?.gateway === "rest") req.rpcOutcome.protocol = "rest";
     const values = createContextValues().set(rpcOutcomeKey, req.rpcOutcome).set(requestLogKey, req.log);
     if (req.callPass !== undefined) values.set(abandonedWorkKey, (req.abandonedWork ??= new AbandonedWork()));
-    if (route?.authenticate === false) values.set(connectionKey, connectionOf(req));
+    if (route?.authenticate === false) {
+      // The streams that need no token are shared out by address, and
+      // dropped when their clients stop taking them (openStreamsInterceptor).
+      values.set(peerKey, req.raw.socket?.remoteAddress);
+      values.set(dropAnswerKey, () => dropAnswer(req.raw));
+    }
     return req.auth === undefined ? values : values.set(authResultKey, req.auth);
   };
   const refused = (req: FastifyRequest) => req.auth !== undefined && "error" in req.auth;

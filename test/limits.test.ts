@@ -10,7 +10,7 @@ import { gzipSync } from "node:zlib";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { createTestDatabase, type TestDatabase } from "./support/env.js";
-import { answerOf, flag, frameType, grpcStatusOf, RawH2 } from "./support/raw-h2.js";
+import { answerOf, flag, frameType, grpcStatusOf, healthWatch, RawH2, sessionFrom } from "./support/raw-h2.js";
 import { serviceEnv, spawnService, type TestService } from "./support/service.js";
 
 type Spawned = Awaited<ReturnType<typeof spawnService>>;
@@ -204,11 +204,8 @@ s("streams that stay open (here health Watch, which needs no token) with compres
   const gz = gzipSync(Buffer.alloc(0));
   const framed = Buffer.concat([Buffer.from([1]), Buffer.alloc(4), gz]);
   framed.writeUInt32BE(gz.length, 1);
-  const sessions = Array.from({ length: 4 }, () => {
-    const session = http2.connect(svc.url);
-    session.on("error", () => {});
-    return session;
-  });
+  // From four addresses: one may hold only a quarter of HTTP_MAX_OPEN_STREAMS.
+  const sessions = Array.from({ length: 4 }, (_, i) => sessionFrom(svc.url, `127.0.0.${11 + i}`));
   const open: http2.ClientHttp2Stream[] = [];
   try {
     // 4 connections × 20 health watches (under HTTP_MAX_OPEN_STREAMS): at MAX_REQUEST_BYTES each they held 80 MiB of a 6 MiB budget.
@@ -231,6 +228,66 @@ s("streams that stay open (here health Watch, which needs no token) with compres
     assert.is.not(r.body.code, "IN_FLIGHT_BYTES_EXCEEDED", JSON.stringify(r.body));
   } finally {
     for (const session of sessions) session.destroy();
+  }
+});
+
+s("one address holds at most a quarter of HTTP_MAX_OPEN_STREAMS (health Watch, reflection), however many connections it opens: another address still gets its Watch", async ({ svc }) => {
+  // 4 connections × 7 watches from one address: each connection under a quarter (25 of 100), the address over it.
+  const hog = Array.from({ length: 4 }, () => sessionFrom(svc.url, "127.0.0.21"));
+  const other = sessionFrom(svc.url, "127.0.0.22");
+  try {
+    const firsts = await Promise.all(hog.flatMap((session) => Array.from({ length: 7 }, () => healthWatch(session).first)));
+    assert.is(firsts.filter((f) => f.served).length, 25);
+    const refused = firsts.filter((f) => !f.served);
+    assert.equal(refused, Array.from({ length: 3 }, () => ({ served: false, status: "8", metadata: { limit: "25", scope: "peer" } })));
+    assert.equal(await healthWatch(other).first, { served: true }, "another address is served");
+    // The address's places come back as its streams end.
+    for (const session of hog) session.destroy();
+    const again = sessionFrom(svc.url, "127.0.0.21");
+    let first = await healthWatch(again).first;
+    for (let tries = 0; tries < 50 && !first.served; tries++) {
+      await sleep(20);
+      first = await healthWatch(again).first;
+    }
+    assert.equal(first, { served: true });
+    again.destroy();
+  } finally {
+    for (const session of hog) session.destroy();
+    other.destroy();
+  }
+});
+
+s("reflection streams whose client stops taking their answers (HTTP/2 window 0) are reset within RESPONSE_BODY_TIMEOUT_MS of their answer being ready, and their places are free again", async ({ svc }) => {
+  const symbol = Buffer.from("entityversions.v1.EntityVersionsService");
+  const ask = Buffer.concat([Buffer.from([0x22, symbol.length]), symbol]); // ServerReflectionRequest{file_containing_symbol}
+  const request = Buffer.concat([Buffer.from([0, 0, 0, 0, ask.length]), ask]);
+  // Its handler blocks writing an answer the window does not let out: it
+  // never asks for the next request, so the body's timeout never ends it.
+  const stalled = sessionFrom(svc.url, "127.0.0.23", { initialWindowSize: 0 });
+  const probe = sessionFrom(svc.url, "127.0.0.23");
+  try {
+    await new Promise((resolve) => stalled.once("remoteSettings", resolve));
+    const started = Date.now();
+    const streams = Array.from({ length: 25 }, () => {
+      const req = stalled.request({ ":method": "POST", ":path": "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", "content-type": "application/grpc", te: "trailers" });
+      req.on("error", () => {});
+      req.pause();
+      req.end(Buffer.concat(Array.from({ length: 200 }, () => request)));
+      return new Promise<{ ms: number; rstCode: number }>((resolve) => req.once("close", () => resolve({ ms: Date.now() - started, rstCode: req.rstCode ?? -1 })));
+    });
+    await sleep(300);
+    const held = await healthWatch(probe).first;
+    assert.is(held.served ? "served" : held.metadata["scope"], "peer", "the stalled streams hold the address's 25 places");
+    const ended = await Promise.race([Promise.all(streams), sleep(4_000).then(() => undefined)]);
+    assert.ok(ended !== undefined, "the stalled streams are still open after 4 s");
+    for (const { ms, rstCode } of ended) {
+      assert.is(rstCode, http2.constants.NGHTTP2_CANCEL);
+      assert.ok(ms >= 900 && ms < 3_000, `reset after ${ms} ms`);
+    }
+    assert.equal(await healthWatch(probe).first, { served: true }, "the places are free again");
+  } finally {
+    stalled.destroy();
+    probe.destroy();
   }
 });
 

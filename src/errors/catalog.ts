@@ -112,11 +112,11 @@ export const catalog = Object.freeze({
         : `This server already serves ${p.limit} watches: retry shortly, or against another replica.`,
     { retryable: true },
   ),
-  TOO_MANY_STREAMS: spec<{ limit: number; scope: "connection" | "server" }>(
+  TOO_MANY_STREAMS: spec<{ limit: number; scope: "peer" | "server" }>(
     Code.ResourceExhausted,
     (p) =>
-      p.scope === "connection"
-        ? `This connection already has ${p.limit} health Watch and reflection streams open: end one before opening another, or probe with Health/Check instead.`
+      p.scope === "peer"
+        ? `This address already has ${p.limit} health Watch and reflection streams open: end one before opening another, or probe with Health/Check instead.`
         : `This server already has ${p.limit} health Watch and reflection streams open: probe with Health/Check instead, or retry shortly, or against another replica.`,
     { retryable: true },
   ),

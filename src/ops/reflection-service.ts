@@ -31,7 +31,9 @@ function withDependencies(file: DescFile, seen = new Set<string>()): DescFile[] 
 /**
  * gRPC server reflection v1, so tools like `buf curl` and grpcurl can list
  * and call the services with no proto at hand. Answers from the generated
- * descriptors of the served files.
+ * descriptors of the served files, each file once a stream but the one
+ * asked for (see #fileAnswer): a stream needs no token, and answering every
+ * request with every import let 46-byte requests draw 22 KB answers.
  */
 export class ReflectionService implements ServiceImpl<typeof ServerReflection> {
   readonly #services: readonly string[];
@@ -57,9 +59,18 @@ export class ReflectionService implements ServiceImpl<typeof ServerReflection> {
     return bytes;
   }
 
-  #fileAnswer(file: DescFile | undefined, what: string): Answer {
+  /**
+   * The file and those it imports, less the imports already sent on this
+   * stream (`sent`, which it adds to), as grpc-go answers: the file asked
+   * for always comes, since a client may ask again for one it dropped, but
+   * a client that asks for file after file (or the same one 20,000 times)
+   * is not sent its imports' 16 KB (descriptor.proto most of it) each time.
+   */
+  #fileAnswer(file: DescFile | undefined, what: string, sent: Set<string>): Answer {
     if (file === undefined) return { case: "errorResponse", value: { errorCode: 5, errorMessage: `${what} not found` } };
-    return { case: "fileDescriptorResponse", value: { fileDescriptorProto: withDependencies(file).map((f) => this.#encode(f)) } };
+    const files = withDependencies(file).filter((f, i) => i === 0 || !sent.has(f.name));
+    for (const f of files) sent.add(f.name);
+    return { case: "fileDescriptorResponse", value: { fileDescriptorProto: files.map((f) => this.#encode(f)) } };
   }
 
   /**
@@ -87,19 +98,20 @@ export class ReflectionService implements ServiceImpl<typeof ServerReflection> {
     return undefined;
   }
 
-  #answer(req: Query): Answer {
+  /** The answer to one request of a stream, which has been sent the files in `sent`. */
+  #answer(req: Query, sent: Set<string>): Answer {
     const r = req.messageRequest;
     switch (r.case) {
       case "listServices":
         return { case: "listServicesResponse", value: { service: this.#services.map((name) => ({ name })) } };
       case "fileByFilename":
-        return this.#fileAnswer(this.#files.get(r.value), `file ${r.value}`);
+        return this.#fileAnswer(this.#files.get(r.value), `file ${r.value}`, sent);
       case "fileContainingSymbol":
-        return this.#fileAnswer(this.#symbolFile(r.value), `symbol ${r.value}`);
+        return this.#fileAnswer(this.#symbolFile(r.value), `symbol ${r.value}`, sent);
       case "fileContainingExtension": {
         const message = this.#registry.getMessage(r.value.containingType);
         const extension = message === undefined ? undefined : this.#registry.getExtensionFor(message, r.value.extensionNumber);
-        return this.#fileAnswer(extension?.file, `extension ${r.value.extensionNumber} of ${r.value.containingType}`);
+        return this.#fileAnswer(extension?.file, `extension ${r.value.extensionNumber} of ${r.value.containingType}`, sent);
       }
       case "allExtensionNumbersOfType": {
         const message = this.#registry.getMessage(r.value);
@@ -116,8 +128,9 @@ export class ReflectionService implements ServiceImpl<typeof ServerReflection> {
   }
 
   async *serverReflectionInfo(requests: AsyncIterable<ServerReflectionRequest>) {
+    const sent = new Set<string>();
     for await (const req of requests) {
-      yield create(ServerReflectionResponseSchema, { validHost: req.host, originalRequest: req, messageResponse: this.#answer(req) });
+      yield create(ServerReflectionResponseSchema, { validHost: req.host, originalRequest: req, messageResponse: this.#answer(req, sent) });
     }
   }
 
@@ -126,12 +139,13 @@ export class ReflectionService implements ServiceImpl<typeof ServerReflection> {
    * written before v1 (and some still) ask for.
    */
   v1alpha(): ServiceImpl<typeof ServerReflectionV1alpha> {
-    const answer = (req: Query) => this.#answer(req);
+    const answer = (req: Query, sent: Set<string>) => this.#answer(req, sent);
     return {
       async *serverReflectionInfo(requests) {
+        const sent = new Set<string>();
         for await (const req of requests) {
           // Field for field the v1 answer: only the messages' names differ.
-          const messageResponse = answer(req) as unknown as MessageInitShape<typeof ServerReflectionResponseV1alphaSchema>["messageResponse"];
+          const messageResponse = answer(req, sent) as unknown as MessageInitShape<typeof ServerReflectionResponseV1alphaSchema>["messageResponse"];
           yield create(ServerReflectionResponseV1alphaSchema, { validHost: req.host, originalRequest: req, messageResponse });
         }
       },

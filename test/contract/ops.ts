@@ -7,7 +7,8 @@ import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
-import { rawGrpc } from "../support/grpc-client.js";
+import { failure, rawGrpc } from "../support/grpc-client.js";
+import { healthWatch, sessionFrom } from "../support/raw-h2.js";
 import type { Backend } from "../support/env.js";
 import { blobStoreWith, memoryLogger, newEntityId, push, startService, type TestService, uploadOnly } from "../support/service.js";
 import { serviceSuite } from "../support/suite.js";
@@ -104,14 +105,15 @@ export function opsSuite(backend: Backend) {
     }
   });
 
-  s("streams that need no token are capped: past HTTP_MAX_OPEN_STREAMS, or a quarter of it on one connection, a health Watch or reflection stream is TOO_MANY_STREAMS until one ends; Check still answers", async () => {
-    // Eight places: two per connection.
+  s("streams that need no token are capped: past HTTP_MAX_OPEN_STREAMS, or a quarter of it from one address over any number of connections, a health Watch or reflection stream is TOO_MANY_STREAMS until one ends; Check still answers", async () => {
+    // Eight places: two per address.
     const svc = await startService(backend, { env: { HTTP_MAX_OPEN_STREAMS: "8" } });
     const target = svc.url.replace("http://", "");
     // A channel of its own is a connection of its own.
     const own = { "grpc.use_local_subchannel_pool": 1 };
     const clients: grpc.Client[] = [];
     const open: Array<{ cancel(): void }> = [];
+    const sessions: http2.ClientHttp2Session[] = [];
     /** Opens a health Watch on a client: its first status, or the error it ended with. */
     const watch = (client: grpc.Client & Record<string, Function>) =>
       new Promise<{ status?: string; error?: grpc.ServiceError }>((resolve) => {
@@ -125,11 +127,17 @@ export function opsSuite(backend: Backend) {
       clients.push(client);
       return client;
     };
+    /** A Watch from another address (grpc-js cannot choose its own). */
+    const watchFrom = (localAddress: string) => {
+      const session = sessionFrom(svc.url, localAddress);
+      sessions.push(session);
+      return healthWatch(session).first;
+    };
     try {
       const first = connection();
       assert.is((await watch(first)).status, "SERVING");
-      // A reflection stream takes the connection's second place.
-      const reflection = new ReflectionClient(target, grpc.credentials.createInsecure()) as grpc.Client & Record<string, Function>;
+      // A reflection stream, on a connection of its own, takes the address's second place.
+      const reflection = new ReflectionClient(target, grpc.credentials.createInsecure(), own) as grpc.Client & Record<string, Function>;
       clients.push(reflection);
       const info = reflection["ServerReflectionInfo"]!.call(reflection) as grpc.ClientDuplexStream<object, unknown>;
       open.push(info);
@@ -138,22 +146,17 @@ export function opsSuite(backend: Backend) {
         info.once("data", resolve);
         info.write({ list_services: "" });
       });
-      // The shared channel: the reflection client and a plain health client are one connection.
-      const shared = healthClient(svc);
-      clients.push(shared);
-      assert.is((await watch(shared)).status, "SERVING", "the shared connection's first");
-      const refusedHere = await watch(shared);
+      // A third connection from the same address: refused, for the address.
+      const refusedHere = await watch(connection());
       assert.is(refusedHere.error?.code, grpc.status.RESOURCE_EXHAUSTED);
-      assert.match(refusedHere.error?.details ?? "", /^This connection already has 2 health Watch and reflection streams open/);
-      assert.is((await watch(first)).status, "SERVING", "the first connection's second");
-      for (const more of [connection(), connection()]) {
-        assert.is((await watch(more)).status, "SERVING");
-        assert.is((await watch(more)).status, "SERVING");
+      assert.match(refusedHere.error?.details ?? "", /^This address already has 2 health Watch and reflection streams open/);
+      assert.equal(failure(refusedHere.error!).metadata, { limit: "2", scope: "peer" });
+      for (const address of ["127.0.0.2", "127.0.0.3", "127.0.0.4"]) {
+        assert.equal(await watchFrom(address), { served: true }, address);
+        assert.equal(await watchFrom(address), { served: true }, address);
       }
-      // Eight open: another connection is refused by the server's cap.
-      const refused = await watch(connection());
-      assert.is(refused.error?.code, grpc.status.RESOURCE_EXHAUSTED);
-      assert.match(refused.error?.details ?? "", /^This server already has 8 health Watch .*Health\/Check/);
+      // Eight open: another address is refused by the server's cap.
+      assert.equal(await watchFrom("127.0.0.5"), { served: false, status: String(grpc.status.RESOURCE_EXHAUSTED), metadata: { limit: "8", scope: "server" } });
       const check = await new Promise<{ status: string }>((resolve, reject) =>
         first["Check"]!.call(first, { service: "" }, (err: grpc.ServiceError | null, res: { status: string }) => (err ? reject(err) : resolve(res))),
       );
@@ -170,6 +173,7 @@ export function opsSuite(backend: Backend) {
     } finally {
       for (const stream of open) stream.cancel();
       for (const client of clients) client.close();
+      for (const session of sessions) session.destroy();
       await svc.close();
     }
   });

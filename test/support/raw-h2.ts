@@ -1,5 +1,9 @@
-import type http2 from "node:http2";
+import http2 from "node:http2";
 import net from "node:net";
+import { createRegistry, fromBinary } from "@bufbuild/protobuf";
+import { anyUnpack } from "@bufbuild/protobuf/wkt";
+import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
+import { StatusSchema } from "../../gen/google/rpc/status_pb.js";
 
 /** One HTTP/2 frame as received: its type, flags, stream and payload (RFC 9113, 4.1). */
 export interface RawFrame {
@@ -122,4 +126,50 @@ export function answerOf(req: http2.ClientHttp2Stream): Promise<{ status: number
     req.on("error", () => {});
     req.on("close", () => resolve({ status, text }));
   });
+}
+
+/** How a gRPC stream first answered: with a message, or refused with a status and its ErrorInfo's metadata. */
+export type FirstAnswer = { readonly served: true } | { readonly served: false; readonly status: string; readonly metadata: Record<string, string> };
+
+/**
+ * Opens a health Watch (of the server as a whole) on `session`, with the
+ * stream left open and read: how it first answered, once it has.
+ */
+export function healthWatch(session: http2.ClientHttp2Session): { readonly stream: http2.ClientHttp2Stream; readonly first: Promise<FirstAnswer> } {
+  const stream = session.request({ ":method": "POST", ":path": "/grpc.health.v1.Health/Watch", "content-type": "application/grpc", te: "trailers" });
+  const first = new Promise<FirstAnswer>((resolve) => {
+    const refused = (h: http2.IncomingHttpHeaders) => {
+      if (h["grpc-status"] === undefined) return;
+      const bin = h["grpc-status-details-bin"];
+      let metadata: Record<string, string> = {};
+      if (typeof bin === "string") {
+        for (const any of fromBinary(StatusSchema, Buffer.from(bin, "base64")).details) {
+          const info = anyUnpack(any, createRegistry(ErrorInfoSchema));
+          if (info?.$typeName === ErrorInfoSchema.typeName) metadata = (info as unknown as { metadata: Record<string, string> }).metadata;
+        }
+      }
+      resolve({ served: false, status: String(h["grpc-status"]), metadata });
+    };
+    stream.on("response", refused);
+    stream.on("trailers", refused);
+    stream.once("data", () => resolve({ served: true }));
+    stream.on("close", () => resolve({ served: false, status: "no status", metadata: {} }));
+  });
+  stream.on("error", () => {});
+  stream.resume();
+  // The empty request: the server as a whole.
+  stream.end(Buffer.alloc(5));
+  return { stream, first };
+}
+
+/**
+ * An HTTP/2 session to `url` from `localAddress` (Linux routes all of
+ * 127/8 to the loopback): another client, as the server counts clients.
+ * Node's types do not let http2.connect take a local address; its socket does.
+ */
+export function sessionFrom(url: string, localAddress: string, settings: http2.Settings = {}): http2.ClientHttp2Session {
+  const { hostname, port } = new URL(url);
+  const session = http2.connect(url, { settings, createConnection: () => net.connect({ host: hostname, port: Number(port), localAddress }) });
+  session.on("error", () => {});
+  return session;
 }
