@@ -294,7 +294,8 @@ const ndjson = "application/x-ndjson";
  * rendered from the same catalog as gRPC's. A call refused from its headers
  * is answered before Fastify reads its body.
  *
- * A server-streaming RPC answers as grpc-gateway streams do: newline-
+ * A server-streaming RPC answers in grpc-gateway's line framing (its
+ * content type ours: grpc-gateway sends application/json): newline-
  * delimited JSON (`application/x-ndjson`), one `{"result": …}` line per
  * message, each written as it comes. An error before the first message is
  * an ordinary error answer (its status and body); one after the stream
