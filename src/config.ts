@@ -573,8 +573,13 @@ function database(env: Env, dataDir: string, production: boolean): DatabaseConfi
   }
   // Wrapped: undefined is a link without TLS, the wrapper's absence a query that could not be read.
   const link = url === undefined ? undefined : p.check(() => ({ tls: databaseTls(url) }));
-  if (url !== undefined && link !== undefined && production) {
-    const problem = productionDatabaseLink(url, link.tls);
+  if (url !== undefined && production) {
+    // Judged by its ssl-mode alone when another parameter was refused
+    // (?charset=…): the link's own problem is named in the same start.
+    const given = url.searchParams.get("ssl-mode")?.toUpperCase();
+    const mode = sslModes.find((m) => m === (given ?? "DISABLED"));
+    const tls = link !== undefined ? link.tls : mode === undefined || mode === "DISABLED" ? undefined : { mode };
+    const problem = link === undefined && mode === undefined ? undefined : productionDatabaseLink(url, tls);
     if (problem !== undefined) p.problem(problem);
   }
   p.done();
@@ -613,6 +618,14 @@ function blob(env: Env, dataDir: string, production: boolean): BlobConfig {
       const values = exactConnectionStringParts(connectionString, name);
       return values.length === 0 || values.some((value) => value === "") || connectionStringParts(connectionString, name).length !== values.length;
     });
+    // The SDK trims a part, not the value after its "=": AccountName= acct
+    // would become the host " acct.blob.…", refused as an "Invalid URL".
+    const spaced = ["AccountName", "EndpointSuffix", "BlobEndpoint", "DefaultEndpointsProtocol"].filter((name) =>
+      connectionString.split(";").some((part) => part.trim().startsWith(`${name}=`) && /^\s|\s$/.test(part.trim().slice(name.length + 1))),
+    );
+    if (spaced.length > 0) {
+      p.problem(`AZURE_STORAGE_CONNECTION_STRING's ${spaced.join(" and ")} ${spaced.length === 1 ? "has" : "have"} spaces after "=": remove them (Name=value).`);
+    }
     if (missing.length > 0) {
       p.problem(
         `AZURE_STORAGE_CONNECTION_STRING must carry AccountName and AccountKey, spelled exactly so, each with a value (the service signs SAS URLs with the key): ${missing.join(" and ")} ${missing.length === 1 ? "is" : "are"} missing, blank or spelled otherwise.`,

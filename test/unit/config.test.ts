@@ -410,6 +410,25 @@ test("PAGE_TOKEN_SECRET_PREVIOUS: read as a secret, held to PAGE_TOKEN_SECRET's 
   assert.match(refusal({ ...productionEnv, AUTH_JWT_SECRET: jwt, AUTH_JWKS_URL: "", PAGE_TOKEN_SECRET_PREVIOUS: jwt }), "PAGE_TOKEN_SECRET_PREVIOUS other than AUTH_JWT_SECRET");
 });
 
+test("production names a DATABASE_URL's link problem in the same start as a parameter it refuses", () => {
+  const both = refusal({ ...productionEnv, DATABASE_URL: "mysql://u:p@db.internal/versions?ssl-mode=REQUIRED&connectTimeout=5000" });
+  assert.match(both, 'parameter "connectTimeout"');
+  assert.match(both, "refuses DATABASE_URL's ssl-mode=REQUIRED");
+  const none = refusal({ ...productionEnv, DATABASE_URL: "mysql://u:p@db.internal/versions?charset=utf8mb4" });
+  assert.match(none, 'parameter "charset"');
+  assert.match(none, "needs TLS to a MySQL on another host (db.internal)");
+  const badMode = refusal({ ...productionEnv, DATABASE_URL: "mysql://u:p@db.internal/versions?ssl-mode=STRICT&charset=x" });
+  assert.match(badMode, 'ssl-mode "STRICT" is not one of');
+  assert.not.match(badMode, "needs TLS", "nothing asked of a mode that could not be read");
+});
+
+test("a connection string part with spaces after its \"=\" is refused: the SDK keeps them", () => {
+  const good = "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=a2V5;EndpointSuffix=core.windows.net";
+  assert.match(refusal({ AZURE_STORAGE_CONNECTION_STRING: good.replace("AccountName=", "AccountName= ") }), "AccountName has spaces after");
+  assert.match(refusal({ AZURE_STORAGE_CONNECTION_STRING: good.replace("EndpointSuffix=", "EndpointSuffix= ") }), "EndpointSuffix has spaces after");
+  assert.is(loadConfig({ AZURE_STORAGE_CONNECTION_STRING: good.replaceAll(";", "; ") }).blob.kind, "azure", "spaces between parts are fine");
+});
+
 test("short settings misspelt are said too (NODE_EVN, PROT, LOG_LEVL), and NODE_ENV misspelt as production is refused", () => {
   const notices = loadConfig({ NODE_EVN: "test", PROT: "9000", LOG_LEVL: "debug", DATA_DIRR: "/tmp/x", HSOT: "0.0.0.0", HOME: "/root", HOSTNAME: "pod-1", PWD: "/srv", TERM: "xterm", NODE_PATH: "/x", TMPDIR: "/tmp", LOGNAME: "root" }).notices;
   assert.equal([...notices].sort(), [
