@@ -6,7 +6,7 @@ import { EntityEventsServiceImpl } from "./api/entity-events-service.js";
 import { EntityVersionsServiceImpl } from "./api/entity-versions-service.js";
 import { PageTokens } from "./api/page-token.js";
 import type { Authenticator } from "./auth/caller.js";
-import { JwtAuthenticator } from "./auth/jwt-authenticator.js";
+import { JwtAuthenticator, type KeySetLogger } from "./auth/jwt-authenticator.js";
 import { adminRole, publisherRole } from "./auth/policy.js";
 import { mintToken } from "./auth/tokens.js";
 import { AzureBlobStore } from "./blob/azure-blob-store.js";
@@ -88,9 +88,9 @@ const devTokenTtlSeconds = 30 * 24 * 3600;
  * The authenticator of the configuration. In development mode it signs with
  * a secret kept under dataDir and mints a token for user `dev`.
  */
-async function authentication(config: Config): Promise<{ authenticator: Authenticator; devToken: string | undefined }> {
+async function authentication(config: Config, logger: KeySetLogger): Promise<{ authenticator: Authenticator; devToken: string | undefined }> {
   const { auth } = config;
-  if (auth.mode === "jwt") return { authenticator: new JwtAuthenticator(auth), devToken: undefined };
+  if (auth.mode === "jwt") return { authenticator: new JwtAuthenticator(auth, logger), devToken: undefined };
   const secret = localSecret(path.join(config.dataDir, "auth-dev-secret")).toString("base64");
   const devToken = await mintToken(secret, {
     sub: "dev",
@@ -101,7 +101,7 @@ async function authentication(config: Config): Promise<{ authenticator: Authenti
     ...(auth.audience === undefined ? {} : { audience: auth.audience }),
   });
   fs.writeFileSync(path.join(config.dataDir, "dev-token"), `${devToken}\n`, { mode: 0o600 });
-  return { authenticator: new JwtAuthenticator({ ...auth, secret }), devToken };
+  return { authenticator: new JwtAuthenticator({ ...auth, secret }, logger), devToken };
 }
 
 /**
@@ -250,7 +250,7 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
         metrics.swept.inc({ kind: "event" }, result.prunedEvents);
       },
     }, events);
-    const { authenticator, devToken } = await authentication(config);
+    const { authenticator, devToken } = await authentication(config, logger);
     const pageTokenSecret =
       config.pageTokenSecret === undefined ? localSecret(path.join(config.dataDir, "page-token-secret")) : Buffer.from(config.pageTokenSecret);
     const previousPageTokenSecrets = config.pageTokenSecretPrevious === undefined ? [] : [Buffer.from(config.pageTokenSecretPrevious)];

@@ -38,10 +38,17 @@ function mapJoseError(error: unknown): Error {
   if (error instanceof errors.JWSSignatureVerificationFailed || error instanceof errors.JWKSNoMatchingKey) {
     return apiError("TOKEN_BAD_SIGNATURE", {}, { cause: error });
   }
-  if (error instanceof errors.JWKSTimeout || error instanceof errors.JWKSInvalid || (error instanceof Error && !(error instanceof errors.JOSEError))) {
-    // Network failures of the JWKS fetch surface as plain errors.
+  // Only a key set that could not be had tells the caller to retry: a 503
+  // for anything else would have clients retry a token that never verifies.
+  if (error instanceof KeySetUnavailable || error instanceof errors.JWKSTimeout || error instanceof errors.JWKSInvalid) {
     return apiError("AUTH_KEYS_UNAVAILABLE", {}, { cause: error });
   }
+  // jose and WebCrypto refuse a key they will not verify with (an RSA key
+  // under 2048 bits, a key of another type) with a TypeError or a
+  // DOMException: the token names a key this service does not trust.
+  if (error instanceof TypeError || error instanceof DOMException) return apiError("TOKEN_BAD_SIGNATURE", {}, { cause: error });
+  // Anything else is no verdict on the token: answered INTERNAL and logged.
+  if (!(error instanceof errors.JOSEError)) return error instanceof Error ? error : new Error(String(error));
   return apiError("TOKEN_MALFORMED", {}, { cause: error });
 }
 
@@ -69,24 +76,89 @@ function malformedHeader(header: string): string {
 const maxKeySetBytes = 1 << 20;
 
 /**
- * fetch for the key set that stops reading past maxKeySetBytes, so that a
- * misbehaving key server cannot make the process hold its whole answer.
+ * Least time between a failed key set fetch and the next. With
+ * AUTH_JWKS_COOLDOWN_SECONDS=0 a key server that is down would otherwise
+ * be asked again by every call naming a key not yet fetched.
  */
-async function boundedFetch(url: string, init: RequestInit): Promise<Response> {
-  const response = await fetch(url, init);
+const leastFetchBackOffMs = 1_000;
+
+/**
+ * The key set could not be fetched or read: the one failure that is not
+ * the token's, answered AUTH_KEYS_UNAVAILABLE (retry) rather than 401.
+ */
+export class KeySetUnavailable extends Error {
+  override readonly name = "KeySetUnavailable";
+}
+
+/** The part of a pino logger the authenticator uses. */
+export interface KeySetLogger {
+  error(obj: object, msg: string): void;
+}
+
+/** A URL as it may be logged: credentials and query (which may hold a key) left out. */
+function loggableUrl(url: string): string {
+  const parsed = new URL(url);
+  return `${parsed.origin}${parsed.pathname}${parsed.search === "" ? "" : "?…"}`;
+}
+
+/**
+ * Fetches the key set for jose, and refuses whatever jose could not use
+ * (an answer other than 200, a redirect, which jose does not follow, a body
+ * over maxKeySetBytes, no JSON, no key set) with a KeySetUnavailable that
+ * says which, so that the log tells an operator what the key server did.
+ * It stops reading past maxKeySetBytes: a misbehaving key server cannot
+ * make the process hold its whole answer.
+ */
+async function fetchKeySet(url: string, init: RequestInit, timeoutMs: number): Promise<Response> {
+  const where = `the JSON Web Key Set at ${loggableUrl(url)}`;
+  const failed = (what: string, cause?: unknown) => new KeySetUnavailable(`${where} ${what}`, cause === undefined ? {} : { cause });
+  const timedOut = (error: unknown) => error instanceof DOMException && error.name === "TimeoutError";
+  // undici says only "fetch failed"; what failed (ECONNREFUSED, a certificate) is its cause.
+  const why = (error: unknown) => {
+    const { message, cause } = error as Error;
+    return cause instanceof Error ? `${message} (${cause.message})` : String(message);
+  };
+  let response: Response;
+  try {
+    response = await fetch(url, init);
+  } catch (error) {
+    throw timedOut(error) ? failed(`did not answer within ${timeoutMs} ms`, error) : failed(`could not be fetched: ${why(error)}`, error);
+  }
+  if (response.status !== 200) {
+    await response.body?.cancel();
+    const location = response.headers.get("location");
+    if (response.status >= 300 && response.status < 400 && location !== null) {
+      throw failed(`answered ${response.status}, a redirect to ${loggableUrl(new URL(location, url).href)}, which is not followed: set AUTH_JWKS_URL to the address it names`);
+    }
+    throw failed(`answered HTTP ${response.status} where 200 was expected`);
+  }
   const chunks: Uint8Array[] = [];
   let bytes = 0;
-  if (response.body !== null) {
-    for await (const chunk of response.body) {
-      bytes += chunk.byteLength;
-      if (bytes > maxKeySetBytes) {
-        await response.body.cancel();
-        throw new Error(`the JSON Web Key Set at ${url} is larger than ${maxKeySetBytes} bytes`);
+  try {
+    if (response.body !== null) {
+      for await (const chunk of response.body) {
+        bytes += chunk.byteLength;
+        // Leaving the loop cancels the stream: the rest is never read.
+        if (bytes > maxKeySetBytes) throw failed(`is larger than ${maxKeySetBytes} bytes`);
+        chunks.push(chunk);
       }
-      chunks.push(chunk);
     }
+  } catch (error) {
+    if (error instanceof KeySetUnavailable) throw error;
+    throw timedOut(error) ? failed(`was not read whole within ${timeoutMs} ms`, error) : failed(`could not be read whole: ${why(error)}`, error);
   }
-  return new Response(Buffer.concat(chunks), { status: response.status, headers: response.headers });
+  const body = Buffer.concat(chunks);
+  let set: unknown;
+  try {
+    set = JSON.parse(body.toString("utf8"));
+  } catch (error) {
+    throw failed("answered a body that is not JSON", error);
+  }
+  // What jose takes for a key set; anything else it would refuse once this returned.
+  const isObject = (value: unknown) => typeof value === "object" && value !== null && !Array.isArray(value);
+  const keys = isObject(set) ? (set as { keys?: unknown }).keys : undefined;
+  if (!Array.isArray(keys) || !keys.every(isObject)) throw failed('answered JSON that is not a key set (an object whose "keys" is a list of objects)');
+  return new Response(body, { status: 200, headers: response.headers });
 }
 
 /** How many verified tokens are remembered. */
@@ -113,7 +185,11 @@ export class JwtAuthenticator implements Authenticator {
   readonly #options: JwtOptions;
   readonly #verified = new Map<string, { caller: Caller; until: number }>();
 
-  constructor(options: JwtOptions) {
+  /**
+   * `log` hears of each failed key set fetch, with its cause: at most one
+   * per AUTH_JWKS_COOLDOWN_SECONDS, however many calls it fails.
+   */
+  constructor(options: JwtOptions, log: KeySetLogger) {
     if (options.secret === undefined && options.jwksUrl === undefined) throw new Error("JwtAuthenticator needs a secret or a JWKS URL");
     this.#options = options;
     // Imported once: given raw bytes, jose imports a WebCrypto key on every verification.
@@ -121,14 +197,39 @@ export class JwtAuthenticator implements Authenticator {
       options.secret === undefined
         ? undefined
         : crypto.subtle.importKey("raw", new TextEncoder().encode(options.secret), { name: "HMAC", hash: "SHA-256" }, false, ["verify"]);
+    const timeoutMs = options.jwksTimeoutMs ?? 5_000;
+    const backOffMs = Math.max(options.jwksCooldownSeconds * 1000, leastFetchBackOffMs);
+    // jose waits AUTH_JWKS_COOLDOWN_SECONDS only after a fetch that
+    // succeeded: while the key server fails, every call naming an unknown
+    // kid, and once the set is stale every call, would fetch again. After a
+    // failure, calls that would fetch are refused at once until backOffMs
+    // has passed, and only the fetch that failed is logged.
+    let retryAt = 0;
+    let lastFailure: unknown;
+    const fetchOrBackOff = async (url: string, init: RequestInit): Promise<Response> => {
+      if (Date.now() < retryAt) {
+        throw new KeySetUnavailable(`the JSON Web Key Set at ${loggableUrl(url)} failed to load and is not fetched again for ${Math.ceil((retryAt - Date.now()) / 1000)} s`, { cause: lastFailure });
+      }
+      try {
+        return await fetchKeySet(url, init, timeoutMs);
+      } catch (error) {
+        retryAt = Date.now() + backOffMs;
+        lastFailure = error;
+        log.error(
+          { err: error, jwksUrl: loggableUrl(url) },
+          `fetching the token signing keys (JWKS) failed: tokens that need them fetched are answered AUTH_KEYS_UNAVAILABLE, and the next fetch is in ${backOffMs / 1000} s; check AUTH_JWKS_URL and the key server`,
+        );
+        throw error;
+      }
+    };
     const jwks =
       options.jwksUrl === undefined
         ? undefined
         : createRemoteJWKSet(new URL(options.jwksUrl), {
             cooldownDuration: options.jwksCooldownSeconds * 1000,
             cacheMaxAge: options.jwksMaxAgeSeconds * 1000,
-            timeoutDuration: options.jwksTimeoutMs ?? 5_000,
-            [customFetch]: boundedFetch,
+            timeoutDuration: timeoutMs,
+            [customFetch]: fetchOrBackOff,
           });
     this.#algorithms = [...(secret === undefined ? [] : ["HS256"]), ...(jwks === undefined ? [] : ["RS256", "ES256"])];
     this.#key = async (header, token) => {
@@ -137,12 +238,12 @@ export class JwtAuthenticator implements Authenticator {
         try {
           return await jwks(header, token);
         } catch (error) {
-          // jose reports a key set answered with an error status, or with a
-          // body that is no JSON, as a bare JOSEError, which would read as a
-          // malformed token: every holder of a good token would be told to
-          // drop it. Only a key set without the token's key speaks of the token.
+          // fetchKeySet leaves jose nothing to refuse, but should jose still
+          // report a key set it could not use as a bare JOSEError, it would
+          // read as a malformed token: every holder of a good token would be
+          // told to drop it. Only a key set without the token's key speaks of the token.
           if (error instanceof errors.JOSEError && error.code === "ERR_JOSE_GENERIC") {
-            throw new Error(`the JSON Web Key Set could not be read: ${error.message}`, { cause: error });
+            throw new KeySetUnavailable(`the JSON Web Key Set could not be read: ${error.message}`, { cause: error });
           }
           throw error;
         }

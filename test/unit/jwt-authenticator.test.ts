@@ -7,6 +7,7 @@ import { test } from "uvu";
 import * as assert from "uvu/assert";
 import { JwtAuthenticator } from "../../src/auth/jwt-authenticator.js";
 import { reasonOf } from "../../src/errors/api-error.js";
+import { memoryLogger } from "../support/service.js";
 import { testAuth, token } from "../support/tokens.js";
 
 const authenticator = () =>
@@ -18,7 +19,7 @@ const authenticator = () =>
     jwksCooldownSeconds: 30,
     jwksMaxAgeSeconds: 60,
     tokenCacheSeconds: 30,
-  });
+  }, memoryLogger().logger);
 
 test("a verified token is remembered; one too long to remember is verified on every call", async () => {
   const auth = authenticator();
@@ -75,7 +76,7 @@ async function withKeySet(status: number, body: string, use: (auth: JwtAuthentic
         jwksCooldownSeconds: 0,
         jwksMaxAgeSeconds: 60,
         tokenCacheSeconds: 0,
-      }),
+      }, memoryLogger().logger),
     );
   } finally {
     await new Promise((resolve) => jwks.close(resolve));
@@ -123,6 +124,115 @@ test("a token without kid verifies while the key set holds several keys of its a
     const refused = await auth.authenticate(`Bearer ${forged}`).then(() => undefined, (e: unknown) => e);
     assert.instance(refused, ConnectError);
     assert.is(reasonOf(refused as ConnectError), "TOKEN_BAD_SIGNATURE");
+  });
+});
+
+/** A key server that answers what `answer` says at the time of each request, and counts them. */
+async function keyServer(): Promise<{ url: string; fetches: () => number; answer: (status: number, body?: string, headers?: Record<string, string>) => void; hang: () => void; close: () => Promise<void> }> {
+  let fetches = 0;
+  let reply: ((res: http.ServerResponse) => void) | undefined;
+  const server = http.createServer((_req, res) => {
+    fetches++;
+    reply?.(res);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks.json`,
+    fetches: () => fetches,
+    answer: (status, body = "", headers = {}) => (reply = (res) => res.writeHead(status, { "content-type": "application/json", ...headers }).end(body)),
+    hang: () => (reply = undefined),
+    close: () => {
+      server.closeAllConnections();
+      return new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const reasonFrom = (auth: JwtAuthenticator, header: string) =>
+  auth.authenticate(header).then(
+    () => "ok",
+    (e: unknown) => (e instanceof ConnectError ? reasonOf(e) : undefined) ?? String(e),
+  );
+
+test("after a failed key set fetch, calls that would fetch again are AUTH_KEYS_UNAVAILABLE at once for AUTH_JWKS_COOLDOWN_SECONDS (at least 1 s)", async () => {
+  const { privateKey, publicKey } = await generateKeyPair("RS256", { extractable: true });
+  const set = JSON.stringify({ keys: [{ ...(await exportJWK(publicKey)), alg: "RS256", use: "sig", kid: "k1" }] });
+  const signed = async (kid: string) => `Bearer ${await new SignJWT({ sub: "alice" }).setProtectedHeader({ alg: "RS256", kid }).setExpirationTime("5m").sign(privateKey)}`;
+  const good = await signed("k1");
+  const keys = await keyServer();
+  try {
+    // A token naming a kid the set does not have, once the cooldown after the last good fetch has passed.
+    const unknownKid = new JwtAuthenticator({ jwksUrl: keys.url, clockSkewSeconds: 0, jwksCooldownSeconds: 1, jwksMaxAgeSeconds: 60, tokenCacheSeconds: 0 }, memoryLogger().logger);
+    keys.answer(200, set);
+    assert.is(await reasonFrom(unknownKid, good), "ok");
+    keys.answer(500, "down");
+    await sleep(1_100);
+    const before = keys.fetches();
+    const reasons = new Set<string>();
+    for (let i = 0; i < 30; i++) reasons.add(await reasonFrom(unknownKid, await signed(`made-up-${i}`)));
+    assert.equal([...reasons], ["AUTH_KEYS_UNAVAILABLE"]);
+    assert.is(keys.fetches() - before, 1, "one fetch, however many made-up kids");
+    assert.is(await reasonFrom(unknownKid, good), "ok", "a known kid of a set still fresh needs no fetch");
+
+    // A set past AUTH_JWKS_MAX_AGE_SECONDS, even with AUTH_JWKS_COOLDOWN_SECONDS=0: every call would fetch it.
+    const stale = new JwtAuthenticator({ jwksUrl: keys.url, clockSkewSeconds: 0, jwksCooldownSeconds: 0, jwksMaxAgeSeconds: 1, tokenCacheSeconds: 0 }, memoryLogger().logger);
+    keys.answer(200, set);
+    assert.is(await reasonFrom(stale, good), "ok");
+    keys.answer(500, "down");
+    await sleep(1_100);
+    const staleBefore = keys.fetches();
+    for (let i = 0; i < 30; i++) assert.is(await reasonFrom(stale, good), "AUTH_KEYS_UNAVAILABLE");
+    assert.is(keys.fetches() - staleBefore, 1);
+    // Once the back-off has passed, the set is fetched again and good tokens verify.
+    keys.answer(200, set);
+    await sleep(1_100);
+    assert.is(await reasonFrom(stale, good), "ok");
+    assert.is(keys.fetches() - staleBefore, 2);
+  } finally {
+    await keys.close();
+  }
+});
+
+test("each failed key set fetch is logged once, with what the key server did and without the URL's query", async () => {
+  const b64 = (v: object) => Buffer.from(JSON.stringify(v)).toString("base64url");
+  const rsToken = `Bearer ${b64({ alg: "RS256", kid: "k1" })}.${b64({ sub: "x", exp: Math.floor(Date.now() / 1000) + 600 })}.${"A".repeat(43)}`;
+  const cases: Array<[string, (keys: Awaited<ReturnType<typeof keyServer>>) => void, string]> = [
+    ["500", (keys) => keys.answer(500, "down"), "answered HTTP 500"],
+    ["timeout", (keys) => keys.hang(), "did not answer within 300 ms"],
+    ["redirect", (keys) => keys.answer(302, "", { location: "https://idp.example/keys?sig=x" }), "a redirect to https://idp.example/keys?…"],
+    ["oversize", (keys) => keys.answer(200, JSON.stringify({ keys: [], padding: "x".repeat(2 << 20) })), "larger than"],
+    ["not a key set", (keys) => keys.answer(200, JSON.stringify({ keys: {} })), "not a key set"],
+  ];
+  for (const [name, serve, said] of cases) {
+    const keys = await keyServer();
+    const { logger, text } = memoryLogger();
+    try {
+      serve(keys);
+      const auth = new JwtAuthenticator(
+        { jwksUrl: `${keys.url}?api_key=not-for-logs`, clockSkewSeconds: 0, jwksCooldownSeconds: 30, jwksMaxAgeSeconds: 60, tokenCacheSeconds: 0, jwksTimeoutMs: 300 },
+        logger,
+      );
+      for (let i = 0; i < 10; i++) assert.is(await reasonFrom(auth, rsToken), "AUTH_KEYS_UNAVAILABLE", name);
+      const lines = text().split("\n").filter((line) => line !== "").map((line) => JSON.parse(line) as { level: number; jwksUrl: string; err: { type: string; message: string } });
+      assert.is(lines.length, 1, `${name}: one line for one failed fetch, not one per call`);
+      assert.is(lines[0]!.level, 50, name);
+      assert.is(lines[0]!.jwksUrl, `${keys.url}?…`, name);
+      assert.is(lines[0]!.err.type, "KeySetUnavailable", name);
+      assert.match(lines[0]!.err.message, said, name);
+      assert.not.match(text(), "not-for-logs", name);
+    } finally {
+      await keys.close();
+    }
+  }
+});
+
+test("a token naming a key jose will not verify with (RSA under 2048 bits) is TOKEN_BAD_SIGNATURE, not AUTH_KEYS_UNAVAILABLE", async () => {
+  const legacy = generateKeyPairSync("rsa", { modulusLength: 1024 }).publicKey.export({ format: "jwk" });
+  await withKeySet(200, JSON.stringify({ keys: [{ ...legacy, alg: "RS256", use: "sig", kid: "legacy" }] }), async (auth) => {
+    const b64 = (v: object) => Buffer.from(JSON.stringify(v)).toString("base64url");
+    const forged = `${b64({ alg: "RS256", kid: "legacy" })}.${b64({ sub: "x", exp: Math.floor(Date.now() / 1000) + 600 })}.${"A".repeat(171)}`;
+    assert.is(await reasonFrom(auth, `Bearer ${forged}`), "TOKEN_BAD_SIGNATURE");
   });
 });
 
