@@ -243,7 +243,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       const refusal =
         error.code === "FST_ERR_MAX_PARAM_LENGTH"
           ? apiError("INVALID_ARGUMENT", { field: "path", problem: "a path segment is longer than 512 characters" })
-          : apiError("MALFORMED_REQUEST", { problem: `the URL ${shown(req.url)} is not valid: percent-encode it as RFC 3986 says (a "%" that starts no escape is written %25)` });
+          : apiError("MALFORMED_REQUEST", { problem: `the URL ${shownPath(req.url)}${req.url.includes("?") ? "?…" : ""} is not valid: percent-encode it as RFC 3986 says (a "%" that starts no escape is written %25)` });
       void sendRestError(reply as unknown as FastifyReply, refusal, { "x-request-id": req.id });
       req.log.info({ method: shown(req.method), path: shownPath(req.url), reason: reasonOf(refusal), status: reply.statusCode }, "request");
     },

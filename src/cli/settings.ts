@@ -95,7 +95,20 @@ export function resolveSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = p
   try {
     url = new URL(rawUrl);
   } catch {
-    throw new CliError(`${urlSource} is not a URL: ${JSON.stringify(rawUrl)}; give the service's base URL, e.g. ${defaultServiceUrl}.`, "INVALID_ARGUMENT", ExitCode.usage);
+    // Quoted without what may be a password (CI logs keep what is printed).
+    const quoted = JSON.stringify(rawUrl.replace(/\/\/[^/?#]*@/, "//…@"));
+    throw new CliError(`${urlSource} is not a URL: ${quoted}; give the service's base URL, e.g. ${defaultServiceUrl}.`, "INVALID_ARGUMENT", ExitCode.usage);
+  }
+  if (url.username !== "" || url.password !== "") {
+    // Never sent (fetch refuses such URLs) and never printed back: checked
+    // before anything else quotes the URL.
+    url.username = "";
+    url.password = "";
+    throw new CliError(
+      `${urlSource} holds a user name or password: the CLI signs in with a token (--token, ENTITY_VERSIONS_TOKEN); give the URL without them, ${JSON.stringify(url.toString().replace(/\/+$/, ""))}.`,
+      "INVALID_ARGUMENT",
+      ExitCode.usage,
+    );
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") {
     throw new CliError(`${urlSource} must be an http or https URL, not ${JSON.stringify(rawUrl)}.`, "INVALID_ARGUMENT", ExitCode.usage);
@@ -104,16 +117,6 @@ export function resolveSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = p
     // Every path the CLI calls starts with /api: this one would call /api/api/….
     throw new CliError(
       `${urlSource} is the service's root URL, without /api: ${JSON.stringify(rawUrl.replace(/\/api\/?$/, ""))}, not ${JSON.stringify(rawUrl)}.`,
-      "INVALID_ARGUMENT",
-      ExitCode.usage,
-    );
-  }
-  if (url.username !== "" || url.password !== "") {
-    // Never sent (fetch refuses such URLs) and never printed back.
-    url.username = "";
-    url.password = "";
-    throw new CliError(
-      `${urlSource} holds a user name or password: the CLI signs in with a token (--token, ENTITY_VERSIONS_TOKEN); give the URL without them, ${JSON.stringify(url.toString().replace(/\/+$/, ""))}.`,
       "INVALID_ARGUMENT",
       ExitCode.usage,
     );

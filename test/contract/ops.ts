@@ -322,6 +322,11 @@ export function logsSuite(backend: Backend) {
       const badUrl = await svc.rest.get(`/api/entities/%ZZ/versions`, { "x-request-id": "bad-url-1" });
       assert.equal([badUrl.status, badUrl.body.code, badUrl.headers.get("x-request-id")], [400, "MALFORMED_REQUEST", "bad-url-1"]);
       assert.match(badUrl.body.error, "percent-encode it as RFC 3986 says");
+      // The query is not repeated (it may carry what a client keeps secret).
+      const badUrlQuery = await svc.rest.get(`/api/entities/%ZZ/versions?access_token=secret-in-query`);
+      assert.equal([badUrlQuery.status, badUrlQuery.body.code], [400, "MALFORMED_REQUEST"]);
+      assert.match(badUrlQuery.body.error, "/api/entities/%ZZ/versions?… is not valid");
+      assert.not.match(JSON.stringify(badUrlQuery.body), "secret-in-query");
       const logs = text();
       const lines = logs.trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
       const requests = lines.filter((l) => l["msg"] === "request");

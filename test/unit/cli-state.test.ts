@@ -229,6 +229,19 @@ test("a URL with a user name or password is a usage error that prints neither", 
   assert.is((error as CliError).exitCode, 2);
   assert.not.ok((error as CliError).message.includes("hunter2"));
   assert.match((error as CliError).message, '"http://localhost:18080"');
+  // Nor does any other refusal of such a URL (a CI log keeps what is printed).
+  for (const url of ["http://ci:hunter2@example.com/api", "ftp://ci:hunter2@example.com", "http://ci:hunter2@example.com:99999", "http://ci:hunter2@exa mple.com"]) {
+    for (const settings of [[{ url, token: "t" }, {}], [{ token: "t" }, { ENTITY_VERSIONS_URL: url }]] as const) {
+      try {
+        resolveSettings(settings[0], settings[1], os.tmpdir());
+        assert.unreachable(url);
+      } catch (e) {
+        assert.instance(e, CliError);
+        assert.is((e as CliError).exitCode, 2, url);
+        assert.not.ok((e as CliError).message.includes("hunter2"), (e as CliError).message);
+      }
+    }
+  }
 });
 
 test.run();
