@@ -303,6 +303,9 @@ function auth(env: Env, production: boolean): AuthConfig {
     }
     if (url === undefined || (url.protocol !== "https:" && url.protocol !== "http:")) {
       p.problem(`AUTH_JWKS_URL must be an http(s) URL, got "${jwksUrl}".`);
+    } else if (url.username !== "" || url.password !== "") {
+      // fetch refuses such a URL: every fetch would fail. Not quoted (a password).
+      p.problem("AUTH_JWKS_URL holds a user name or password, which fetch never sends: give the key set's URL without them (key sets are public).");
     } else if (production && url.protocol !== "https:") {
       // Keys fetched over plain HTTP can be swapped on the way: anyone on the
       // path could then sign tokens this service accepts.

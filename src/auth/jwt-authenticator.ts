@@ -101,6 +101,27 @@ function loggableUrl(url: string): string {
   return `${parsed.origin}${parsed.pathname}${parsed.search === "" ? "" : "?…"}`;
 }
 
+/** `text` with `url` (which may hold a key in its query) written as it may be logged. */
+function scrubbed(text: string, url: string): string {
+  const loggable = loggableUrl(url);
+  return text.split(url).join(loggable).split(new URL(url).href).join(loggable);
+}
+
+/**
+ * A copy of an error fit for the log: its messages (and its causes', a few
+ * deep) with `url` scrubbed, its name and code kept. undici's messages may
+ * quote the whole URL.
+ */
+function scrubbedError(error: unknown, url: string, depth = 0): unknown {
+  if (!(error instanceof Error) || depth > 3) return error;
+  const copy = new Error(scrubbed(error.message, url), error.cause === undefined ? {} : { cause: scrubbedError(error.cause, url, depth + 1) });
+  copy.name = error.name;
+  const { code } = error as { code?: unknown };
+  if (code !== undefined) Object.assign(copy, { code });
+  copy.stack = `${copy.name}: ${copy.message}`;
+  return copy;
+}
+
 /**
  * Fetches the key set for jose, and refuses whatever jose could not use
  * (an answer other than 200, a redirect, which jose does not follow, a body
@@ -111,7 +132,7 @@ function loggableUrl(url: string): string {
  */
 async function fetchKeySet(url: string, init: RequestInit, timeoutMs: number): Promise<Response> {
   const where = `the JSON Web Key Set at ${loggableUrl(url)}`;
-  const failed = (what: string, cause?: unknown) => new KeySetUnavailable(`${where} ${what}`, cause === undefined ? {} : { cause });
+  const failed = (what: string, cause?: unknown) => new KeySetUnavailable(`${where} ${scrubbed(what, url)}`, cause === undefined ? {} : { cause: scrubbedError(cause, url) });
   const timedOut = (error: unknown) => error instanceof DOMException && error.name === "TimeoutError";
   // undici says only "fetch failed"; what failed (ECONNREFUSED, a certificate) is its cause.
   const why = (error: unknown) => {
@@ -128,7 +149,13 @@ async function fetchKeySet(url: string, init: RequestInit, timeoutMs: number): P
     await response.body?.cancel();
     const location = response.headers.get("location");
     if (response.status >= 300 && response.status < 400 && location !== null) {
-      throw failed(`answered ${response.status}, a redirect to ${loggableUrl(new URL(location, url).href)}, which is not followed: set AUTH_JWKS_URL to the address it names`);
+      let target: string;
+      try {
+        target = loggableUrl(new URL(location, url).href);
+      } catch {
+        throw failed(`answered ${response.status}, a redirect to a Location that is not a URL: fix the key server, or set AUTH_JWKS_URL to where the keys are`);
+      }
+      throw failed(`answered ${response.status}, a redirect to ${target}, which is not followed: set AUTH_JWKS_URL to the address it names`);
     }
     throw failed(`answered HTTP ${response.status} where 200 was expected`);
   }
@@ -150,7 +177,8 @@ async function fetchKeySet(url: string, init: RequestInit, timeoutMs: number): P
   const body = Buffer.concat(chunks);
   let set: unknown;
   try {
-    set = JSON.parse(body.toString("utf8"));
+    // As response.json() reads it (a leading byte order mark dropped), which jose used.
+    set = JSON.parse(new TextDecoder().decode(body));
   } catch (error) {
     throw failed("answered a body that is not JSON", error);
   }
@@ -212,7 +240,9 @@ export class JwtAuthenticator implements Authenticator {
       }
       try {
         return await fetchKeySet(url, init, timeoutMs);
-      } catch (error) {
+      } catch (thrown) {
+        // Whatever stopped the fetch is the key set's failure, never the token's.
+        const error = thrown instanceof KeySetUnavailable ? thrown : new KeySetUnavailable(`the JSON Web Key Set at ${loggableUrl(url)} could not be fetched`, { cause: scrubbedError(thrown, url) });
         retryAt = Date.now() + backOffMs;
         lastFailure = error;
         log.error(

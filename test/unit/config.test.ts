@@ -429,6 +429,12 @@ test("a connection string part with spaces after its \"=\" is refused: the SDK k
   assert.is(loadConfig({ AZURE_STORAGE_CONNECTION_STRING: good.replaceAll(";", "; ") }).blob.kind, "azure", "spaces between parts are fine");
 });
 
+test("an AUTH_JWKS_URL holding a user name or password is refused without being quoted", () => {
+  const message = refusal({ AUTH_JWKS_URL: "https://svc:hunter2@idp.example/keys" });
+  assert.match(message, "AUTH_JWKS_URL holds a user name or password");
+  assert.not.match(message, "hunter2");
+});
+
 test("short settings misspelt are said too (NODE_EVN, PROT, LOG_LEVL), and NODE_ENV misspelt as production is refused", () => {
   const notices = loadConfig({ NODE_EVN: "test", PROT: "9000", LOG_LEVL: "debug", DATA_DIRR: "/tmp/x", HSOT: "0.0.0.0", HOME: "/root", HOSTNAME: "pod-1", PWD: "/srv", TERM: "xterm", NODE_PATH: "/x", TMPDIR: "/tmp", LOGNAME: "root" }).notices;
   assert.equal([...notices].sort(), [

@@ -203,6 +203,8 @@ test("each failed key set fetch is logged once, with what the key server did and
     ["redirect", (keys) => keys.answer(302, "", { location: "https://idp.example/keys?sig=x" }), "a redirect to https://idp.example/keys?…"],
     ["oversize", (keys) => keys.answer(200, JSON.stringify({ keys: [], padding: "x".repeat(2 << 20) })), "larger than"],
     ["not a key set", (keys) => keys.answer(200, JSON.stringify({ keys: {} })), "not a key set"],
+    // A Location that is no URL is the key server's fault too: not the token's (401).
+    ["bad redirect", (keys) => keys.answer(302, "", { location: "http://[" }), "a Location that is not a URL"],
   ];
   for (const [name, serve, said] of cases) {
     const keys = await keyServer();
@@ -225,6 +227,33 @@ test("each failed key set fetch is logged once, with what the key server did and
       await keys.close();
     }
   }
+});
+
+test("a key set URL's password and query never reach the log, even where the fetch's own error quotes the URL", async () => {
+  const keys = await keyServer();
+  const { logger, text } = memoryLogger();
+  try {
+    keys.answer(200, JSON.stringify({ keys: [] }));
+    const withCredentials = keys.url.replace("http://", "http://svc:pw-not-for-logs@");
+    const auth = new JwtAuthenticator({ jwksUrl: `${withCredentials}?api_key=not-for-logs`, clockSkewSeconds: 0, jwksCooldownSeconds: 30, jwksMaxAgeSeconds: 60, tokenCacheSeconds: 0 }, logger);
+    const b64 = (v: object) => Buffer.from(JSON.stringify(v)).toString("base64url");
+    const rsToken = `Bearer ${b64({ alg: "RS256", kid: "k1" })}.${b64({ sub: "x", exp: Math.floor(Date.now() / 1000) + 600 })}.${"A".repeat(43)}`;
+    assert.is(await reasonFrom(auth, rsToken), "AUTH_KEYS_UNAVAILABLE");
+    assert.match(text(), "could not be fetched");
+    assert.not.match(text(), "pw-not-for-logs");
+    assert.not.match(text(), "not-for-logs");
+  } finally {
+    await keys.close();
+  }
+});
+
+test("a key set served with a byte order mark is read, as response.json() reads it", async () => {
+  const { privateKey, publicKey } = await generateKeyPair("ES256", { extractable: true });
+  const set = JSON.stringify({ keys: [{ ...(await exportJWK(publicKey)), alg: "ES256", use: "sig", kid: "k1" }] });
+  await withKeySet(200, `\uFEFF${set}`, async (auth) => {
+    const signed = await new SignJWT({ sub: "alice" }).setProtectedHeader({ alg: "ES256", kid: "k1" }).setExpirationTime("5m").sign(privateKey);
+    assert.is((await auth.authenticate(`Bearer ${signed}`)).id, "alice");
+  });
 });
 
 test("a token naming a key jose will not verify with (RSA under 2048 bits) is TOKEN_BAD_SIGNATURE, not AUTH_KEYS_UNAVAILABLE", async () => {
