@@ -33,7 +33,9 @@ function subMessage(field: DescField): DescMessage | undefined {
 
 /** A schema that an object has a key: the key defined where it is required, as strict validators ask. */
 function has(key: string): Schema {
-  return { properties: { [key]: true }, required: [key] };
+  // {} rather than the boolean schema true, which validates the same: some
+  // generators (orval's zod client) read every subschema as an object.
+  return { properties: { [key]: {} }, required: [key] };
 }
 
 /** Whether a message has a JSON form of its own (proto3 JSON's well-known types). */
