@@ -73,8 +73,11 @@ export type PushOutcome<V extends DecidedVersion> =
  * 1. access: a caller without it learns nothing more;
  * 2. a confirm of an upload that already produced a version answers that
  *    version, whatever force and the base say, and changes nothing:
- *    retrying a confirm is always safe. A retry is the same push: one
- *    naming another source hash, version string or size is refused
+ *    retrying a confirm is always safe. A retry is the same push; one of
+ *    the same source without force (another version string or size) is
+ *    answered that version too, as deduplication answers any upload of
+ *    that source (spec 4.2 rule 2: re-confirming the same source hash is
+ *    200, not 409); any other (another source hash, or force) is refused
  *    (upload-used), since its upload holds the other push's package;
  * 3. deduplication: the same source answers its newest version unless
  *    `force` (spec 4.2 rule 2: before push protection);
@@ -112,7 +115,8 @@ export function decidePush<V extends DecidedVersion>(facts: PushFacts<V>, intent
   if (confirm && facts.uploadVersion !== undefined) {
     const used = facts.uploadVersion;
     const same = used.sourceHash === intent.sourceHash && used.version === intent.version && used.fileSizeBytes === intent.fileSizeBytes;
-    return same ? existing(used, "retry") : { kind: "upload-used", existing: used };
+    const sameSource = used.sourceHash === intent.sourceHash && !intent.force;
+    return same || sameSource ? existing(used, "retry") : { kind: "upload-used", existing: used };
   }
   if (facts.duplicate !== undefined && !intent.force) return existing(facts.duplicate, "duplicate");
   const fresh = facts.tipVersionId === undefined ? intent.baseVersionId === "" : intent.baseVersionId === facts.tipVersionId;

@@ -387,15 +387,20 @@ export function pushSuite(backend: Backend) {
     assert.is((await svc.rest.get(`/api/entities/${e}/versions`)).body.versions.length, 3);
   });
 
-  s("a used upload makes no other push: a confirm of it naming another source hash, version string or size is refused", async ({ svc }) => {
+  s("a used upload makes no other push: a confirm of it naming another source hash, or forcing another version string or size, is refused; the same source without force is answered its version (spec 4.2 rule 2)", async ({ svc }) => {
     const e = newEntityId();
     const p = await push(svc, e);
     const v = p.confirm!.body.version;
     const same = { storage_path: p.res.body.storage_path, version: p.version, source_hash: p.sourceHash, file_size_bytes: v.file_size_bytes };
-    for (const other of [{ source_hash: newSourceHash() }, { version: nextVersionString() }, { file_size_bytes: v.file_size_bytes + 1 }]) {
+    for (const other of [{ source_hash: newSourceHash() }, { version: nextVersionString(), force: true }, { file_size_bytes: v.file_size_bytes + 1, force: true }]) {
       const r = await svc.rest.post(`/api/entities/${e}/versions/confirm`, { ...same, ...other, base_version_id: v.id });
       assert.equal([r.status, r.body.code], [409, "UPLOAD_ALREADY_CONFIRMED"], JSON.stringify(r.body));
       assert.match(r.body.error, `already made version "${v.id}"`);
+    }
+    // "Re-confirming a version that is already published (same source hash, force not true) returns 200 with the existing version, not 409."
+    for (const other of [{ version: nextVersionString() }, { file_size_bytes: v.file_size_bytes + 1 }, { version: nextVersionString(), set_as_active: true }]) {
+      const r = await svc.rest.post(`/api/entities/${e}/versions/confirm`, { ...same, ...other, base_version_id: v.id });
+      assert.equal([r.status, r.body.created, r.body.version.id, r.body.version.is_active], [200, false, v.id, false], JSON.stringify(r.body));
     }
     const retry = await svc.rest.post(`/api/entities/${e}/versions/confirm`, same);
     assert.equal([retry.status, retry.body.version.id], [200, v.id], "the same confirm again is still a retry");

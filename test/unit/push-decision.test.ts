@@ -57,7 +57,8 @@ test("named cases", () => {
     ["a retried confirm with set_as_active changes nothing: a later activation stays", facts({ uploadVersion: v("u") }), intent({ setAsActive: true }), { kind: "existing", version: v("u"), reason: "retry", activate: false }],
     ["a confirm of a used upload naming another source hash is refused, not answered the other push's version", facts({ uploadVersion: v("u", false, { sourceHash: "b".repeat(64) }) }), intent(), { kind: "upload-used", existing: v("u", false, { sourceHash: "b".repeat(64) }) }],
     ["… another version string", facts({ uploadVersion: v("u", false, { version: "2026.01.01-000001" }) }), intent({ force: true }), { kind: "upload-used", existing: v("u", false, { version: "2026.01.01-000001" }) }],
-    ["… another size", facts({ uploadVersion: v("u", false, { fileSizeBytes: 11 }) }), intent({ baseVersionId: "old" }), { kind: "upload-used", existing: v("u", false, { fileSizeBytes: 11 }) }],
+    ["… another size, with force", facts({ uploadVersion: v("u", false, { fileSizeBytes: 11 }) }), intent({ baseVersionId: "old", force: true }), { kind: "upload-used", existing: v("u", false, { fileSizeBytes: 11 }) }],
+    ["the same source without force, another version string or size: answered its version, as deduplication would (spec 4.2 rule 2)", facts({ uploadVersion: v("u", false, { version: "2026.01.01-000001", fileSizeBytes: 11 }), duplicate: v("d") }), intent({ baseVersionId: "old", setAsActive: true }), { kind: "existing", version: v("u", false, { version: "2026.01.01-000001", fileSizeBytes: 11 }), reason: "retry", activate: false }],
     ["the retry is answered before deduplication", facts({ uploadVersion: v("u"), duplicate: v("d") }), intent(), { kind: "existing", version: v("u"), reason: "retry", activate: false }],
     ["upload-url has no upload: an upload version is not looked at", facts({ uploadVersion: v("u"), uploadIssued: false }), intent({ step: "upload-url" }), { kind: "create", claim: false }],
     ["upload-url never activates", facts({ duplicate: v("d") }), intent({ step: "upload-url", setAsActive: true }), { kind: "existing", version: v("d"), reason: "duplicate", activate: false }],
@@ -74,7 +75,7 @@ test("named cases", () => {
 test("rules that hold over every combination", () => {
   const accesses: Decision[] = ["allow", "claim", "hidden", "forbidden"];
   const versions = [undefined, v("a"), v("b", true)];
-  const uploadVersions = [...versions, v("other-push", false, { sourceHash: "c".repeat(64) })];
+  const uploadVersions = [...versions, v("other-push", false, { sourceHash: "c".repeat(64) }), v("same-source", false, { version: "2026.01.01-000009", fileSizeBytes: 99 })];
   let n = 0;
   for (const access of accesses)
     for (const step of ["upload-url", "confirm"] as const)
@@ -97,7 +98,9 @@ test("rules that hold over every combination", () => {
                         if (refused) continue;
                         const fresh = tipVersionId === undefined ? baseVersionId === "" : baseVersionId === tipVersionId;
                         const used = step === "confirm" && uploadVersion !== undefined;
-                        const retry = used && uploadVersion.sourceHash === i.sourceHash;
+                        const samePush = used && uploadVersion.sourceHash === i.sourceHash && uploadVersion.version === i.version && uploadVersion.fileSizeBytes === i.fileSizeBytes;
+                        // The same source without force is answered as a retry: deduplication's answer (spec 4.2 rule 2).
+                        const retry = used && (samePush || (uploadVersion.sourceHash === i.sourceHash && !force));
                         if (used && !retry) {
                           assert.is(o.kind, "upload-used", `a used upload makes no other push, whatever else holds: ${label}`);
                           continue;
@@ -120,7 +123,7 @@ test("rules that hold over every combination", () => {
                         if (o.kind === "upload-missing") assert.is(step, "confirm");
                         assert.is.not(o.kind, "upload-used", `only a confirm naming another push is refused so: ${label}`);
                       }
-  assert.is(n, 4 * 2 * 4 * 3 * 2 * 3 * 2 * 2 * 2 * 2 * 3);
+  assert.is(n, 4 * 2 * 5 * 3 * 2 * 3 * 2 * 2 * 2 * 2 * 3);
 });
 
 test.run();
