@@ -10,6 +10,7 @@ import * as versionDataCost from "./migrations/0008-version-data-cost.js";
 import * as uploadActivated from "./migrations/0009-upload-activated.js";
 import * as openUploads from "./migrations/0010-open-uploads.js";
 import * as identity from "./migrations/0011-database-identity.js";
+import * as abandonedUploads from "./migrations/0012-abandoned-uploads.js";
 import { hasIndex } from "./migrations/has-index.js";
 
 // Imported statically so the same names land in knex_migrations whether the
@@ -26,6 +27,7 @@ const migrations: Record<string, Knex.Migration> = {
   "0009-upload-activated": uploadActivated,
   "0010-open-uploads": openUploads,
   "0011-database-identity": identity,
+  "0012-abandoned-uploads": abandonedUploads,
 };
 
 /**

@@ -70,11 +70,7 @@ export class UploadStore {
    * afterwards and refuses, so no version ever points at a swept blob.
    */
   async abandonIssuedBefore(cutoff: Date, now: Date, limit: number): Promise<number> {
-    const rows: Array<{ id: string; entity_id: string }> = await this.#knex("uploads")
-      .where("state", "issued")
-      .andWhere("created_at", "<", cutoff)
-      .limit(limit)
-      .select("id", "entity_id");
+    const rows: Array<{ id: string; entity_id: string }> = await abandonedUploads(this.#knex, cutoff, limit);
     let marked = 0;
     for (const row of rows) {
       marked += await this.#knex("uploads")
@@ -94,4 +90,13 @@ export class UploadStore {
   async retryAt(entityId: string, uploadId: string, at: Date): Promise<void> {
     await this.#knex("uploads").where({ entity_id: entityId, id: uploadId, state: "deleting" }).update({ next_attempt_at: at });
   }
+}
+
+/**
+ * Uploads issued before `cutoff` and still open, up to `limit`: read by
+ * the (state, created_at) index (migration 0012), so a sweep reads the
+ * abandoned ones only, not every open upload.
+ */
+export function abandonedUploads(knex: Knex, cutoff: Date, limit: number): Knex.QueryBuilder<{ id: string; entity_id: string }[]> {
+  return knex("uploads").where("state", "issued").andWhere("created_at", "<", cutoff).limit(limit).select("id", "entity_id");
 }

@@ -7,6 +7,7 @@ import { activeVersionSql, pushFactsSql, versionByIdSql, versionPageSql, version
 import { eventPageSql, eventPositionSql, eventsAfterSql, eventsPollSql } from "../../src/store/event-queries.js";
 import { EventStore } from "../../src/store/event-store.js";
 import type { Sql } from "../../src/store/sql.js";
+import { abandonedUploads } from "../../src/store/upload-store.js";
 import { VersionStore } from "../../src/store/version-store.js";
 import { createTestDatabase, type TestDatabase } from "../support/env.js";
 
@@ -179,6 +180,23 @@ export function queryPlansSuite() {
       "other-a:500",
       ...Array.from({ length: 10 }, (_, i) => `other-z:${491 + i}`),
     ]);
+  });
+
+  s("a sweep reads only the abandoned uploads, however many are open", async ({ db }) => {
+    const k = db.knex;
+    const young = new Date();
+    const old = new Date(Date.now() - 48 * 3600 * 1000);
+    // Thousands open (any pusher can hold that many), five abandoned.
+    for (let from = 0; from < 3_000; from += 1_000) {
+      await k("uploads").insert(Array.from({ length: 1_000 }, (_, i) => ({ id: `open-${from + i}`, entity_id: `e${(from + i) % 300}`, state: "issued", created_at: young })));
+    }
+    await k("uploads").insert(Array.from({ length: 5 }, (_, i) => ({ id: `old-${i}`, entity_id: `e${i}`, state: "issued", created_at: old })));
+    await k.raw("analyze table uploads");
+    const cutoff = new Date(Date.now() - 24 * 3600 * 1000);
+    const { sql, bindings } = abandonedUploads(k, cutoff, 100).toSQL().toNative();
+    const plan = await analyze(db, { text: sql, params: bindings as readonly unknown[] });
+    assert.ok(plan.every((r) => Number(r.r_rows ?? 0) <= 10), `the sweep's search read every open upload: ${JSON.stringify(plan)}`);
+    assert.equal((await abandonedUploads(k, cutoff, 100)).map((r: { id: string }) => r.id).sort(), ["old-0", "old-1", "old-2", "old-3", "old-4"]);
   });
 
   return s;
