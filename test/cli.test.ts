@@ -2,7 +2,7 @@
 // a real child process against a real service (SQLite, and MySQL when it is
 // reachable, as the contract suites do), with Azurite behind the signed URLs.
 import { spawn } from "node:child_process";
-import { createHash } from "node:crypto";
+import crypto, { createHash } from "node:crypto";
 import fs from "node:fs";
 import http from "node:http";
 import net from "node:net";
@@ -23,6 +23,15 @@ import { bearer, token } from "./support/tokens.js";
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const bin = path.join(root, "bin", "entity-versions.js");
 
+/** The user and group id of `nobody`, as whom the CLI runs where a test needs permissions to bite (the tests may run as root). */
+const nobody = 65534;
+
+/**
+ * Node options that make the CLI's stderr say it is a terminal, as a pty
+ * would, without one: what it draws there can then be read from a pipe.
+ */
+const stderrIsATerminal = ["--import", `data:text/javascript,${encodeURIComponent('Object.defineProperty(process.stderr, "isTTY", { value: true });')}`];
+
 interface CliRun {
   code: number | null;
   stdout: string;
@@ -34,12 +43,14 @@ interface CliRun {
  * runs in this process and must keep answering while the CLI waits. The
  * environment is only what is given (no ENTITY_VERSIONS_* leaks in).
  */
-function cli(args: string[], options: { cwd: string; env?: Record<string, string> }): Promise<CliRun> {
+function cli(args: string[], options: { cwd: string; env?: Record<string, string>; nodeArgs?: string[]; asNobody?: boolean }): Promise<CliRun> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [bin, ...args], {
+    const child = spawn(process.execPath, [...(options.nodeArgs ?? []), bin, ...args], {
       cwd: options.cwd,
       env: { PATH: process.env["PATH"] ?? "", ...options.env },
       stdio: ["ignore", "pipe", "pipe"],
+      // Root reads files whatever their mode: a file made unreadable is unreadable to another user only.
+      ...(options.asNobody === true && process.getuid?.() === 0 ? { uid: nobody, gid: nobody } : {}),
     });
     let stdout = "";
     let stderr = "";
@@ -363,6 +374,28 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
     assert.is(answer.version.id, v2.id);
     assert.ok(answer.download_url.startsWith("http") && !answer.download_url.includes("?"), answer.download_url);
     assert.not.match(download.stdout, "sig=");
+  });
+
+  s("with --json no progress bar is drawn, even on a terminal: stderr stays empty on success", async ({ work, alice }) => {
+    const entity = newEntityId("cli");
+    const dir = path.join(work, `${entity}-bar`);
+    fs.mkdirSync(dir);
+    const big = (name: string) => {
+      const file = path.join(dir, name);
+      fs.writeFileSync(file, crypto.randomBytes(1_200_000));
+      return file;
+    };
+    const at = { cwd: dir, env: alice, nodeArgs: stderrIsATerminal };
+    // Without --json the bar is drawn: the terminal stand-in works.
+    const drawn = await cli(["push", big("a.bin"), "--entity", entity], at);
+    expectExit(drawn, 0, "push on a terminal");
+    assert.match(drawn.stderr, "\rpackage [");
+    const quiet = await cli(["push", big("b.bin"), "--entity", entity, "--json"], at);
+    expectExit(quiet, 0, "push --json on a terminal");
+    assert.is(quiet.stderr, "");
+    const download = await cli(["download", entity, "--version-id", json(quiet).version.id, "-o", "b.tgz", "--no-track", "--json"], at);
+    expectExit(download, 0, "download --json on a terminal");
+    assert.is(download.stderr, "");
   });
 
   s("source reverted to an older version's is already published, and the folder's base stays at the tip it built on", async ({ svc, work, alice }) => {
@@ -696,6 +729,57 @@ function defineCliBasics(): void {
     assert.match(spaced.stderr, "the service refuses this token's claims (sub must be a user id of 1 to 255 printable characters without spaces)");
     assert.match(spaced.stderr, "(TOKEN_CLAIMS_INVALID)");
     fs.rmSync(path.join(work, "data"), { recursive: true });
+  });
+
+  s("a file or folder that cannot be read is named by its path in the tree, with the ignore line that leaves it out; a download into a folder that cannot be written fails before any call", async ({ work }) => {
+    const env = { ENTITY_VERSIONS_URL: "http://127.0.0.1:9", ENTITY_VERSIONS_TOKEN: "unused" };
+    // Every folder on the way readable to the user the CLI runs as; the one file or folder made unreadable is not.
+    const top = fs.mkdtempSync(path.join(os.tmpdir(), "ev-cli-unreadable-"));
+    fs.chmodSync(top, 0o755);
+    const app = path.join(top, "app");
+    write(app, { a: "a\n", b: "b\n", "sub/c": "c\n" });
+    fs.chmodSync(path.join(app, "b"), 0o000);
+    const at = { cwd: top, env, asNobody: true };
+    try {
+      const file = await cli(["push", "app", "--entity", "my-app"], at);
+      expectExit(file, 1, "push with an unreadable file");
+      assert.match(file.stderr, "error: cannot read b (EACCES): make it readable, or add /b to .entityversionsignore. (SOURCE_UNREADABLE)");
+      assert.not.match(file.stderr, top, "no absolute path, no syscall");
+      const asJson = await cli(["push", "app", "--entity", "my-app", "--json"], at);
+      expectExit(asJson, 1, "push --json with an unreadable file");
+      assert.is((JSON.parse(asJson.stderr) as { code: string }).code, "SOURCE_UNREADABLE");
+      fs.chmodSync(path.join(app, "b"), 0o644);
+      fs.chmodSync(path.join(app, "sub"), 0o000);
+      const folder = await cli(["push", "app", "--entity", "my-app"], at);
+      expectExit(folder, 1, "push with an unreadable folder");
+      assert.match(folder.stderr, "error: cannot read sub (EACCES): make it readable, or add /sub to .entityversionsignore. (SOURCE_UNREADABLE)");
+      // The way out it names works: the folder ignored, the push goes on to the service (here, not there).
+      write(app, { ".entityversionsignore": "/sub\n" });
+      const ignored = await cli(["push", "app", "--entity", "my-app"], at);
+      expectExit(ignored, 1, "push with the unreadable folder ignored");
+      assert.match(ignored.stderr, "(SERVICE_UNREACHABLE)");
+      fs.chmodSync(path.join(app, "sub"), 0o755);
+      // The pushed folder itself, which no ignore line leaves out (its ignore file is not what to blame).
+      fs.chmodSync(app, 0o000);
+      const whole = await cli(["push", "app", "--entity", "my-app"], at);
+      expectExit(whole, 1, "push of an unreadable folder");
+      assert.match(whole.stderr, `error: cannot read ${app} (EACCES): make it readable, or push another folder. (SOURCE_UNREADABLE)`);
+      fs.chmodSync(app, 0o755);
+
+      const readOnly = path.join(top, "ro");
+      fs.mkdirSync(readOnly, { mode: 0o555 });
+      fs.chmodSync(readOnly, 0o555);
+      const download = await cli(["download", "my-app", "-o", "x.tgz"], { ...at, cwd: readOnly });
+      expectExit(download, 2, "download into a read-only folder");
+      assert.match(download.stderr, `error: cannot write in ${readOnly} (the folder of -o x.tgz): choose a writable folder. (INVALID_ARGUMENT)`);
+      assert.not.match(download.stderr, ".part");
+    } finally {
+      fs.rmSync(top, { recursive: true, force: true });
+    }
+
+    const device = await cli(["push", "/dev/null", "--entity", "my-app"], { cwd: work, env });
+    expectExit(device, 2, "push /dev/null");
+    assert.match(device.stderr, "/dev/null is neither a directory nor a file (a device, a pipe, a socket): push a folder (or a single file).");
   });
 
   s("the service unreachable: the URL named, how to change it, exit 1", async ({ work }) => {

@@ -4,7 +4,7 @@ import type { PageOptions } from "./command-context.js";
 import type { Settings } from "./settings.js";
 
 /** How long one call may take before it counts as a network failure. */
-const callTimeoutMs = 60_000;
+const defaultCallTimeoutMs = 60_000;
 /** Longest wait between attempts, whatever Retry-After asks. */
 const maxBackoffMs = 5_000;
 
@@ -85,6 +85,8 @@ export class ApiClient {
     private readonly token: string,
     /** Where notes about retries go (stderr); never stdout, which --json keeps for the answer. */
     private readonly note: (line: string) => void = () => {},
+    /** How long one call may take (tests shorten it: a service that never answers would hold them for minutes). */
+    private readonly callTimeoutMs = defaultCallTimeoutMs,
   ) {}
 
   /** Calls one REST route; resolves with a 2xx answer, rejects with a CliError otherwise. */
@@ -104,7 +106,7 @@ export class ApiClient {
             ...(body === undefined ? {} : { "content-type": "application/json" }),
           },
           ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-          signal: AbortSignal.timeout(callTimeoutMs),
+          signal: AbortSignal.timeout(this.callTimeoutMs),
         });
         // A connection cut while the answer arrives is a network failure
         // too: for a confirm, the very case its retry is for.
@@ -112,7 +114,9 @@ export class ApiClient {
       } catch (error) {
         const cause = networkCause(error);
         const refused = refusedCodes.has(cause);
-        if (last || (refused && options.retryRefused !== true)) throw this.#unreachable(cause, error);
+        if (last || (refused && options.retryRefused !== true)) {
+          throw cause === "TimeoutError" ? this.#silent(this.callTimeoutMs, attempt, error) : this.#unreachable(cause, error);
+        }
         const wait = backoff(attempt);
         this.note(`${method} ${path}: ${cause}; retrying in ${wait} ms (attempt ${attempt + 1} of ${attempts})`);
         await sleep(wait);
@@ -162,7 +166,7 @@ export class ApiClient {
     } catch (error) {
       clearTimeout(timer);
       // No answer at all: as for any call, the service is not reached.
-      throw this.#unreachable(idle.signal.aborted ? `no answer for ${idleMs / 1000} s` : networkCause(error), error);
+      throw idle.signal.aborted ? this.#silent(idleMs, 1, error) : this.#unreachable(networkCause(error), error);
     }
     if (!res.ok || res.body === null || !fromTheService(res)) {
       let text: string;
@@ -232,6 +236,20 @@ export class ApiClient {
     }
     const err = new CliError(
       `cannot reach the entity-versions service at ${this.settings.url} (${cause}): start it (\`npm start\`) or point the CLI at it with --url or ENTITY_VERSIONS_URL (the URL came from ${this.settings.urlSource}).`,
+      "SERVICE_UNREACHABLE",
+    );
+    err.cause = error;
+    return err;
+  }
+
+  /**
+   * A service that took the connection and then said nothing: it runs (or
+   * something listens on its port), so "start it" would send the user the
+   * wrong way; it is busy or hung, and its own logs say which.
+   */
+  #silent(timeoutMs: number, attempts: number, error: unknown): CliError {
+    const err = new CliError(
+      `the service at ${this.settings.url} accepted the connection but did not answer within ${timeoutMs / 1000} s (${attempts} attempt${attempts === 1 ? "" : "s"}): it is overloaded or stuck; check its logs or ${this.settings.url}/readyz, or retry later.`,
       "SERVICE_UNREACHABLE",
     );
     err.cause = error;

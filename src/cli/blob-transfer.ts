@@ -15,13 +15,23 @@ const blockBytes = 4 * 1024 * 1024;
 const concurrency = 4;
 
 /**
+ * Failures to connect at all: the store the signed URL names is not
+ * reachable from here. A connection cut later (ECONNRESET) is not one: the
+ * store was reached.
+ */
+const unreachableCodes = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "ETIMEDOUT", "UND_ERR_CONNECT_TIMEOUT"]);
+
+/**
  * A failed upload or download as the CLI reports it: the URL without its
  * signature (a credential), the store's status and message, and what to
- * do, for a refused URL (403) and for a store failing (5xx, whose message
- * is often empty).
+ * do, for a refused URL (403), for a store failing (5xx, whose message is
+ * often empty) and for a store not reachable at all, the usual case of a
+ * service with the embedded Azurite called from another machine: the
+ * service hands out URLs of a store only it can reach.
  */
 export function transferError(what: string, url: string, error: unknown): CliError {
   const status = (error as { statusCode?: unknown }).statusCode;
+  const code = (error as { code?: unknown }).code;
   const message = error instanceof Error ? (error.message.split("\n")[0] ?? "").trim() : String(error);
   const detail = message === "" ? "" : `: ${message}`;
   const hint =
@@ -29,22 +39,31 @@ export function transferError(what: string, url: string, error: unknown): CliErr
       ? " (the signed URL was refused: it may have expired; run the command again for a fresh one)"
       : typeof status === "number" && status >= 500
         ? " (the blob store failed, after retries: run the command again later; if it keeps failing, the store is unwell: for the embedded Azurite of `npm start`, restart the service)"
-        : "";
+        : status === undefined && typeof code === "string" && unreachableCodes.has(code)
+          ? ` (the blob store at ${storeAddress(url)} named in the service's signed URL is not reachable from this machine; the embedded Azurite of \`npm start\` listens on 127.0.0.1 only: run the CLI on the service's machine, or give the service a store it can reach (AZURE_STORAGE_CONNECTION_STRING))`
+          : "";
   const err = new CliError(`${what} ${unsignedUrl(url)} failed${status === undefined ? "" : ` with HTTP ${String(status)}`}${detail}${hint}`, "BLOB_TRANSFER_FAILED");
   err.cause = error;
   return err;
 }
 
+/** The host and port of a blob URL (the port spelled out, as a firewall rule or a listen address names it); never its query. */
+function storeAddress(url: string): string {
+  const u = new URL(url);
+  return `${u.hostname}:${u.port === "" ? (u.protocol === "https:" ? "443" : "80") : u.port}`;
+}
+
 /**
  * Uploads a file to a signed upload URL with @azure/storage-blob: one
  * request for small files, blocks in parallel for large ones, each request
- * retried by the SDK; a progress bar on a terminal. Content-Type is
+ * retried by the SDK; a progress bar on a terminal (none with `json`, the
+ * command's --json). Content-Type is
  * application/octet-stream as the service asks, and the blob's Content-MD5
  * is set to the file's, so every later download can be checked against it
  * (Azure computes none itself for a block upload).
  */
-export async function uploadFile(url: string, file: string, sizeBytes: number, md5Base64: string, label: string): Promise<void> {
-  const bar = new ProgressBar(label, sizeBytes);
+export async function uploadFile(url: string, file: string, sizeBytes: number, md5Base64: string, label: string, json: boolean): Promise<void> {
+  const bar = new ProgressBar(label, sizeBytes, json);
   try {
     await new BlockBlobClient(url, undefined, { retryOptions }).uploadFile(file, {
       blockSize: blockBytes,
@@ -88,8 +107,8 @@ class Md5Meter extends Transform {
  * place once it is verified), computing its MD5 on the way. The SDK resumes
  * a stream that breaks off, from where it broke off.
  */
-export async function downloadFile(url: string, file: string, expectedBytes: number, label: string): Promise<DownloadResult> {
-  const bar = new ProgressBar(label, expectedBytes);
+export async function downloadFile(url: string, file: string, expectedBytes: number, label: string, json: boolean): Promise<DownloadResult> {
+  const bar = new ProgressBar(label, expectedBytes, json);
   const meter = new Md5Meter(bar);
   try {
     const res = await new BlobClient(url, undefined, { retryOptions }).download(0, undefined, { maxRetryRequests: 5 });

@@ -6,7 +6,7 @@ import { constants as zlibConstants, createGzip } from "node:zlib";
 import { pack as tarPack } from "tar-stream";
 import { CliError } from "./cli-error.js";
 import type { HashedFile } from "./source-hash.js";
-import { comparePaths } from "./source-tree.js";
+import { comparePaths, unreadableSource } from "./source-tree.js";
 
 /**
  * The mtime of every entry: a fixed instant (the one npm packs with), so
@@ -130,14 +130,10 @@ export async function copyHashedFile(file: HashedFile, out: string): Promise<Pac
   return { sizeBytes: meter.bytes, md5Base64: md5.digest("base64") };
 }
 
-/** A file that vanished or changed size is a changed tree; anything else (permissions) is said as it is. */
+/** A file that vanished or changed size is a changed tree; anything else (permissions) is named with the way around it. */
 function readFailure(file: string, cause: unknown): CliError {
   const code = (cause as NodeJS.ErrnoException).code;
-  if (code !== undefined && code !== "ENOENT") {
-    const err = new CliError(`cannot read ${file}: ${(cause as Error).message}`, "SOURCE_UNREADABLE");
-    err.cause = cause;
-    return err;
-  }
+  if (code !== undefined && code !== "ENOENT") return unreadableSource(file, cause);
   return changed(file, cause);
 }
 

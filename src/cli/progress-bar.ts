@@ -8,9 +8,11 @@ const width = 30;
 const redrawMs = 100;
 
 /**
- * A one-line progress bar on stderr, drawn only when stderr is a terminal
- * and the transfer is large, so logs, pipes and `--json` consumers never
- * see carriage returns.
+ * A one-line progress bar on stderr, drawn only when stderr is a terminal,
+ * the transfer is large and the command is not run with `--json`, so logs,
+ * pipes and `--json` consumers never see carriage returns: with `--json`
+ * stderr carries the error document alone, which a terminal does not change
+ * (a script may leave stderr on one while it reads stdout).
  */
 export class ProgressBar {
   readonly #stream: WriteStream | undefined;
@@ -20,9 +22,11 @@ export class ProgressBar {
   constructor(
     private readonly label: string,
     private readonly total: number,
+    /** The command's --json: no bar at all. */
+    json: boolean,
     stream: NodeJS.WriteStream = process.stderr,
   ) {
-    this.#stream = stream.isTTY === true && total >= minimumBytes ? (stream as WriteStream) : undefined;
+    this.#stream = !json && stream.isTTY === true && total >= minimumBytes ? (stream as WriteStream) : undefined;
   }
 
   /** Shows `loaded` of the total bytes. */

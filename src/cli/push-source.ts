@@ -74,16 +74,24 @@ export async function readPushSource(target: string, cwd = process.cwd()): Promi
   }
   if (stat.isFile()) {
     if (stat.size === 0) throw new CliError(`${target} is empty: a package holds at least one byte.`, "EMPTY_SOURCE");
+    let sourceHash: string;
+    try {
+      sourceHash = await sha256OfFile(absolute);
+    } catch (error) {
+      const err = new CliError(`cannot read ${target} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}): make it readable, or push another file.`, "SOURCE_UNREADABLE");
+      err.cause = error;
+      throw err;
+    }
     return {
       kind: "file",
       file: absolute,
       sizeBytes: stat.size,
-      sourceHash: await sha256OfFile(absolute),
+      sourceHash,
       stateDir: cwd,
       summary: `${target} (${formatBytes(stat.size)}, uploaded as is)`,
     };
   }
-  if (!stat.isDirectory()) throw new CliError(`${target} is neither a directory nor a file.`, "SOURCE_NOT_FOUND", ExitCode.usage);
+  if (!stat.isDirectory()) throw new CliError(`${target} is neither a directory nor a file (a device, a pipe, a socket): push a folder (or a single file).`, "SOURCE_NOT_FOUND", ExitCode.usage);
   const files = await hashFiles(await listSourceTree(absolute));
   if (files.length === 0) {
     throw new CliError(`${target} has no files to pack (after .entityversionsignore and the fixed exclusions).`, "EMPTY_SOURCE");

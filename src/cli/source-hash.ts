@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { sha256OfFile } from "./file-digest.js";
-import { comparePaths, type SourceFile } from "./source-tree.js";
+import { comparePaths, type SourceFile, unreadableSource, vanishedSource } from "./source-tree.js";
 
 /** A file of a tree with the SHA-256 of its content (lowercase hex). */
 export interface HashedFile extends SourceFile {
@@ -29,9 +29,22 @@ export function sourceHashOfListing(files: readonly Pick<HashedFile, "path" | "e
   return hash.digest("hex");
 }
 
-/** Hashes each file of a listed tree (one at a time: the disk is the bound, not the CPU). */
+/**
+ * Hashes each file of a listed tree (one at a time: the disk is the bound,
+ * not the CPU). A file that cannot be read is named by its path in the
+ * tree, with the way around it.
+ */
 export async function hashFiles(files: readonly SourceFile[]): Promise<HashedFile[]> {
   const hashed: HashedFile[] = [];
-  for (const file of files) hashed.push({ ...file, sha256: await sha256OfFile(file.absolute) });
+  for (const file of files) {
+    let sha256: string;
+    try {
+      sha256 = await sha256OfFile(file.absolute);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") throw vanishedSource(file.path, error);
+      throw unreadableSource(file.path, error);
+    }
+    hashed.push({ ...file, sha256 });
+  }
   return hashed;
 }

@@ -38,15 +38,45 @@ export function comparePaths(a: string, b: string): number {
   return Buffer.compare(Buffer.from(a, "utf8"), Buffer.from(b, "utf8"));
 }
 
+/**
+ * A file or folder of the tree that cannot be read (permissions, mostly),
+ * named by its path in the tree: the errno alone, with an absolute path and
+ * a syscall, would not say that the way out may be to ignore it. `rel` is
+ * "" for the pushed folder itself, which cannot be ignored, so `root` names it.
+ */
+export function unreadableSource(rel: string, cause: unknown, root = ""): CliError {
+  const code = (cause as NodeJS.ErrnoException).code ?? (cause instanceof Error ? cause.message : String(cause));
+  const err = new CliError(
+    rel === ""
+      ? `cannot read ${root} (${code}): make it readable, or push another folder.`
+      : `cannot read ${rel} (${code}): make it readable, or add /${rel} to ${ignoreFileName}.`,
+    "SOURCE_UNREADABLE",
+  );
+  err.cause = cause;
+  return err;
+}
+
+/** A file or folder gone between being listed and being read: the tree is being written to. */
+export function vanishedSource(rel: string, cause: unknown): CliError {
+  const err = new CliError(`${rel} changed while it was being read: push again once nothing is writing to the tree.`, "SOURCE_CHANGED");
+  err.cause = cause;
+  return err;
+}
+
 /** Reads the root's ignore file into a matcher; no file means nothing but the fixed exclusions. */
 async function loadIgnore(root: string): Promise<Ignore> {
   const matcher = ignore();
+  let text: string;
   try {
-    matcher.add(await fs.readFile(path.join(root, ignoreFileName), "utf8"));
+    text = await fs.readFile(path.join(root, ignoreFileName), "utf8");
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return matcher;
+    // Unlike another file it cannot be left out: it says what is left out.
+    const err = new CliError(`cannot read ${ignoreFileName} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}): make it readable.`, "SOURCE_UNREADABLE");
+    err.cause = error;
+    throw err;
   }
-  return matcher;
+  return matcher.add(text);
 }
 
 /**
@@ -59,12 +89,25 @@ async function loadIgnore(root: string): Promise<Ignore> {
  * ignores it or replaces it with the file.
  */
 export async function listSourceTree(root: string): Promise<SourceFile[]> {
+  // First: in a folder that cannot be read, the ignore file is the first
+  // thing that fails, and naming it would send the user to the wrong file.
+  try {
+    await fs.access(root, fs.constants.R_OK | fs.constants.X_OK);
+  } catch (error) {
+    throw unreadableSource("", error, root);
+  }
   const matcher = await loadIgnore(root);
   const files: SourceFile[] = [];
   const walk = async (dir: string, relative: string): Promise<void> => {
     // Read as bytes: a name that is not UTF-8 would otherwise be read as
     // another name, of a file that does not exist.
-    const entries = await fs.readdir(dir, { withFileTypes: true, encoding: "buffer" });
+    let entries;
+    try {
+      entries = await fs.readdir(dir, { withFileTypes: true, encoding: "buffer" });
+    } catch (error) {
+      if (relative !== "" && (error as NodeJS.ErrnoException).code === "ENOENT") throw vanishedSource(relative, error);
+      throw unreadableSource(relative, error, root);
+    }
     for (const entry of entries) {
       const name = entry.name.toString("utf8");
       if (isAlwaysExcluded(name)) continue;
@@ -92,7 +135,14 @@ export async function listSourceTree(root: string): Promise<SourceFile[]> {
           ExitCode.failure,
         );
       }
-      const stat = await fs.stat(absolute);
+      let stat;
+      try {
+        stat = await fs.stat(absolute);
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === "ENOENT") throw vanishedSource(rel, error);
+        // Listed but not statable: the folder is readable but not searchable (no x bit), so it is the one to name.
+        throw unreadableSource(relative, error, root);
+      }
       files.push({ path: rel, absolute, executable: (stat.mode & 0o100) !== 0, size: stat.size });
     }
   };

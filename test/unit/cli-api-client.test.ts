@@ -115,6 +115,24 @@ test("an answer cut while its body arrives is a network failure: retried (a conf
   }
 });
 
+test("a service that takes the connection and never answers is said to be stuck, not to be started", async () => {
+  const silent: Step = () => {};
+  const srv = await scripted([silent]);
+  try {
+    const api = new ApiClient({ url: srv.url, urlSource: "--url", token: "t0k", tokenSource: "--token" }, "t0k", () => {}, 100);
+    const error = await api.call("GET", "/api/entities/e/versions", undefined, { attempts: 2 }).then(() => undefined, (e: unknown) => e);
+    assert.instance(error, CliError);
+    assert.is((error as CliError).code, "SERVICE_UNREACHABLE");
+    assert.is(
+      (error as CliError).message,
+      `the service at ${srv.url} accepted the connection but did not answer within 0.1 s (2 attempts): it is overloaded or stuck; check its logs or ${srv.url}/readyz, or retry later.`,
+    );
+    assert.is(srv.seen.length, 2, "a call that timed out is retried as any network failure");
+  } finally {
+    await srv.close();
+  }
+});
+
 test("an error answer becomes a ServiceError with the service's code, message and body; 4xx are not retried", async () => {
   const srv = await scripted([answer(409, { error: "stale", code: "STALE_BASE", latest_version: null })]);
   try {

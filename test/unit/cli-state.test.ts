@@ -156,6 +156,16 @@ test("a failed blob transfer names the URL without its signature, and says what 
   assert.match(failed.message, /^upload to http:\/\/127\.0\.0\.1:1\/acct\/c\/uploads\/app\/p failed with HTTP 500 \(the blob store failed, after retries: run the command again later;/);
   assert.not.match(failed.message, "SECRET");
   assert.match(transferError("download of", url, Object.assign(new Error("AuthenticationFailed"), { statusCode: 403 })).message, "failed with HTTP 403: AuthenticationFailed (the signed URL was refused");
+  // No store to connect to (the embedded Azurite of a service on another machine): where it is, and the two ways out.
+  const away = "http://127.0.0.1:10000/devstoreaccount1/c/uploads/app/p?sv=2025&sig=SECRET";
+  const refused = transferError("upload to", away, Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:10000"), { code: "ECONNREFUSED" }));
+  assert.is(
+    refused.message,
+    "upload to http://127.0.0.1:10000/devstoreaccount1/c/uploads/app/p failed: connect ECONNREFUSED 127.0.0.1:10000 (the blob store at 127.0.0.1:10000 named in the service's signed URL is not reachable from this machine; the embedded Azurite of `npm start` listens on 127.0.0.1 only: run the CLI on the service's machine, or give the service a store it can reach (AZURE_STORAGE_CONNECTION_STRING))",
+  );
+  assert.match(transferError("download from", "https://store.example/c/p?sig=SECRET", Object.assign(new Error("getaddrinfo ENOTFOUND store.example"), { code: "ENOTFOUND" })).message, "the blob store at store.example:443 named");
+  // A connection cut once the store was reached is no sign that it cannot be reached.
+  assert.not.match(transferError("upload to", away, Object.assign(new Error("socket hang up"), { code: "ECONNRESET" })).message, "not reachable");
 });
 
 test("default versions: UTC, and the next second across day and year boundaries", () => {

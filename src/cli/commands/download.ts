@@ -47,6 +47,13 @@ async function outputFile(output: string, entity: string): Promise<string> {
   }
   const folder = await fs.stat(path.dirname(target)).catch(() => undefined);
   if (folder?.isDirectory() !== true) throw usageError(`the folder of -o ${output} does not exist: create it first.`);
+  // Checked before any call: the package is first written to a hidden
+  // file beside the target, whose name the system's error would give instead.
+  try {
+    await fs.access(path.dirname(target), fs.constants.W_OK | fs.constants.X_OK);
+  } catch {
+    throw usageError(`cannot write in ${displayPath(path.dirname(target))} (the folder of -o ${output}): choose a writable folder.`);
+  }
   const existing = await fs.stat(target).catch(() => undefined);
   if (existing?.isDirectory() === true) {
     throw usageError(`-o ${output} is a folder: name the file to write, e.g. -o ${path.join(output, `${entity}.tgz`)}.`);
@@ -73,7 +80,7 @@ async function download(entity: string, options: DownloadOptions): Promise<void>
   const { downloadFile } = await import("../blob-transfer.js");
   const forget = removeOnInterrupt(partial);
   try {
-    const got = await downloadFile(answer.download_url, partial, Number(version.file_size_bytes), "download");
+    const got = await downloadFile(answer.download_url, partial, Number(version.file_size_bytes), "download", output.json);
     const problems = verify(version, got);
     if (problems.length > 0) {
       throw new CliError(`the download of ${describeVersion(version)} is corrupt: ${problems.join("; ")}. Nothing was written to ${options.output}; run the command again.`, "DOWNLOAD_CORRUPT");

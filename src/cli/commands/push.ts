@@ -115,14 +115,14 @@ async function uploadAndConfirm(
       }
     }
     output.note(`Uploading the package (${formatBytes(pkg.sizeBytes)})`);
-    await uploadFile(answer.upload_url, pkg.file, pkg.sizeBytes, pkg.md5Base64, "package");
+    await uploadFile(answer.upload_url, pkg.file, pkg.sizeBytes, pkg.md5Base64, "package", output.json);
     let lockPath: string | undefined;
     const lockfile = source.kind === "directory" ? source.lockfile : undefined;
     if (lockfile !== undefined && answer.lockfile_upload_url !== undefined && answer.package_lock_path !== undefined) {
       const copy = path.join(scratch, "package-lock.json");
       const { sizeBytes, md5Base64 } = await copyHashedFile(lockfile, copy);
       output.note(`Uploading package-lock.json (${formatBytes(sizeBytes)})`);
-      await uploadFile(answer.lockfile_upload_url, copy, sizeBytes, md5Base64, "lockfile");
+      await uploadFile(answer.lockfile_upload_url, copy, sizeBytes, md5Base64, "lockfile", output.json);
       lockPath = answer.package_lock_path;
     }
     const body = {
