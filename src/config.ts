@@ -301,15 +301,17 @@ function auth(env: Env, production: boolean): AuthConfig {
     } catch {
       url = undefined;
     }
+    // Quoted without a user name, password or query (which may hold a key).
+    const shownJwks = url === undefined ? jwksUrl.replace(/\/\/.*@/, "//…@").replace(/\?.*/, "?…") : `${url.protocol}//${url.host}${url.pathname}${url.search === "" ? "" : "?…"}`;
     if (url === undefined || (url.protocol !== "https:" && url.protocol !== "http:")) {
-      p.problem(`AUTH_JWKS_URL must be an http(s) URL, got "${jwksUrl}".`);
+      p.problem(`AUTH_JWKS_URL must be an http(s) URL, got "${shownJwks}".`);
     } else if (url.username !== "" || url.password !== "") {
       // fetch refuses such a URL: every fetch would fail. Not quoted (a password).
       p.problem("AUTH_JWKS_URL holds a user name or password, which fetch never sends: give the key set's URL without them (key sets are public).");
     } else if (production && url.protocol !== "https:") {
       // Keys fetched over plain HTTP can be swapped on the way: anyone on the
       // path could then sign tokens this service accepts.
-      p.problem(`NODE_ENV=production needs an https:// AUTH_JWKS_URL (keys fetched over http can be swapped), got "${jwksUrl}".`);
+      p.problem(`NODE_ENV=production needs an https:// AUTH_JWKS_URL (keys fetched over http can be swapped), got "${shownJwks}".`);
     }
   }
   if (production && optional(env, "AUTH_JWT_SECRET") === undefined && jwksUrl === undefined) {

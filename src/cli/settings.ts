@@ -96,7 +96,8 @@ export function resolveSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = p
     url = new URL(rawUrl);
   } catch {
     // Quoted without what may be a password (CI logs keep what is printed).
-    const quoted = JSON.stringify(rawUrl.replace(/\/\/[^/?#]*@/, "//…@"));
+    // Up to the last "@": a password may hold "/", "?" or "#" unencoded.
+    const quoted = JSON.stringify(rawUrl.replace(/\/\/.*@/, "//…@"));
     throw new CliError(`${urlSource} is not a URL: ${quoted}; give the service's base URL, e.g. ${defaultServiceUrl}.`, "INVALID_ARGUMENT", ExitCode.usage);
   }
   if (url.username !== "" || url.password !== "") {
@@ -116,7 +117,7 @@ export function resolveSettings(flags: SettingsFlags, env: NodeJS.ProcessEnv = p
   if (/\/api\/?$/.test(url.pathname)) {
     // Every path the CLI calls starts with /api: this one would call /api/api/….
     throw new CliError(
-      `${urlSource} is the service's root URL, without /api: ${JSON.stringify(rawUrl.replace(/\/api\/?$/, ""))}, not ${JSON.stringify(rawUrl)}.`,
+      `${urlSource} is the service's root URL, without /api: ${JSON.stringify(`${url.origin}${url.pathname.replace(/\/api\/?$/, "")}`)}, not ${JSON.stringify(rawUrl)}.`,
       "INVALID_ARGUMENT",
       ExitCode.usage,
     );

@@ -75,10 +75,12 @@ export type PushOutcome<V extends DecidedVersion> =
  *    version, whatever force and the base say, and changes nothing:
  *    retrying a confirm is always safe. A retry is the same push; one of
  *    the same source without force (another version string or size) is
- *    answered that version too, as deduplication answers any upload of
- *    that source (spec 4.2 rule 2: re-confirming the same source hash is
- *    200, not 409); any other (another source hash, or force) is refused
- *    (upload-used), since its upload holds the other push's package;
+ *    answered as deduplication answers any upload of that source, the
+ *    newest version of it (spec 4.2 rule 2: re-confirming the same source
+ *    hash is 200, not 409), unless it asks to activate that version,
+ *    which a used upload cannot record; any other (another source hash,
+ *    or force) is refused (upload-used), since its upload holds the other
+ *    push's package;
  * 3. deduplication: the same source answers its newest version unless
  *    `force` (spec 4.2 rule 2: before push protection);
  * 4. push protection: the base must be the tip (spec 4.7; `force` never
@@ -115,8 +117,15 @@ export function decidePush<V extends DecidedVersion>(facts: PushFacts<V>, intent
   if (confirm && facts.uploadVersion !== undefined) {
     const used = facts.uploadVersion;
     const same = used.sourceHash === intent.sourceHash && used.version === intent.version && used.fileSizeBytes === intent.fileSizeBytes;
-    const sameSource = used.sourceHash === intent.sourceHash && !intent.force;
-    return same || sameSource ? existing(used, "retry") : { kind: "upload-used", existing: used };
+    if (same) return existing(used, "retry");
+    if (used.sourceHash === intent.sourceHash && !intent.force) {
+      // Deduplication's answer, the newest version of the source; but an
+      // activation it asks for has no upload to be recorded on (this one
+      // is used up), so that is still another push.
+      const answer = facts.duplicate ?? used;
+      if (!(intent.setAsActive && !answer.isActive)) return { kind: "existing", version: answer, reason: "duplicate", activate: false };
+    }
+    return { kind: "upload-used", existing: used };
   }
   if (facts.duplicate !== undefined && !intent.force) return existing(facts.duplicate, "duplicate");
   const fresh = facts.tipVersionId === undefined ? intent.baseVersionId === "" : intent.baseVersionId === facts.tipVersionId;

@@ -239,8 +239,10 @@ test("a URL with a user name or password is a usage error that prints neither", 
   assert.is((error as CliError).exitCode, 2);
   assert.not.ok((error as CliError).message.includes("hunter2"));
   assert.match((error as CliError).message, '"http://localhost:18080"');
+  // The root suggested for a URL ending in /api is the root, not the input again.
+  assert.throws(() => resolveSettings({ url: "https://host.example/api?tenant=x", token: "t" }, {}, os.tmpdir()), (e: unknown) => e instanceof CliError && e.message.includes('without /api: "https://host.example"'));
   // Nor does any other refusal of such a URL (a CI log keeps what is printed).
-  for (const url of ["http://ci:hunter2@example.com/api", "ftp://ci:hunter2@example.com", "http://ci:hunter2@example.com:99999", "http://ci:hunter2@exa mple.com"]) {
+  for (const url of ["http://ci:hunter2@example.com/api", "ftp://ci:hunter2@example.com", "http://ci:hunter2@example.com:99999", "http://ci:hunter2@exa mple.com", "https://ci:pa/hunter2@example.com", "https://ci:p#hunter2@example.com", "https://ci:p?hunter2@example.com:99999"]) {
     for (const settings of [[{ url, token: "t" }, {}], [{ token: "t" }, { ENTITY_VERSIONS_URL: url }]] as const) {
       try {
         resolveSettings(settings[0], settings[1], os.tmpdir());

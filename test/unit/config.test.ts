@@ -433,6 +433,11 @@ test("an AUTH_JWKS_URL holding a user name or password is refused without being 
   const message = refusal({ AUTH_JWKS_URL: "https://svc:hunter2@idp.example/keys" });
   assert.match(message, "AUTH_JWKS_URL holds a user name or password");
   assert.not.match(message, "hunter2");
+  for (const env of [{ AUTH_JWKS_URL: "htps://user:hunter2@keys.example/jwks.json" }, { ...productionEnv, AUTH_JWKS_URL: "http://keys.example/jwks.json?api_key=hunter2" }]) {
+    const refused = refusal(env);
+    assert.match(refused, "AUTH_JWKS_URL");
+    assert.not.match(refused, "hunter2", refused);
+  }
 });
 
 test("short settings misspelt are said too (NODE_EVN, PROT, LOG_LEVL), and NODE_ENV misspelt as production is refused", () => {

@@ -58,7 +58,9 @@ test("named cases", () => {
     ["a confirm of a used upload naming another source hash is refused, not answered the other push's version", facts({ uploadVersion: v("u", false, { sourceHash: "b".repeat(64) }) }), intent(), { kind: "upload-used", existing: v("u", false, { sourceHash: "b".repeat(64) }) }],
     ["… another version string", facts({ uploadVersion: v("u", false, { version: "2026.01.01-000001" }) }), intent({ force: true }), { kind: "upload-used", existing: v("u", false, { version: "2026.01.01-000001" }) }],
     ["… another size, with force", facts({ uploadVersion: v("u", false, { fileSizeBytes: 11 }) }), intent({ baseVersionId: "old", force: true }), { kind: "upload-used", existing: v("u", false, { fileSizeBytes: 11 }) }],
-    ["the same source without force, another version string or size: answered its version, as deduplication would (spec 4.2 rule 2)", facts({ uploadVersion: v("u", false, { version: "2026.01.01-000001", fileSizeBytes: 11 }), duplicate: v("d") }), intent({ baseVersionId: "old", setAsActive: true }), { kind: "existing", version: v("u", false, { version: "2026.01.01-000001", fileSizeBytes: 11 }), reason: "retry", activate: false }],
+    ["the same source without force, another version string or size: answered the newest version of it, as deduplication (spec 4.2 rule 2)", facts({ uploadVersion: v("u", false, { version: "2026.01.01-000001", fileSizeBytes: 11 }), duplicate: v("d") }), intent({ baseVersionId: "old" }), { kind: "existing", version: v("d"), reason: "duplicate", activate: false }],
+    ["… but asking to activate it, which the used upload cannot record: refused", facts({ uploadVersion: v("u", false, { version: "2026.01.01-000001" }), duplicate: v("d") }), intent({ setAsActive: true }), { kind: "upload-used", existing: v("u", false, { version: "2026.01.01-000001" }) }],
+    ["… unless it is active already", facts({ uploadVersion: v("u", false, { version: "2026.01.01-000001" }), duplicate: v("d", true) }), intent({ setAsActive: true }), { kind: "existing", version: v("d", true), reason: "duplicate", activate: false }],
     ["the retry is answered before deduplication", facts({ uploadVersion: v("u"), duplicate: v("d") }), intent(), { kind: "existing", version: v("u"), reason: "retry", activate: false }],
     ["upload-url has no upload: an upload version is not looked at", facts({ uploadVersion: v("u"), uploadIssued: false }), intent({ step: "upload-url" }), { kind: "create", claim: false }],
     ["upload-url never activates", facts({ duplicate: v("d") }), intent({ step: "upload-url", setAsActive: true }), { kind: "existing", version: v("d"), reason: "duplicate", activate: false }],
@@ -98,9 +100,14 @@ test("rules that hold over every combination", () => {
                         if (refused) continue;
                         const fresh = tipVersionId === undefined ? baseVersionId === "" : baseVersionId === tipVersionId;
                         const used = step === "confirm" && uploadVersion !== undefined;
-                        const samePush = used && uploadVersion.sourceHash === i.sourceHash && uploadVersion.version === i.version && uploadVersion.fileSizeBytes === i.fileSizeBytes;
-                        // The same source without force is answered as a retry: deduplication's answer (spec 4.2 rule 2).
-                        const retry = used && (samePush || (uploadVersion.sourceHash === i.sourceHash && !force));
+                        const retry = used && uploadVersion.sourceHash === i.sourceHash && uploadVersion.version === i.version && uploadVersion.fileSizeBytes === i.fileSizeBytes;
+                        // The same source without force: deduplication's answer (spec 4.2 rule 2), activating nothing.
+                        if (used && !retry && uploadVersion.sourceHash === i.sourceHash && !force) {
+                          const answer = duplicate ?? uploadVersion;
+                          if (setAsActive && !answer.isActive) assert.equal(o, { kind: "upload-used", existing: uploadVersion }, `an activation a used upload cannot record is refused: ${label}`);
+                          else assert.equal(o, { kind: "existing", version: answer, reason: "duplicate", activate: false }, `answered the newest version of the source: ${label}`);
+                          continue;
+                        }
                         if (used && !retry) {
                           assert.is(o.kind, "upload-used", `a used upload makes no other push, whatever else holds: ${label}`);
                           continue;
