@@ -17,14 +17,35 @@ export const peerKey = createContextKey<string | undefined>(undefined, { descrip
 export const dropAnswerKey = createContextKey<(() => void) | undefined>(undefined, { description: "drops the call's answer" });
 
 /**
- * A peer address as counted: an IPv4 client reaching a dual-stack socket
- * is seen as `::ffff:1.2.3.4`, and must count as the `1.2.3.4` it is on
- * an IPv4 socket, or it would have two shares.
+ * A peer as counted: an IPv4 address, or an IPv6 /64. An IPv4 client
+ * reaching a dual-stack socket is seen as `::ffff:1.2.3.4`, and must count
+ * as the `1.2.3.4` it is on an IPv4 socket, or it would have two shares;
+ * an IPv6 host is given a whole /64 (SLAAC, privacy addresses, a cloud
+ * prefix), and counted by address it would have as many shares as it
+ * likes.
  */
-function peerAddress(remoteAddress: string | undefined): string | undefined {
+export function peerOf(remoteAddress: string | undefined): string | undefined {
   if (remoteAddress === undefined) return undefined;
   const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(remoteAddress);
-  return mapped === null ? remoteAddress : mapped[1];
+  if (mapped !== null) return mapped[1];
+  if (!remoteAddress.includes(":")) return remoteAddress;
+  const groups = ipv6Groups(remoteAddress.replace(/%.*$/, ""));
+  return groups === undefined ? remoteAddress : `${groups.slice(0, 4).join(":")}::/64`;
+}
+
+/** The eight groups of an IPv6 address, zeros written out; undefined when it is not one. */
+function ipv6Groups(address: string): string[] | undefined {
+  const halves = address.toLowerCase().split("::");
+  if (halves.length > 2) return undefined;
+  const part = (text: string) => (text === "" ? [] : text.split(":"));
+  const [head, tail] = [part(halves[0]!), halves.length === 2 ? part(halves[1]!) : []];
+  // An embedded IPv4 tail (::ffff:1.2.3.4 forms aside) takes two groups.
+  const last = tail.length > 0 ? tail : head;
+  if (last.length > 0 && last[last.length - 1]!.includes(".")) last.splice(last.length - 1, 1, "0", "0");
+  const missing = 8 - head.length - tail.length;
+  if (halves.length === 1 ? missing !== 0 : missing < 0) return undefined;
+  const groups = [...head, ...Array.from({ length: halves.length === 2 ? missing : 0 }, () => "0"), ...tail];
+  return groups.every((g) => /^[0-9a-f]{1,4}$/.test(g)) ? groups.map((g) => String(parseInt(g, 16).toString(16))) : undefined;
 }
 
 /** Limits of the streams that need no token. */
@@ -65,7 +86,7 @@ export function openStreamsInterceptor(limits: OpenStreamsLimits): Interceptor {
   let open = 0;
   return (next) => async (req) => {
     if (!req.stream) return next(req);
-    const peer = peerAddress(req.contextValues.get(peerKey));
+    const peer = peerOf(req.contextValues.get(peerKey));
     const mine = peer === undefined ? 0 : (byPeer.get(peer) ?? 0);
     if (mine >= perPeer) throw apiError("TOO_MANY_STREAMS", { limit: perPeer, scope: "peer" });
     if (open >= max) throw apiError("TOO_MANY_STREAMS", { limit: max, scope: "server" });
