@@ -676,6 +676,24 @@ function blob(env: Env, dataDir: string, production: boolean): BlobConfig {
   return { kind: "embedded-azurite", location: path.join(dataDir, "azurite"), port: port!, container };
 }
 
+/**
+ * A page-token secret (PAGE_TOKEN_SECRET, or the one more it opens with).
+ * Such a secret is on every replica and guards only page positions; were
+ * it the JWT key, whoever held it could sign any token.
+ */
+function pageTokenSecret(env: Env, name: string, production: boolean): string | undefined {
+  const value = secret(env, name);
+  if (production) {
+    refuseTyped(name, value);
+    if (value !== undefined && value === optional(env, "AUTH_JWT_SECRET")) {
+      throw new ConfigError(
+        `NODE_ENV=production needs a ${name} other than AUTH_JWT_SECRET: whoever holds a page-token secret could sign tokens, admin ones too (make a separate one with \`openssl rand -base64 32\`).`,
+      );
+    }
+  }
+  return value;
+}
+
 /** Whether NODE_ENV is production; any value but the three known ones is refused. */
 function isProduction(env: Env): boolean {
   const nodeEnv = env["NODE_ENV"];
@@ -802,32 +820,8 @@ export function loadConfig(environment: Env = process.env): Config {
     orphanGraceSeconds,
     sweepIntervalSeconds: read(() => integer(env, "SWEEP_INTERVAL_SECONDS", 3600, 1, 7 * 24 * 3600)),
     eventRetentionDays: read(() => integer(env, "EVENT_RETENTION_DAYS", 0, 0, 100 * 366)),
-    pageTokenSecret: read(() => {
-      const value = secret(env, "PAGE_TOKEN_SECRET");
-      if (production) {
-        refuseTyped("PAGE_TOKEN_SECRET", value);
-        // The page-token secret is on every replica and guards only page
-        // positions; as the JWT key, whoever held it could sign any token.
-        if (value !== undefined && value === optional(env, "AUTH_JWT_SECRET")) {
-          throw new ConfigError(
-            "NODE_ENV=production needs a PAGE_TOKEN_SECRET other than AUTH_JWT_SECRET: whoever holds the page-token secret could sign tokens, admin ones too (make a separate one with `openssl rand -base64 32`).",
-          );
-        }
-      }
-      return value;
-    }),
-    pageTokenSecretPrevious: read(() => {
-      const value = secret(env, "PAGE_TOKEN_SECRET_PREVIOUS");
-      if (production) {
-        refuseTyped("PAGE_TOKEN_SECRET_PREVIOUS", value);
-        if (value !== undefined && value === optional(env, "AUTH_JWT_SECRET")) {
-          throw new ConfigError(
-            "NODE_ENV=production needs a PAGE_TOKEN_SECRET_PREVIOUS other than AUTH_JWT_SECRET: whoever holds a page-token secret could sign tokens, admin ones too.",
-          );
-        }
-      }
-      return value;
-    }),
+    pageTokenSecret: read(() => pageTokenSecret(env, "PAGE_TOKEN_SECRET", production)),
+    pageTokenSecretPrevious: read(() => pageTokenSecret(env, "PAGE_TOKEN_SECRET_PREVIOUS", production)),
     limits: read(() => {
       const p = problemsOf();
       const int = wholeNumbers(env, p);
