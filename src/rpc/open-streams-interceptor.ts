@@ -45,7 +45,7 @@ function ipv6Groups(address: string): string[] | undefined {
   const missing = 8 - head.length - tail.length;
   if (halves.length === 1 ? missing !== 0 : missing < 0) return undefined;
   const groups = [...head, ...Array.from({ length: halves.length === 2 ? missing : 0 }, () => "0"), ...tail];
-  return groups.every((g) => /^[0-9a-f]{1,4}$/.test(g)) ? groups.map((g) => String(parseInt(g, 16).toString(16))) : undefined;
+  return groups.every((g) => /^[0-9a-f]{1,4}$/.test(g)) ? groups.map((g) => parseInt(g, 16).toString(16)) : undefined;
 }
 
 /** Limits of the streams that need no token. */
