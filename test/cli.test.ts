@@ -287,6 +287,9 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
     const noActive = await cli(["download", entity, "--active", "-o", path.join(work, "none.tgz")], at);
     expectExit(noActive, 4, "download of the active version when there is none");
     assert.match(noActive.stderr, "(NO_ACTIVE_VERSION)");
+    // The hint names the entity, so that it can be typed as it stands.
+    assert.match(noActive.stderr, `entity-versions activate ${entity} VERSION_ID`);
+    assert.not.match(noActive.stderr, "list ENTITY");
 
     // list: newest first, as a table and as the REST answer.
     const listed = await cli(["list", entity, "--json"], at);
@@ -497,6 +500,7 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
       expectExit(stale, 3, "activate --expect-active with another version active");
       assert.match(stale.stderr, "(ACTIVE_VERSION_CHANGED)");
       assert.match(stale.stderr, "--expect-active");
+      assert.match(stale.stderr, `entity-versions list ${entity}\` marks`);
       assert.is((await svc.restAs(bearer(aliceToken)).put(`/api/entities/${entity}/active-version`, { version_id: v1.id })).status, 200);
       await watcher.until((l) => ids(l).includes("6"), "event 6 after the replica changed", 30_000);
       const ended = await watcher.stop();

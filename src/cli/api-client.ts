@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
+import { entityIdPattern } from "../domain/identifiers.js";
 import { CliError, ServiceError } from "./cli-error.js";
 import type { PageOptions } from "./command-context.js";
 import type { Settings } from "./settings.js";
@@ -143,7 +144,7 @@ export class ApiClient {
         await sleep(wait);
         continue;
       }
-      throw this.#refusal(res.status, text, parsed);
+      throw this.#refusal(res.status, text, parsed, path);
     }
   }
 
@@ -179,7 +180,7 @@ export class ApiClient {
       }
       // A proxy's 502, 503 or 504 says the service was not reached, as for a call: a watch resumes from it.
       if (gatewayFailure(res) || (res.status === 503 && !fromTheService(res))) throw this.#unreachable(`a gateway in front of it answered HTTP ${res.status}`, undefined);
-      throw res.ok ? this.#unexpected(res.status, text) : this.#refusal(res.status, text, parseJson(text));
+      throw res.ok ? this.#unexpected(res.status, text) : this.#refusal(res.status, text, parseJson(text), path);
     }
     const decoder = new TextDecoder();
     let buffered = "";
@@ -206,11 +207,12 @@ export class ApiClient {
   }
 
   /** The error of a refused call: the service's code and message, or a plain "is this the service?" when the body is not the API's. */
-  #refusal(status: number, text: string, parsed: unknown): CliError {
+  #refusal(status: number, text: string, parsed: unknown, path: string): CliError {
     const code = errorCode(parsed);
     if (code === undefined) return this.#unexpected(status, text);
     const record = parsed as Record<string, unknown>;
-    return new ServiceError(status, code, typeof record["error"] === "string" ? record["error"] : `HTTP ${status}`, record, status === 401 ? [this.#sources()] : []);
+    const message = typeof record["error"] === "string" ? record["error"] : `HTTP ${status}`;
+    return new ServiceError(status, code, message, record, status === 401 ? [this.#sources()] : [], entityOfPath(path));
   }
 
   /**
@@ -306,4 +308,16 @@ function retryAfterMs(header: string | null): number | undefined {
   if (header === null) return undefined;
   const seconds = Number(header);
   return Number.isFinite(seconds) && seconds >= 0 ? seconds * 1000 : undefined;
+}
+
+/** The entity a REST path names (`/api/entities/{entity_id}/…`), for the hints of its errors. */
+function entityOfPath(path: string): string | undefined {
+  const segment = /^\/api\/entities\/([^/?]+)/.exec(path)?.[1];
+  if (segment === undefined) return undefined;
+  try {
+    const id = decodeURIComponent(segment);
+    return entityIdPattern.test(id) ? id : undefined;
+  } catch {
+    return undefined;
+  }
 }

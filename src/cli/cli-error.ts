@@ -33,8 +33,11 @@ export class ServiceError extends CliError {
     body: Record<string, unknown>,
     /** Lines about this call, after the code's own hints (where the token and URL came from). */
     context: readonly string[] = [],
+    /** The entity the call was about, written into the hints in place of ENTITY so that they can be typed as they stand. */
+    entityId?: string,
   ) {
-    super(message, code, exitCodeForServiceError(code, status), body, [...(status === 401 ? [tokenHint] : (hintsByCode[code] ?? [])), ...context]);
+    const hints = status === 401 ? [tokenHint] : (hintsByCode[code] ?? []).map((h) => (entityId === undefined ? h : h.replaceAll("ENTITY", entityId)));
+    super(message, code, exitCodeForServiceError(code, status), body, [...hints, ...context]);
     this.name = "ServiceError";
   }
 }
@@ -46,7 +49,7 @@ const tokenHint =
 const wrongRoot =
   "the CLI calls the API under the service's root URL: check that --url (or ENTITY_VERSIONS_URL) is that root, e.g. http://localhost:8080, not a page under it such as /docs; else the service is older than this CLI.";
 
-/** What to type next, for the service errors whose own message speaks REST. */
+/** What to type next, for the service errors whose own message speaks REST (ENTITY: the call's entity, when known). */
 const hintsByCode: Readonly<Record<string, string[]>> = {
   ROUTE_NOT_FOUND: [wrongRoot],
   METHOD_NOT_ALLOWED: [wrongRoot],
