@@ -647,6 +647,9 @@ function defineCliBasics(): void {
     const watch = await cli(["watch", "--help"], { cwd: work });
     expectExit(watch, 0, "watch --help");
     assert.match(watch.stdout, "--type ACTIVE_VERSION_CHANGED --count 1");
+    // watch --json prints a line per message, not one document.
+    assert.match(watch.stdout, "newline-delimited JSON on stdout");
+    assert.not.match(watch.stdout, "exactly one JSON document");
     const badType = await cli(["watch", "my-app", "--type", "VERSION_MOVED"], { cwd: work });
     expectExit(badType, 2, "watch --type with no such type");
     assert.match(badType.stderr, "an event type is one of VERSION_CREATED");

@@ -16,12 +16,14 @@ export interface CommonOptions {
  * Adds the options every command takes. They are declared on each command
  * rather than once on the program, because `push` has a `--version` of its
  * own which a program-wide option parser would take for the CLI's version.
+ * `json` says what `--json` prints, for the commands whose output is not
+ * one REST answer (`watch`, `whoami`).
  */
-export function withCommonOptions(command: Command): Command {
+export function withCommonOptions(command: Command, json = "print exactly one JSON document on stdout: the REST answer of the final call"): Command {
   return command
     .option("--url <url>", "the service's base URL (default: $ENTITY_VERSIONS_URL, else http://localhost:8080)")
     .option("--token <jwt>", "bearer token (default: $ENTITY_VERSIONS_TOKEN, else ./data/dev-token, or $DATA_DIR/dev-token, when present)")
-    .option("--json", "print exactly one JSON document on stdout: the REST answer of the final call");
+    .option("--json", json);
 }
 
 /** The options of a paginated listing (AIP-158), the same on every such command. */

@@ -198,5 +198,6 @@ With --json, stdout is newline-delimited JSON: one WatchEventsResponse per line,
         "\nExamples:\n  $ entity-versions watch my-app\n  $ entity-versions watch my-app --type ACTIVE_VERSION_CHANGED --count 1   # wait for the next activation\n  $ entity-versions watch my-app --after 0 --json | jq -c 'select(.event)'",
       )
       .action((entity: string, options: WatchOptions) => watch(entity, options)),
+    'print newline-delimited JSON on stdout: one WatchEventsResponse per line, {"event": …} or {"bookmark": …}',
   );
 }

@@ -50,5 +50,6 @@ after printing what it holds.`),
       )
       .addHelpText("after", '\nExamples:\n  $ entity-versions whoami\n  $ entity-versions whoami --token "$(cat data/dev-token)" --json')
       .action((options: CommonOptions) => whoami(options)),
+    "print one JSON document on stdout: {claims, expires_at, expired, token_source, url} (no call is made)",
   );
 }
