@@ -768,6 +768,48 @@ export function pushSuite(backend: Backend) {
     assert.equal((fine.body as unknown as { version: { package_json: unknown } }).version.package_json, { name: "café" });
   });
 
+  s('a package_json with a "__proto__" key, or "constructor" holding "prototype", is refused on Connect and gRPC as REST refuses it, and nothing is recorded', async ({ svc }) => {
+    const e = newEntityId();
+    const up = await uploadOnly(svc, e);
+    const good = { storage_path: up.res.body.storage_path, version: up.version, source_hash: up.sourceHash, file_size_bytes: Buffer.byteLength(up.content) };
+    const auth = svc.rest.defaultHeaders["authorization"]!;
+    // JSON text: an object literal's "__proto__" would set the prototype, not a key.
+    const poisoned = ['{"__proto__":{"x":1}}', '{"deps":[{"a":{"constructor":{"prototype":{"x":1}}}}]}'];
+    for (const manifest of poisoned) {
+      const rest = await svc.rest.post(`/api/entities/${e}/versions/confirm`, JSON.stringify(good).replace(/}$/, `,"package_json":${manifest}}`));
+      assert.equal([rest.status, rest.body.code], [400, "MALFORMED_REQUEST"], JSON.stringify(rest.body));
+      const connect = await fetch(`${svc.url}/entityversions.v1.EntityVersionsService/ConfirmUpload`, {
+        method: "POST",
+        headers: { authorization: auth, "content-type": "application/json", "connect-protocol-version": "1" },
+        body: `{"entityId":"${e}","storagePath":"${good.storage_path}","version":"${good.version}","sourceHash":"${good.source_hash}","fileSizeBytes":"${good.file_size_bytes}","packageJson":${manifest}}`,
+      });
+      const answer = (await connect.json()) as { code: string; message: string };
+      assert.equal([connect.status, answer.code], [400, "invalid_argument"], `${manifest}: ${JSON.stringify(answer)}`);
+      assert.match(answer.message, "package_json");
+      assert.match(answer.message, manifest.includes("__proto__") ? 'package_json has a "__proto__" key' : 'package_json.deps[0].a has a "constructor" key holding "prototype"');
+      assert.match(answer.message, "remove it");
+    }
+    // grpc-js writes a Struct from its fields object (where "__proto__" is no key): "constructor" goes through.
+    const grpcPoisoned = await svc.grpc.call("ConfirmUpload", {
+      entity_id: e,
+      ...good,
+      package_json: { fields: { constructor: { structValue: { fields: { prototype: { numberValue: 1 } } } } } },
+    });
+    assert.ok(!grpcPoisoned.ok && grpcPoisoned.error.code === 3, JSON.stringify(grpcPoisoned));
+    assert.match(grpcPoisoned.error.message, 'package_json has a "constructor" key holding "prototype"');
+    const list = await svc.rest.get(`/api/entities/${e}/versions`);
+    assert.ok(list.body.code === "ENTITY_NOT_FOUND" || list.body.versions.length === 0, JSON.stringify(list.body));
+    // Only the pair REST refuses: a "constructor" without "prototype", or "prototype" alone, is a key like any other.
+    const fine = await svc.grpc.call<{ version: { package_json: unknown } }>("ConfirmUpload", {
+      entity_id: e,
+      ...good,
+      package_json: { fields: { constructor: { stringValue: "x" }, prototype: { structValue: { fields: { constructor: { numberValue: 1 } } } } } },
+    });
+    assert.ok(fine.ok, JSON.stringify(fine));
+    const stored = await svc.rest.get(`/api/entities/${e}/versions`);
+    assert.equal(stored.body.versions[0].package_json, { constructor: "x", prototype: { constructor: 1 } });
+  });
+
   s("a package_json as deep as allowed (32 levels) is read back by binary clients: grpc-js lists and gets it", async ({ svc }) => {
     const e = newEntityId();
     const deep = nested(32);

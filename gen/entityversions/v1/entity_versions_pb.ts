@@ -426,7 +426,9 @@ export type ConfirmUploadRequest = Message<"entityversions.v1.ConfirmUploadReque
    * The package manifest: a JSON object within the service's limits,
    * which GetUploadUrl names (max_package_json_bytes of JSON,
    * max_package_json_values values), nested at most 32 levels, its numbers
-   * finite and its strings valid UTF-16. Numbers are read as doubles: a
+   * finite and its strings valid UTF-16, with no "__proto__" key (nor a
+   * "constructor" holding "prototype"), which REST refuses in any body as
+   * prototype poisoning. Numbers are read as doubles: a
    * JSON integer beyond 2^53 - 1, which would be read rounded, is refused;
    * send such a value as a string.
    *
