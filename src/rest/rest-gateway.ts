@@ -165,7 +165,9 @@ function requestJson(binding: RestBinding, req: FastifyRequest, bodyCame?: boole
   let json: JsonObject = {};
   const params = req.params as Record<string, string>;
   if (binding.body === "*") {
-    if (req.body !== undefined && req.body !== null) {
+    // No body is undefined (Fastify's, and the parsers' for an empty one);
+    // a null came as the JSON text `null`, a body that is not an object.
+    if (req.body !== undefined) {
       if (!isJsonObject(req.body)) throw apiError("MALFORMED_REQUEST", { problem: "the body must be a JSON object: send one JSON object of the request's fields (listed at /docs)" });
       json = { ...req.body };
       // A field the path sets may be repeated in the body, but not
@@ -189,7 +191,7 @@ function requestJson(binding: RestBinding, req: FastifyRequest, bodyCame?: boole
     // http.proto: a rule without `body` has no request body; what was sent
     // would be ignored. A body Fastify did not read (a GET's, a DELETE's
     // without Content-Type) is refused when it came, or else from its headers.
-    const parsed = req.body !== undefined && req.body !== null && !(isJsonObject(req.body) && Object.keys(req.body).length === 0);
+    const parsed = req.body !== undefined && !(isJsonObject(req.body) && Object.keys(req.body).length === 0);
     if (parsed || (req.body === undefined && !bodyRead.has(req) && (bodyCame ?? sendsBody(req)))) {
       const query = queryParameters(binding);
       throw apiError("MALFORMED_REQUEST", {

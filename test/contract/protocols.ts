@@ -210,6 +210,10 @@ export function protocolsSuite(backend: Backend) {
       ["POST", path, "{not json", { "content-type": "application/json" }, 400, "MALFORMED_REQUEST"],
       ["POST", path, "[1,2]", { "content-type": "application/json" }, 400, "MALFORMED_REQUEST"],
       ["POST", path, '"text"', { "content-type": "application/json" }, 400, "MALFORMED_REQUEST"],
+      // null is a body, one that is not an object, as much as 1 is: no body is nothing at all.
+      ["POST", path, "null", { "content-type": "application/json" }, 400, "MALFORMED_REQUEST"],
+      ["POST", path, " null\n", { "content-type": "application/json" }, 400, "MALFORMED_REQUEST"],
+      ["POST", path, "1", { "content-type": "application/json" }, 400, "MALFORMED_REQUEST"],
       ["POST", path, '{"version": 5}', { "content-type": "application/json" }, 400, "INVALID_ARGUMENT"],
       ["POST", path, '{"__proto__": {"x": 1}}', { "content-type": "application/json" }, 400, "MALFORMED_REQUEST"],
       ["POST", path, '{"version": "2024.01.01-000000", "version": "2024.01.02-000000"}', { "content-type": "application/json" }, 400, "MALFORMED_REQUEST"],
@@ -359,6 +363,15 @@ export function protocolsSuite(backend: Backend) {
       body: '{"version": "2024.01.01-000000", "source_hash": "ab", "source_hash": "cd"}',
     });
     assert.equal([keyTwice.status, await keyTwice.json()], [400, { code: "MALFORMED_REQUEST", error: 'The request could not be read: the key "source_hash" appears twice in one JSON object: give each field once' }]);
+    // Connect's JSON, read by protobuf-es, refuses a key given twice as well (in its own words).
+    const connectTwice = await fetch(`${svc.url}/entityversions.v1.EntityVersionsService/ListVersions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "connect-protocol-version": "1", authorization: svc.rest.defaultHeaders["authorization"]! },
+      body: `{"entityId": "${e}", "entityId": "${e}"}`,
+    });
+    const connectAnswer = (await connectTwice.json()) as { code: string; message: string };
+    assert.equal([connectTwice.status, connectAnswer.code], [400, "invalid_argument"]);
+    assert.match(connectAnswer.message, 'duplicate object key "entityId"');
     const proto = await svc.rest.post(`/api/entities/${e}/versions/confirm`, { storage_path: "x", package_json: JSON.parse('{"__proto__": {"x": 1}}') });
     assert.equal([proto.status, proto.body.code], [400, "MALFORMED_REQUEST"]);
     assert.match(proto.body.error, 'the body has a "__proto__" key (or "constructor" with "prototype"), which no part of a request may have: rename or remove it');
@@ -370,6 +383,8 @@ export function protocolsSuite(backend: Backend) {
     assert.equal([withBody.status, withBody.body.code], [400, "MALFORMED_REQUEST"]);
     assert.match(withBody.body.error, /DELETE \/api\/entities\/[\w-]+\/shares\/someone takes no body \(at most \{\}\): its fields go in the path/);
     assert.is((await svc.rest.request("DELETE", `/api/entities/${e}/shares/someone`, {})).status, 200, "{} is no body");
+    const nullBody = await svc.rest.request("DELETE", `/api/entities/${e}/shares/someone`, "null");
+    assert.equal([nullBody.status, nullBody.body.code], [400, "MALFORMED_REQUEST"], "null is a body");
     // A GET's body is never read; one announced is refused from the headers rather than ignored.
     const getWithBody = await new Promise<{ status: number; body: { code: string; error: string } }>((resolve, reject) => {
       const r = http.request(
