@@ -44,7 +44,7 @@ const secret = "bench-secret-0123456789abcdef0123456789";
 const concurrency = 32;
 const log = (line: string) => process.stdout.write(`${line}\n`);
 const startProd = (JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8")) as { scripts: Record<string, string> }).scripts["start:prod"] ?? "";
-const prodFlags = (/^node (.*?) ?dist\/src\/main\.js$/.exec(startProd)?.[1] ?? "").split(" ").filter((f) => f !== "");
+const prodFlags = (/^(?:exec )?node (.*?) ?dist\/src\/main\.js$/.exec(startProd)?.[1] ?? "").split(" ").filter((f) => f !== "");
 const children: ChildProcess[] = [];
 
 function startService(env: Record<string, string>, nodeFlags: string[]): Promise<{ url: string; pid: number }> {

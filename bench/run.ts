@@ -77,7 +77,7 @@ if (generator !== "h2load" && generator !== "js") throw new Error("--generator i
 // package.json so the two cannot drift (BENCH_SERVICE_NODE_FLAGS overrides,
 // to compare flags).
 const startProd = (JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8")) as { scripts: Record<string, string> }).scripts["start:prod"] ?? "";
-const serviceNodeFlags = process.env["BENCH_SERVICE_NODE_FLAGS"] ?? /^node (.*?) ?dist\/src\/main\.js$/.exec(startProd)?.[1] ?? "";
+const serviceNodeFlags = process.env["BENCH_SERVICE_NODE_FLAGS"] ?? /^(?:exec )?node (.*?) ?dist\/src\/main\.js$/.exec(startProd)?.[1] ?? "";
 
 function waitForLine(child: ChildProcess, pattern: RegExp, what: string): Promise<string> {
   return new Promise((resolve, reject) => {

@@ -369,4 +369,44 @@ s("npm run token signs with AUTH_JWT_SECRET in production without the server's o
   assert.match(help.stdout, "npm run -s token -- [--sub NAME]");
 });
 
+s("npm run start:prod, as a container's PID 1 runs it, hands SIGTERM to the service: it drains and exits 0", async () => {
+  // The compiled service, laid out as a production image holds it, in a folder of its own.
+  const root = process.cwd();
+  const image = fs.mkdtempSync(path.join(os.tmpdir(), "ev-start-prod-"));
+  const dataDir = path.join(image, "data");
+  let child: ReturnType<typeof spawn> | undefined;
+  try {
+    const built = spawnSync(process.execPath, [path.join(root, "node_modules/typescript/bin/tsc"), "-p", root, "--outDir", path.join(image, "dist")], { encoding: "utf8", timeout: 120_000 });
+    assert.is(built.status, 0, `${built.stdout}${built.stderr}`);
+    fs.copyFileSync(path.join(root, "package.json"), path.join(image, "package.json"));
+    fs.symlinkSync(path.join(root, "node_modules"), path.join(image, "node_modules"));
+    fs.symlinkSync(path.join(root, "gen"), path.join(image, "gen"));
+    child = spawn("npm", ["run", "-s", "start:prod"], { cwd: image, env: { PATH: process.env["PATH"] ?? "", PORT: "0", DATA_DIR: dataDir, SHUTDOWN_DRAIN_MS: "0" }, stdio: ["ignore", "pipe", "pipe"] });
+    let output = "";
+    child.stdout!.on("data", (d: Buffer) => (output += d.toString()));
+    child.stderr!.on("data", (d: Buffer) => (output += d.toString()));
+    const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child!.once("exit", (code, signal) => resolve([code, signal])));
+    for (let waited = 0; !output.includes("entity-versions listening on") && waited < 60_000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.match(output, "entity-versions listening on");
+    // As a container runtime does: the signal goes to npm, the image's PID 1, alone.
+    child.kill("SIGTERM");
+    const ended = await Promise.race([exited, new Promise<string>((resolve) => setTimeout(() => resolve("still running"), 30_000))]);
+    assert.equal(ended, [0, null], output);
+    assert.match(output, '"signal":"SIGTERM","msg":"shutting down"');
+    assert.not.ok(fs.existsSync(path.join(dataDir, "service.pid")), "the service itself stopped and gave its data folder back");
+  } finally {
+    child?.kill("SIGKILL");
+    const left = fs.existsSync(path.join(dataDir, "service.pid")) ? Number(fs.readFileSync(path.join(dataDir, "service.pid"), "utf8").trim().split(/\s/)[0]) : undefined;
+    if (left !== undefined && Number.isInteger(left) && left > 1) {
+      try {
+        process.kill(left, "SIGKILL");
+      } catch {
+        // Already gone.
+      }
+    }
+    for (const pid of emulatorsOn(dataDir)) process.kill(pid, "SIGKILL");
+    fs.rmSync(image, { recursive: true, force: true });
+  }
+});
+
 s.run();
