@@ -12,6 +12,7 @@ import { mintToken } from "./auth/tokens.js";
 import { AzureBlobStore } from "./blob/azure-blob-store.js";
 import type { BlobStore } from "./blob/blob-store.js";
 import { type EmbeddedAzurite, startEmbeddedAzurite } from "./blob/embedded-azurite.js";
+import { type LostPackage, lostPackages } from "./blob/lost-packages.js";
 import { type Clock, systemClock } from "./clock.js";
 import { type Config, ConfigError } from "./config.js";
 import { EventHub } from "./events/event-hub.js";
@@ -31,7 +32,7 @@ import { buildServer } from "./server.js";
 import { AccessStore } from "./store/access-store.js";
 import { checkDatabase, openDatabase } from "./store/database.js";
 import { EventStore } from "./store/event-store.js";
-import { databaseIdentity, migrateLatest, somePackagePaths } from "./store/migrate.js";
+import { databaseIdentity, migrateLatest, type RecordedPackage, recordedPackages, somePackagePaths } from "./store/migrate.js";
 import { UploadStore } from "./store/upload-store.js";
 import { VersionStore } from "./store/version-store.js";
 
@@ -80,6 +81,13 @@ export interface AppOverrides {
 
 /** How often a claimed data directory is checked for still being there. */
 const dataDirCheckMs = 2_000;
+
+/**
+ * The most versions an embedded start checks for lost packages, and half
+ * the most blobs it lists (a package and a lockfile each): development
+ * data; past either, none are checked.
+ */
+const lostPackageCheckMax = 5_000;
 
 /** Lifetime of the development token. */
 const devTokenTtlSeconds = 30 * 24 * 3600;
@@ -171,10 +179,12 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     const migrator = openDatabase(config.database, logger, { migrations: true });
     let databaseId: string;
     let ownPackages: string[];
+    let recorded: RecordedPackage[] | undefined;
     try {
       await migrateLatest(migrator.knex, undefined, (message) => logger.warn({}, message), overrides.startStop);
       databaseId = await databaseIdentity(migrator.knex);
       ownPackages = await somePackagePaths(migrator.knex);
+      if (azurite !== undefined) recorded = await recordedPackages(migrator.knex, lostPackageCheckMax);
     } finally {
       await migrator.knex.destroy();
     }
@@ -194,6 +204,9 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
         }.`,
       );
     }
+    // Only the embedded emulator loses blobs it has acknowledged (see
+    // warnOfLostPackages); a configured store is not checked.
+    if (azurite !== undefined) await warnOfLostPackages(azure, recorded, logger);
     const db = openDatabase(config.database, logger);
     // Knex waits for every connection in use to come back; one waiting on a
     // server gone silent comes back only when its socket gives up. The
@@ -318,6 +331,44 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     await stopAll();
     throw error;
   }
+}
+
+/** How many lost versions the warning names in its message (all are in its fields). */
+const lostNamedMax = 20;
+
+/**
+ * Azurite keeps its index of blobs in memory and saves it every 5 s and
+ * when stopped: a SIGKILL of the emulator (the out-of-memory killer, a
+ * container's processes killed together) loses the blobs written in the
+ * seconds before, the packages of versions the database has confirmed
+ * among them. Their downloads would answer 404 with nothing said; the
+ * start says it once, naming each. Development data only: more than
+ * lostPackageCheckMax versions (recorded undefined) are not checked.
+ */
+async function warnOfLostPackages(store: BlobStore, recorded: readonly RecordedPackage[] | undefined, logger: FastifyBaseLogger): Promise<void> {
+  let lost: LostPackage[] | undefined;
+  try {
+    lost = recorded === undefined ? undefined : await lostPackages(store, recorded, 2 * lostPackageCheckMax);
+  } catch (error) {
+    logger.warn({ err: error }, "could not check the embedded Azurite for the packages of the recorded versions");
+    return;
+  }
+  if (lost === undefined) {
+    logger.info({ atMost: lostPackageCheckMax }, "more versions than a start checks: the embedded Azurite was not checked for lost packages");
+    return;
+  }
+  if (lost.length === 0) return;
+  const named = lost
+    .slice(0, lostNamedMax)
+    .map((v) => `entity ${v.entityId} version ${v.version} (id ${v.versionId}): its ${v.missing.join(" and ")}`)
+    .join("; ");
+  const more = lost.length > lostNamedMax ? `; and ${lost.length - lostNamedMax} more (all in "lost")` : "";
+  logger.warn(
+    { lost },
+    `the embedded Azurite does not hold the blobs of ${lost.length} version(s) the database records: ${named}${more}. ` +
+      "It saves its index of blobs every 5 s and when stopped, so it was most likely killed (SIGKILL: the out-of-memory killer, a container's processes killed together) within 5 s of their confirm. " +
+      "Their downloads answer 404: delete each (entity-versions delete ENTITY VERSION_ID; an active one after activating another) and push it again.",
+  );
 }
 
 /** Whether the store holds any of these blobs. */

@@ -53,19 +53,36 @@ function azuriteMain(): string {
 }
 
 /**
- * Run in the emulator's process before Azurite: stop (SIGTERM, Azurite's
- * graceful stop) once its parent's end of stdin is gone. The pipe does not
- * keep the emulator alive (unref): Azurite's stop waits for its event loop
- * to empty, and a stdin kept open held each graceful stop until the
- * service killed it.
+ * Run in the emulator's process before Azurite. Azurite saves its index of
+ * blobs every 5 s and on SIGTERM (its graceful stop), never on SIGKILL, so
+ * every stop here is a SIGTERM:
+ * - once its parent's end of stdin is gone, it sends itself one. The pipe
+ *   does not keep the emulator alive (unref): Azurite's stop waits for its
+ *   event loop to empty, and a stdin kept open held each graceful stop
+ *   until the service killed it.
+ * - a SIGTERM after the first is ignored: Azurite listens for one only, and
+ *   a second (the service's and the pipe's, when the service exits) would
+ *   otherwise kill it in the middle of its save.
+ * - one before Azurite listens (it is still starting: nothing to save) ends
+ *   the process, as it would have without this listener.
+ * - a stop that hangs ends after 10 s: nothing else would, once the service
+ *   is gone, and the emulator would hold the data folder.
  */
-const stopWhenOrphaned = `process.stdin.on("end", () => process.kill(process.pid, "SIGTERM")); process.stdin.resume(); process.stdin.unref();`;
+const stopOnlyGracefully = [
+  `process.stdin.on("end", () => process.kill(process.pid, "SIGTERM")); process.stdin.resume(); process.stdin.unref();`,
+  `let stopping = false;`,
+  `process.on("SIGTERM", () => {`,
+  `  if (stopping) return; stopping = true;`,
+  `  if (process.listenerCount("SIGTERM") === 1) process.exit(0);`,
+  `  setTimeout(() => process.exit(1), 10000).unref();`,
+  `});`,
+].join("\n");
 
 /**
  * Starts Azurite's blob service as a child process (it has no programmatic
  * API, and in-process it would stall whenever the service's own thread is
- * busy). It is killed when this process exits, and stops by itself when
- * this process is killed.
+ * busy). It is asked to stop (SIGTERM) when this process exits, and stops
+ * by itself when this process is killed.
  */
 export async function startEmbeddedAzurite(options: EmbeddedAzuriteOptions = {}): Promise<EmbeddedAzurite> {
   const host = options.host ?? "127.0.0.1";
@@ -88,17 +105,24 @@ export async function startEmbeddedAzurite(options: EmbeddedAzuriteOptions = {})
   }
   // Its stdin is a pipe from this process, which the kernel closes however
   // this process ends, SIGKILL included: the emulator then stops itself as
-  // on SIGTERM (saving its data), rather than live on with the data folder
-  // that a restart would open a second emulator on.
-  const child: ChildProcess = spawn(process.execPath, [`--import=data:text/javascript,${encodeURIComponent(stopWhenOrphaned)}`, ...args], {
+  // on SIGTERM (saving its index), rather than live on with the data folder
+  // that a restart would open a second emulator on. The emulator's own end
+  // is another matter: a SIGKILL of it (the out-of-memory killer, a
+  // container's processes killed together) loses the blobs written since
+  // its last save, up to 5 s before; the service's start names any version
+  // whose package is missing (see lostPackages).
+  const child: ChildProcess = spawn(process.execPath, [`--import=data:text/javascript,${encodeURIComponent(stopOnlyGracefully)}`, ...args], {
     stdio: ["pipe", "pipe", "pipe"],
     // Its own process group: a terminal's Ctrl-C reaches the service alone,
     // which drains its requests with the emulator still answering, then
     // stops it.
     detached: true,
   });
-  const killOnExit = () => child.kill("SIGKILL");
-  process.once("exit", killOnExit);
+  // An exit that did not go through stop() (process.exit, an uncaught
+  // error) cannot wait for the emulator: SIGTERM lets it save on its own
+  // (a SIGKILL here lost what it had not saved yet).
+  const stopOnExit = () => child.kill("SIGTERM");
+  process.once("exit", stopOnExit);
 
   const port = await new Promise<number>((resolve, reject) => {
     let out = "";
@@ -129,7 +153,7 @@ export async function startEmbeddedAzurite(options: EmbeddedAzuriteOptions = {})
   let stopping = false;
   const exited = new Promise<string>((resolve) =>
     child.once("exit", (code, signal) => {
-      if (!stopping) resolve(`the embedded Azurite exited (${signal ?? `code ${code}`}); start the service again`);
+      if (!stopping) resolve(`the embedded Azurite exited (${signal ?? `code ${code}`}); start the service again (its start names any version whose package the emulator lost)`);
     }),
   );
   return {
@@ -140,7 +164,7 @@ export async function startEmbeddedAzurite(options: EmbeddedAzuriteOptions = {})
     stop: () =>
       new Promise<{ killed: boolean }>((resolve) => {
         stopping = true;
-        process.off("exit", killOnExit);
+        process.off("exit", stopOnExit);
         if (child.exitCode !== null || child.signalCode !== null) return resolve({ killed: child.signalCode === "SIGKILL" });
         child.once("exit", (_code, signal) => resolve({ killed: signal === "SIGKILL" }));
         child.kill("SIGTERM");

@@ -293,3 +293,25 @@ export async function databaseIdentity(knex: Knex): Promise<string> {
 export async function somePackagePaths(knex: Knex): Promise<string[]> {
   return (await knex<{ storage_path: string }>("versions").select("storage_path").limit(5)).map((row) => row.storage_path);
 }
+
+/** Where one version's blobs are recorded. */
+export interface RecordedPackage {
+  readonly entityId: string;
+  readonly versionId: string;
+  readonly version: string;
+  readonly storagePath: string;
+  readonly lockPath: string | undefined;
+}
+
+/**
+ * Every version's recorded blob paths, or undefined when there are more
+ * than `atMost` versions: a start-up check for development data, read with
+ * no order so that a large table costs one bounded read, not a sort.
+ */
+export async function recordedPackages(knex: Knex, atMost: number): Promise<RecordedPackage[] | undefined> {
+  const rows = await knex<{ id: string; entity_id: string; version: string; storage_path: string; package_lock_path: string | null }>("versions")
+    .select("id", "entity_id", "version", "storage_path", "package_lock_path")
+    .limit(atMost + 1);
+  if (rows.length > atMost) return undefined;
+  return rows.map((row) => ({ entityId: row.entity_id, versionId: row.id, version: row.version, storagePath: row.storage_path, lockPath: row.package_lock_path ?? undefined }));
+}
