@@ -7,6 +7,7 @@ import FindMyWay from "find-my-way";
 import { apiError } from "../errors/api-error.js";
 import type { CallPass } from "../http/call-gate.js";
 import { shownPath } from "../http/shown-path.js";
+import { notUtf8Json } from "../http/utf8-json.js";
 import type { RpcRouteConfig } from "../rpc/connect-routes.js";
 import { noteRefusal, type RpcOutcome } from "../rpc/observe-interceptor.js";
 import type { InProcessCallInit, InProcessCaller, InProcessStreamCaller } from "../rpc/in-process-caller.js";
@@ -325,7 +326,7 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
     bodyRead.add(req);
     // JSON between systems is UTF-8 (RFC 8259, 8.1). Another charset, or
     // bytes that are not UTF-8, would be decoded with U+FFFD in place of
-    // what was sent, and stored so: refused, as Connect refuses them.
+    // what was sent, and stored so: refused, as the RPC protocols' JSON is.
     // No body is no body, whatever Content-Type says (clients that set it
     // on every request, a PUT with Content-Length: 0): grpc-gateway reads
     // it as the empty message, and a rule without a body never reads one.
@@ -341,7 +342,7 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
     try {
       text = utf8.decode(bytes as Buffer);
     } catch {
-      return done(apiError("MALFORMED_REQUEST", { problem: "the body is not UTF-8: send JSON encoded in UTF-8, as RFC 8259 asks" }), undefined);
+      return done(notUtf8Json("the body"), undefined);
     }
     parseJson(req, text, (error, body) => {
       if (error !== null) return done(jsonProblem(text, error), undefined);

@@ -10,6 +10,8 @@ import { compressBrotliAnswer } from "./brotli.js";
 /** The call whose request is being inflated: its share of the body budget, and the refusal it met, if any. */
 export interface InflationCharge {
   readonly ticket: BodyTicket;
+  /** What an inflated message must pass (a JSON one must be UTF-8): its refusal, if it fails. */
+  readonly check?: (message: Uint8Array) => ConnectError | undefined;
   refusal?: ConnectError;
 }
 
@@ -71,7 +73,10 @@ function inflate(bytes: Uint8Array, readMaxBytes: number, open: () => zlib.Gunzi
         whole.set(piece, at);
         at += piece.length;
       }
-      resolve(whole);
+      const refusal = charge?.check?.(whole);
+      if (refusal === undefined) return resolve(whole);
+      if (charge !== undefined) charge.refusal = refusal;
+      reject(refusal);
     });
     stream.end(bytes);
   });

@@ -6,12 +6,13 @@ import { apiError } from "../errors/api-error.js";
 import type { CallPass } from "../http/call-gate.js";
 import { type BodyGuard, guardedBody } from "../http/guarded-body.js";
 import { chargingInflationTo, compressionBrotliCharged, compressionGzipCharged, type InflationCharge } from "./charged-inflation.js";
-import { getMessageProblem, lowercaseEncodingNames, withEmptyGetMessage } from "./encoding-names.js";
+import { getMessageRefusal, lowercaseEncodingNames, withEmptyGetMessage } from "./encoding-names.js";
 import { minimalGrpcMessage } from "./grpc-message.js";
 import { codeName, noteRefusal, type RpcOutcome } from "./observe-interceptor.js";
 import { dropUntimeableDeadlines, spendDeadline } from "./timeout-headers.js";
 import { grpcErrorHeaders, sendTrailersOnly } from "./trailers-only.js";
 import { connectErrorJson } from "./unknown-method.js";
+import { jsonFraming, notUtf8Message, utf8JsonMessages } from "./utf8-messages.js";
 
 type UniversalHandler = ConnectRouter["handlers"][number];
 type UniversalResponse = Awaited<ReturnType<UniversalHandler>>;
@@ -173,12 +174,16 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
     /** Answers the call through Connect's handler for its protocol. */
     const serve = async (req: FastifyRequest, reply: FastifyReply, outcome: RpcOutcome): Promise<void> => {
       const closed = new Promise<void>((resolve) => reply.raw.once("close", () => resolve()));
-      const unreadable = req.method === "GET" && !opts.refused(req) ? getMessageProblem(req.url) : undefined;
-      if (unreadable !== undefined) opts.refuse(req, apiError("MALFORMED_REQUEST", { problem: unreadable }));
+      const unreadable = req.method === "GET" && !opts.refused(req) ? getMessageRefusal(req.url) : undefined;
+      if (unreadable !== undefined) opts.refuse(req, unreadable);
       const guard = opts.refused(req) ? undefined : opts.bodyGuard(req, reply);
+      // A JSON message must be UTF-8 (utf8-messages): looked at as the body
+      // is read, or above for a Connect GET, or once inflated when compressed.
+      const framing = jsonFraming(req.headers["content-type"] ?? null);
+      const json = framing !== undefined || (req.method === "GET" && new URL(req.url, "http://x").searchParams.get("encoding") === "json");
       // What a compressed message inflates to counts against the same
       // budget, as it is inflated (charged-inflation).
-      const inflation: InflationCharge | undefined = guard === undefined ? undefined : { ticket: guard.ticket };
+      const inflation: InflationCharge | undefined = guard === undefined ? undefined : { ticket: guard.ticket, ...(json ? { check: notUtf8Message } : {}) };
       const uReq = universalRequestFromNodeRequest(req.raw, reply.raw, undefined, opts.contextValues(req));
       lowercaseEncodingNames(uReq.header);
       dropUntimeableDeadlines(uReq.header);
@@ -192,7 +197,9 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
         uReq.body = once(emptyMessageBody(uReq.header.get("content-type") ?? ""));
         if (req.method === "GET") uReq.url = withEmptyGetMessage(uReq.url);
       } else if (guard !== undefined && Symbol.asyncIterator in Object(uReq.body)) {
-        const guarded = guardedBody(uReq.body as AsyncIterable<Uint8Array>, guard);
+        let guarded = guardedBody(uReq.body as AsyncIterable<Uint8Array>, guard);
+        const encoding = uReq.header.get("content-encoding");
+        if (framing === "enveloped" || (framing === "bare" && (encoding === null || encoding === "identity"))) guarded = utf8JsonMessages(guarded, framing);
         uReq.body = (async function* () {
           try {
             yield* guarded;

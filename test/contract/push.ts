@@ -1,8 +1,10 @@
 import { createHash } from "node:crypto";
+import { gzipSync } from "node:zlib";
 import { BlobServiceClient } from "@azure/storage-blob";
 import * as assert from "uvu/assert";
 import { AzureBlobStore } from "../../src/blob/azure-blob-store.js";
 import type { Backend } from "../support/env.js";
+import { rawGrpc } from "../support/grpc-client.js";
 import { blobGone, blobStoreWith, newEntityId, newSourceHash, nextVersionString, push, putBlob, startService, uploadOnly } from "../support/service.js";
 import { serviceSuite } from "../support/suite.js";
 
@@ -808,6 +810,62 @@ export function pushSuite(backend: Backend) {
     assert.ok(fine.ok, JSON.stringify(fine));
     const stored = await svc.rest.get(`/api/entities/${e}/versions`);
     assert.equal(stored.body.versions[0].package_json, { constructor: "x", prototype: { constructor: 1 } });
+  });
+
+  s("JSON that is not UTF-8 is refused on every RPC protocol as on REST, never read with U+FFFD in its place: Connect (plain, gzip, GET), gRPC and gRPC-Web JSON", async ({ svc }) => {
+    const e = newEntityId();
+    const up = await uploadOnly(svc, e);
+    const auth = svc.rest.defaultHeaders["authorization"]!;
+    // An overlong "/" (C0 AF) after a byte no UTF-8 has (FF).
+    const bad = Buffer.from([0xff, 0xc0, 0xaf]);
+    const withBad = (json: string) => Buffer.concat(json.split("BAD").flatMap((part, i) => (i === 0 ? [Buffer.from(part)] : [bad, Buffer.from(part)])));
+    const confirm = (name: string) =>
+      withBad(JSON.stringify({ entityId: e, storagePath: up.res.body.storage_path, version: up.version, sourceHash: up.sourceHash, fileSizeBytes: String(Buffer.byteLength(up.content)), packageJson: { name } }));
+    const rpc = (method: string) => `${svc.url}/entityversions.v1.EntityVersionsService/${method}`;
+    const refusal = "The request could not be read: a request message is not UTF-8: send JSON encoded in UTF-8";
+    const connect = async (body: Buffer, headers: Record<string, string> = {}) => {
+      const res = await fetch(rpc("ConfirmUpload"), { method: "POST", headers: { authorization: auth, "content-type": "application/json", "connect-protocol-version": "1", ...headers }, body });
+      return { status: res.status, body: (await res.json()) as { code: string; message: string } };
+    };
+    for (const [label, answer] of [
+      ["Connect JSON", await connect(confirm("xBAD"))],
+      ["Connect JSON, gzip", await connect(gzipSync(confirm("xBAD")), { "content-encoding": "gzip" })],
+    ] as const) {
+      assert.equal([answer.status, answer.body.code], [400, "invalid_argument"], `${label}: ${JSON.stringify(answer.body)}`);
+      assert.match(answer.body.message, refusal, label);
+    }
+    const getMessage = withBad(JSON.stringify({ entityId: "proBADbe1" }));
+    for (const query of [`message=${[...getMessage].map((b) => `%${b.toString(16).padStart(2, "0")}`).join("")}`, `message=${getMessage.toString("base64url")}&base64=1`]) {
+      const res = await fetch(`${rpc("GetActiveVersion")}?encoding=json&connect=v1&${query}`, { headers: { authorization: auth } });
+      const body = (await res.json()) as { code: string; message: string };
+      assert.equal([res.status, body.code], [400, "invalid_argument"], `GET ${query}: ${JSON.stringify(body)}`);
+      assert.match(body.message, refusal, query);
+    }
+    const envelope = (flags: number, payload: Buffer) => {
+      const prefix = Buffer.alloc(5);
+      prefix[0] = flags;
+      prefix.writeUInt32BE(payload.length, 1);
+      return Buffer.concat([prefix, payload]);
+    };
+    for (const [label, headers, body] of [
+      ["gRPC JSON", {}, envelope(0, confirm("xBAD"))],
+      ["gRPC JSON, gzip", { "grpc-encoding": "gzip" }, envelope(1, gzipSync(confirm("xBAD")))],
+    ] as const) {
+      const answer = await rawGrpc(svc.url, "/entityversions.v1.EntityVersionsService/ConfirmUpload", body, { authorization: auth, "content-type": "application/grpc+json", ...headers });
+      const status = answer.trailers["grpc-status"] ?? answer.headers["grpc-status"];
+      const message = decodeURIComponent(String(answer.trailers["grpc-message"] ?? answer.headers["grpc-message"]));
+      assert.equal([status, message.startsWith(refusal)], ["3", true], `${label}: ${status} ${message}`);
+    }
+    const web = await fetch(rpc("ConfirmUpload"), { method: "POST", headers: { authorization: auth, "content-type": "application/grpc-web+json", "x-grpc-web": "1" }, body: envelope(0, confirm("xBAD")) });
+    const webText = Buffer.from(await web.arrayBuffer()).toString("latin1");
+    assert.is(web.headers.get("grpc-status") ?? /grpc-status: ?(\d+)/.exec(webText)?.[1], "3", webText);
+    assert.match(decodeURIComponent(web.headers.get("grpc-message") ?? /grpc-message: ?(.*)\r/.exec(webText)?.[1] ?? ""), refusal);
+    const list = await svc.rest.get(`/api/entities/${e}/versions`);
+    assert.ok(list.body.code === "ENTITY_NOT_FOUND" || list.body.versions.length === 0, JSON.stringify(list.body));
+    // UTF-8 goes through.
+    const fine = await connect(confirm("café ☕"));
+    assert.is(fine.status, 200, JSON.stringify(fine.body));
+    assert.equal((fine.body as unknown as { version: { packageJson: unknown } }).version.packageJson, { name: "café ☕" });
   });
 
   s("a package_json as deep as allowed (32 levels) is read back by binary clients: grpc-js lists and gets it", async ({ svc }) => {
