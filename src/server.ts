@@ -30,13 +30,13 @@ import { BodyBudget } from "./http/body-budget.js";
 import { type CallPass, type CallRefusal, CallGate, isRefusal, isWait } from "./http/call-gate.js";
 import { type BodyGuard, guardedBody } from "./http/guarded-body.js";
 import { shown, shownPath } from "./http/shown-path.js";
-import { createOnePortServer, type RequestHandler } from "./net/one-port-server.js";
+import { createOnePortServer, type RequestHandler, type UnreadableRequest } from "./net/one-port-server.js";
 import { HealthService } from "./ops/health-service.js";
 import type { Metrics } from "./ops/metrics.js";
 import { metricsRenderer } from "./ops/metrics-endpoint.js";
 import type { Readiness } from "./ops/readiness.js";
 import { ReflectionService } from "./ops/reflection-service.js";
-import { sendRestError } from "./rest/rest-error.js";
+import { renderRestError, sendRestError } from "./rest/rest-error.js";
 import { registerOpenApiRoutes } from "./rest/openapi-routes.js";
 import { registerRestGateway } from "./rest/rest-gateway.js";
 import { successStatus } from "./rest/success-status.js";
@@ -226,6 +226,15 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
         maxConcurrentStreams: limits.maxConcurrentStreams,
         idleTimeoutMs: limits.idleTimeoutMs,
         maxConnections: limits.maxConnections,
+        // Refused before Fastify sees them, so before the hooks that log
+        // every request: logged here, as they would.
+        unreadable: (request: UnreadableRequest) => {
+          const refusal =
+            request.kind === "too-large" ? apiError("REQUEST_HEADERS_TOO_LARGE", { limitBytes: request.limitBytes }) : apiError("MALFORMED_REQUEST", { problem: request.problem });
+          const answer = renderRestError(refusal);
+          deps.logger.info({ reason: reasonOf(refusal), status: answer.status }, "request");
+          return answer;
+        },
       })) as unknown as FastifyServerFactory,
     loggerInstance: deps.logger,
     bodyLimit: deps.bodyLimitBytes,

@@ -83,6 +83,11 @@ export const catalog = Object.freeze({
     (p) => `The request body is larger than ${p.limitBytes} bytes, the most this server takes (its MAX_REQUEST_BYTES): send a smaller one, e.g. a smaller package_json.`,
     { httpStatus: 413 },
   ),
+  REQUEST_HEADERS_TOO_LARGE: spec<{ limitBytes: number }>(
+    Code.ResourceExhausted,
+    (p) => `The request's URL and headers are larger than ${p.limitBytes} bytes together, the most this server reads: shorten the URL (a long value belongs in the body) or the headers.`,
+    { httpStatus: 431 },
+  ),
   REQUEST_BODY_TIMEOUT: spec<{ timeoutMs: number }>(
     Code.DeadlineExceeded,
     (p) => `The request body did not arrive within ${p.timeoutMs} ms: send the whole body at once, and retry.`,

@@ -1,6 +1,7 @@
 import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
+import type stream from "node:stream";
 
 /** The request handler Fastify hands to its server factory. */
 export type RequestHandler = (
@@ -24,6 +25,26 @@ export interface OnePortOptions {
    * leave it without sockets for the database and the blob store.
    */
   readonly maxConnections?: number;
+  /**
+   * The answer to an HTTP/1.1 request refused before the handler sees it:
+   * one Node's parser cannot read, or without Host. Without it, Node
+   * answers them itself, with a bare status and no body.
+   */
+  readonly unreadable?: (request: UnreadableRequest) => RefusalAnswer;
+}
+
+/** An HTTP/1.1 request refused before it reached the handler. */
+export type UnreadableRequest =
+  /** Its request line and headers together are past Node's limit (`http.maxHeaderSize`). */
+  | { readonly kind: "too-large"; readonly limitBytes: number }
+  /** What is wrong with it: Node's parser refused it (a header line without a colon, two Content-Lengths), or it has no Host. */
+  | { readonly kind: "malformed"; readonly problem: string };
+
+/** An answer the server writes itself: its status, headers, and a JSON body. */
+export interface RefusalAnswer {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: unknown;
 }
 
 /** The outer server, with the connection controls Fastify calls on close. */
@@ -33,6 +54,9 @@ export interface OnePortServer extends net.Server {
 }
 
 const preface = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+
+/** How long a connection whose request could not be read is read on (and dropped) after its answer, before it is cut. */
+const refusedLingerMs = 2_000;
 
 /** The most header bytes an HTTP/2 request may carry (SETTINGS_MAX_HEADER_LIST_SIZE; HTTP/1.1's is Node's 16 KiB). */
 export const maxHeaderListBytes = 64 * 1024;
@@ -55,16 +79,57 @@ export const maxHeaderListBytes = 64 * 1024;
  */
 export function createOnePortServer(handler: RequestHandler, options: OnePortOptions = {}): OnePortServer {
   const idleTimeoutMs = options.idleTimeoutMs ?? 65_000;
+  const { unreadable } = options;
   const h1 = http.createServer(
     {
       keepAliveTimeout: idleTimeoutMs,
       headersTimeout: options.headersTimeoutMs ?? 20_000,
       requestTimeout: options.requestTimeoutMs ?? 120_000,
+      // Node would answer a request without Host with a bare 400 itself.
+      requireHostHeader: unreadable === undefined,
     },
-    handler as http.RequestListener,
+    (req, res) => {
+      if (unreadable !== undefined && req.httpVersion === "1.1" && req.headers.host === undefined) {
+        const answer = unreadable({ kind: "malformed", problem: "it has no Host header, which every HTTP/1.1 request carries (RFC 9112, 3.2)" });
+        const body = JSON.stringify(answer.body);
+        res.shouldKeepAlive = false;
+        res.writeHead(answer.status, { ...answer.headers, "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(body) }).end(body);
+        return;
+      }
+      handler(req, res);
+    },
   );
   // Answers not yet closed, by HTTP/1.1 connection.
   const unfinished = new WeakMap<net.Socket, Set<http.ServerResponse>>();
+  if (unreadable !== undefined) {
+    // Fastify answers "clientError" on the server it is given, the outer
+    // one, which never emits it: answered here, in the API's error shape.
+    // As Node's own answer is, only on a connection still open on which no
+    // answer has begun (the error can come mid-body), and once: the parser
+    // reports each later chunk again. A request timeout or a reset has
+    // nobody to answer.
+    const refused = new WeakSet<stream.Duplex>();
+    h1.on("clientError", (error: NodeJS.ErrnoException & { reason?: unknown }, socket: stream.Duplex) => {
+      if (refused.has(socket)) return;
+      const begun = [...(unfinished.get(socket as net.Socket) ?? [])].some((res) => res.headersSent);
+      if (error.code === "ECONNRESET" || error.code === "ERR_HTTP_REQUEST_TIMEOUT" || !socket.writable || begun) return void socket.destroy();
+      refused.add(socket);
+      const answer = unreadable(
+        error.code === "HPE_HEADER_OVERFLOW"
+          ? { kind: "too-large", limitBytes: http.maxHeaderSize }
+          : { kind: "malformed", problem: `its request line or headers are not HTTP/1.1 as RFC 9112 writes it (${typeof error.reason === "string" ? error.reason : (error.code ?? error.message)})` },
+      );
+      const body = JSON.stringify(answer.body);
+      const headers = { ...answer.headers, "content-type": "application/json; charset=utf-8", "content-length": String(Buffer.byteLength(body)), connection: "close" };
+      // Ended, not destroyed at once: what the client is still sending is
+      // read (and dropped) for a while, so that the answer is not lost to a
+      // reset; past that, nobody holds the connection by sending on.
+      socket.end(`HTTP/1.1 ${answer.status} ${http.STATUS_CODES[answer.status] ?? ""}\r\n${Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join("")}\r\n${body}`);
+      const linger = setTimeout(() => socket.destroy(), refusedLingerMs);
+      linger.unref();
+      socket.once("close", () => clearTimeout(linger));
+    });
+  }
   // An HTTP/1.1 connection on which nothing moved for an idle period is
   // closed (Node tells of it here, and destroys it only when nobody
   // listens): one with no answer in progress (keep-alive), and one whose

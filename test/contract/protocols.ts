@@ -1,5 +1,6 @@
 import http from "node:http";
 import http2 from "node:http2";
+import net from "node:net";
 import { brotliCompressSync, constants as zlibConstants, gzipSync } from "node:zlib";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import * as assert from "uvu/assert";
@@ -257,6 +258,41 @@ export function protocolsSuite(backend: Backend) {
     assert.equal([twice.status, twice.body.error], [400, "Invalid version_id: is given twice, as version_id and versionId: give it once"]);
     const negative = await svc.rest.get(`/api/entities/${e}/versions?page_size=-1`);
     assert.match(negative.body.error, "must not be negative: give 1 to 1000, or 0 (or none) for the default of 50");
+  });
+
+  s("HTTP/1.1 requests Node's parser refuses (a URL past the header limit, a header line without a colon, two Content-Lengths) and one without Host get the JSON error shape and Connection: close, not a bare status", async ({ svc }) => {
+    const port = Number(new URL(svc.url).port);
+    const send = (text: string) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = net.connect(port, "127.0.0.1");
+        let got = "";
+        socket.on("data", (d: Buffer) => (got += d.toString()));
+        socket.on("error", reject);
+        socket.on("close", () => resolve(got));
+        socket.setTimeout(5_000, () => socket.destroy(new Error(`still open after 5 s: ${JSON.stringify(got)}`)));
+        socket.write(text);
+      });
+    const e = newEntityId();
+    const malformed = "The request could not be read: its request line or headers are not HTTP/1.1 as RFC 9112 writes it";
+    const cases: Array<[string, string, number, string, string]> = [
+      ["a URL past the header limit", `GET /api/entities/${e}/versions?q=${"x".repeat(20_000)} HTTP/1.1\r\nHost: x\r\n\r\n`, 431, "REQUEST_HEADERS_TOO_LARGE", "The request's URL and headers are larger than 16384 bytes together"],
+      ["a header line without a colon", `GET /api/entities/${e}/versions HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n`, 400, "MALFORMED_REQUEST", malformed],
+      ["two Content-Lengths", `POST /api/entities/${e}/versions/upload-url HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}`, 400, "MALFORMED_REQUEST", malformed],
+      ["no Host", `GET /api/entities/${e}/versions HTTP/1.1\r\n\r\n`, 400, "MALFORMED_REQUEST", "The request could not be read: it has no Host header"],
+    ];
+    for (const [label, text, status, code, message] of cases) {
+      const answer = await send(text);
+      const split = answer.indexOf("\r\n\r\n");
+      const head = answer.slice(0, split);
+      assert.match(head, new RegExp(`^HTTP/1\\.1 ${status} `), `${label}: ${answer}`);
+      assert.match(head, /\r\nconnection: close(\r\n|$)/i, `${label}: ${head}`);
+      assert.match(head, /\r\ncontent-type: application\/json/i, `${label}: ${head}`);
+      const body = JSON.parse(answer.slice(split + 4)) as { error: string; code: string };
+      assert.is(body.code, code, label);
+      assert.match(body.error, message, label);
+    }
+    // HTTP/1.0 has no Host to require.
+    assert.match(await send("GET /healthz HTTP/1.0\r\n\r\n"), /^HTTP\/1\.1 200 /);
   });
 
   s("no body is no body, whatever Content-Type says (clients that set it on every request, or label even nothing text/plain): a rule without a body is served, one with a body reads the empty message", async ({ svc }) => {

@@ -1,10 +1,11 @@
 // The one-port server's HTTP/1.1 side, on a real socket: answers queued
 // behind another on a connection that dies still close, so that whatever
 // waits for them (a call's place at the gate, its log line) is let go.
+import type http from "node:http";
 import net from "node:net";
 import { test } from "uvu";
 import * as assert from "uvu/assert";
-import { createOnePortServer } from "../../src/net/one-port-server.js";
+import { createOnePortServer, type RequestHandler } from "../../src/net/one-port-server.js";
 
 test("pipelined answers still queued when their connection dies are closed, each once", async () => {
   const closes = new Map<string, number>();
@@ -29,6 +30,69 @@ test("pipelined answers still queued when their connection dies are closed, each
     assert.equal(Object.fromEntries(closes), { "/a": 1, "/b": 1, "/c": 1 });
   } finally {
     await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+});
+
+/** A one-port server whose refusals of unreadable requests say what they were, and a raw connection to it. */
+async function refusingServer(handler: RequestHandler) {
+  const server = createOnePortServer(handler, {
+    idleTimeoutMs: 10_000,
+    unreadable: (request) => ({ status: request.kind === "too-large" ? 431 : 400, headers: {}, body: request }),
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const connect = async (allowHalfOpen = false) => {
+    const socket = net.connect({ port: (server.address() as net.AddressInfo).port, host: "127.0.0.1", allowHalfOpen });
+    socket.on("error", () => {});
+    await new Promise((resolve) => socket.once("connect", resolve));
+    let got = "";
+    socket.on("data", (d: Buffer) => (got += d.toString()));
+    const started = Date.now();
+    // -1 when still open after 6 s.
+    const closed = Promise.race([
+      new Promise<number>((resolve) => socket.once("close", () => resolve(Date.now() - started))),
+      new Promise<number>((resolve) => setTimeout(() => resolve(-1), 6_000).unref()),
+    ]);
+    return { socket, closed, got: () => got };
+  };
+  return { connect, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+}
+
+test("a request the parser refuses once its answer has begun gets no second answer on its connection: the connection is cut", async () => {
+  const server = await refusingServer((req, res) => {
+    const h1 = res as http.ServerResponse;
+    h1.writeHead(200, { "content-type": "text/plain" });
+    h1.write("begun");
+    req.resume();
+  });
+  try {
+    const client = await server.connect();
+    client.socket.write("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Not a chunk size.
+    client.socket.write("zz\r\n");
+    await client.closed;
+    assert.match(client.got(), /^HTTP\/1\.1 200 /);
+    assert.match(client.got(), "begun");
+    assert.not.match(client.got(), "HTTP/1.1 400");
+  } finally {
+    await server.close();
+  }
+});
+
+test("an unreadable request is answered once, and a client that sends on after its answer is cut within seconds, not held", async () => {
+  const server = await refusingServer(() => assert.unreachable("no request reaches the handler"));
+  try {
+    const client = await server.connect(true);
+    client.socket.write(`GET /${"x".repeat(20_000)}`);
+    const trickle = setInterval(() => client.socket.write("x".repeat(100)), 50);
+    const ms = await client.closed;
+    clearInterval(trickle);
+    client.socket.destroy();
+    assert.is(client.got().match(/HTTP\/1\.1 /g)?.length, 1, client.got());
+    assert.match(client.got(), /^HTTP\/1\.1 431 [^]*\r\n\r\n\{"kind":"too-large","limitBytes":16384\}$/);
+    assert.ok(ms > 1_000 && ms < 5_000, `${ms} ms`);
+  } finally {
+    await server.close();
   }
 });
 
