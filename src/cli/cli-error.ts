@@ -36,7 +36,7 @@ export class ServiceError extends CliError {
     /** The entity the call was about, written into the hints in place of ENTITY so that they can be typed as they stand. */
     entityId?: string,
   ) {
-    const hints = status === 401 ? [tokenHint] : (hintsByCode[code] ?? []).map((h) => (entityId === undefined ? h : h.replaceAll("ENTITY", entityId)));
+    const hints = status === 401 ? [tokenHint] : (hintsByCode[code] ?? []).map((h) => (entityId === undefined ? h : h.replace(/\bENTITY\b/g, entityId)));
     super(message, code, exitCodeForServiceError(code, status), body, [...hints, ...context]);
     this.name = "ServiceError";
   }

@@ -153,7 +153,8 @@ test("ROUTE_NOT_FOUND and METHOD_NOT_ALLOWED point at --url: the CLI was given a
   for (const [status, code] of [[404, "ROUTE_NOT_FOUND"], [405, "METHOD_NOT_ALLOWED"]] as const) {
     const srv = await scripted([answer(status, { error: "No route GET /docs/api/x", code })]);
     try {
-      const error = await client(srv.url).api.call("GET", "/api/x", undefined).then(() => undefined, (e: unknown) => e);
+      // A path naming an entity: its id goes into hints for ENTITY, never into ENTITY_VERSIONS_URL.
+      const error = await client(srv.url).api.call("GET", "/api/entities/m2/versions", undefined).then(() => undefined, (e: unknown) => e);
       assert.instance(error, ServiceError);
       assert.match((error as ServiceError).hints.join("\n"), /check that --url \(or ENTITY_VERSIONS_URL\) is that root/);
     } finally {
