@@ -107,11 +107,13 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
     // As Node's own answer is, only on a connection still open on which no
     // answer has begun (the error can come mid-body), and once: the parser
     // reports each later chunk again. A request timeout or a reset has
-    // nobody to answer.
+    // nobody to answer. Nor has a bad request pipelined after a complete
+    // one still being answered: the client would take the refusal for that
+    // one's answer, which may have taken effect; the connection is closed.
     const refused = new WeakSet<stream.Duplex>();
     h1.on("clientError", (error: NodeJS.ErrnoException & { reason?: unknown }, socket: stream.Duplex) => {
       if (refused.has(socket)) return;
-      const begun = [...(unfinished.get(socket as net.Socket) ?? [])].some((res) => res.headersSent);
+      const begun = [...(unfinished.get(socket as net.Socket) ?? [])].some((res) => res.headersSent || res.req.complete);
       if (error.code === "ECONNRESET" || error.code === "ERR_HTTP_REQUEST_TIMEOUT" || !socket.writable || begun) return void socket.destroy();
       refused.add(socket);
       const answer = unreadable(

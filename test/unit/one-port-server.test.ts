@@ -96,4 +96,24 @@ test("an unreadable request is answered once, and a client that sends on after i
   }
 });
 
+test("a bad request pipelined behind a complete one still being answered is not answered: the client would take the refusal for the first one's answer", async () => {
+  let reached = 0;
+  const server = await refusingServer((req, res) => {
+    reached++;
+    req.resume();
+    // Still working on it when the bad request behind it is read.
+    setTimeout(() => (res as http.ServerResponse).end("done"), 500);
+  });
+  try {
+    const client = await server.connect();
+    client.socket.write("POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}" + "GET /b HTTP/1.1\r\nHost: x\r\nBad header\r\n\r\n");
+    const ms = await client.closed;
+    assert.ok(ms >= 0, "the connection is closed");
+    assert.is(reached, 1, "the first request reached the handler");
+    assert.not.match(client.got(), "HTTP/1.1 400", client.got());
+  } finally {
+    await server.close();
+  }
+});
+
 test.run();
