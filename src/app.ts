@@ -85,9 +85,10 @@ const dataDirCheckMs = 2_000;
 /**
  * The most versions an embedded start checks for lost packages, and half
  * the most blobs it lists (a package and a lockfile each): development
- * data; past either, none are checked.
+ * data; past either, none are checked. The start waits for the listing,
+ * which Azurite serves slowly: the bound keeps that wait short.
  */
-const lostPackageCheckMax = 5_000;
+const lostPackageCheckMax = 1_000;
 
 /** Lifetime of the development token. */
 const devTokenTtlSeconds = 30 * 24 * 3600;
