@@ -381,7 +381,12 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   // Every call in flight listens to it (Connect links it into the call's
   // signal): more than Node's default of ten is normal, not a leak.
   setMaxListeners(0, shutdown.signal);
+  // Aborted as close() begins (after the drain): what only ends when told
+  // to (health Watches) ends then, SHUTTING_DOWN.
+  const closing = new AbortController();
+  setMaxListeners(0, closing.signal);
   app.addHook("preClose", (done) => {
+    closing.abort(apiError("SHUTTING_DOWN", {}));
     setTimeout(() => shutdown.abort(apiError("SHUTTING_DOWN", {})), deps.shutdownTimeoutMs).unref();
     done();
   });
@@ -613,7 +618,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   await serveConnect(true, apiInterceptors, streamReadMaxBytes, (router) => router.service(EntityEventsService, deps.events));
   // Health and reflection answer without a token: load balancers and tools.
   await serveConnect(false, openInterceptors, streamReadMaxBytes, (router) => {
-    router.service(Health, new HealthService(deps.readiness, apiServices));
+    router.service(Health, new HealthService(deps.readiness, apiServices, { closing: closing.signal }));
     const reflection = new ReflectionService(
       [...apiServices, Health, ServerReflection, ServerReflectionV1alpha].map((s) => s.typeName),
       [

@@ -72,10 +72,11 @@ export const maxHeaderListBytes = 64 * 1024;
  * 2^32-1) and `maxHeaderListBytes`, and are closed with GOAWAY after `idleTimeoutMs` without traffic
  * (Node sets no idle timeout on HTTP/2 sessions by default).
  *
- * Closing it stops accepting, lets requests in flight finish, closes idle
- * keep-alive connections and answers the last request of each busy one with
- * `Connection: close`, and sends GOAWAY to HTTP/2 sessions once their
- * streams end.
+ * Closing it stops accepting, lets requests in flight finish, closes the
+ * HTTP/1.1 connections with none (idle keep-alive ones, and those whose
+ * request head is still unfinished) and each busy one once its last answer
+ * is sent (`Connection: close` when its head is still to be written), and
+ * sends GOAWAY to HTTP/2 sessions once their streams end.
  */
 export function createOnePortServer(handler: RequestHandler, options: OnePortOptions = {}): OnePortServer {
   const idleTimeoutMs = options.idleTimeoutMs ?? 65_000;
@@ -89,6 +90,10 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
       requireHostHeader: unreadable === undefined,
     },
     (req, res) => {
+      // A request that arrives on a connection closing has ended (sent on a
+      // keep-alive connection as its last answer finished) can never be
+      // answered: it is not run.
+      if (req.socket.writableEnded) return;
       if (unreadable !== undefined && req.httpVersion === "1.1" && req.headers.host === undefined) {
         const answer = unreadable({ kind: "malformed", problem: "it has no Host header, which every HTTP/1.1 request carries (RFC 9112, 3.2)" });
         const body = JSON.stringify(answer.body);
@@ -188,9 +193,21 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
   h2.on("timeout", onQuiet);
   const sessions = new Set<http2.ServerHttp2Session>();
   const responses = new Set<http.ServerResponse>();
+  const h1Sockets = new Set<net.Socket>();
   let closing = false;
+  // Once closing, an HTTP/1.1 connection with no request given to the
+  // handler is ended, after what was written to it has gone out: Node's own
+  // closeIdleConnections leaves one whose request head is unfinished (a
+  // slow or stalled client), and one whose answer had begun, keep-alive,
+  // before the close, which would each hold the close until cut.
+  const release = (socket: net.Socket): void => {
+    if (socket.destroyed || socket.writableEnded || (unfinished.get(socket)?.size ?? 0) > 0) return;
+    socket.end();
+    if (socket.writableFinished) socket.destroy();
+    else socket.once("finish", () => socket.destroy());
+  };
 
-  // Node tracks an HTTP/1 server's connections (closeIdleConnections needs
+  // Node tracks an HTTP/1 server's connections (closeAllConnections needs
   // that) only once the server has emitted "listening".
   h1.emit("listening");
   // An answer queued behind another on a connection (pipelining) never
@@ -214,6 +231,7 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
     res.once("close", () => {
       open.delete(res);
       responses.delete(res);
+      if (closing) release(socket);
     });
   });
   h2.on("session", (session) => {
@@ -261,6 +279,8 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
       // flowing socket.
       if (isHttp2) h2.emit("connection", socket);
       else {
+        h1Sockets.add(socket);
+        socket.once("close", () => h1Sockets.delete(socket));
         h1.emit("connection", socket);
         socket.resume();
       }
@@ -273,7 +293,7 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
 
   outer.closeIdleConnections = () => {
     for (const socket of silent) socket.destroy();
-    h1.closeIdleConnections();
+    for (const socket of h1Sockets) release(socket);
     for (const session of sessions) session.close();
   };
   outer.closeAllConnections = () => {

@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import { type SharedReading, sharedReading } from "./shared-reading.js";
 
 /** A dependency the service needs to serve: the database, the blob store. */
@@ -23,18 +24,25 @@ export class Readiness {
   readonly #probes: readonly Probe[];
   readonly #timeoutMs: number;
   readonly #report: SharedReading<ReadinessReport>;
-  #shuttingDown = false;
+  readonly #stopping = new AbortController();
 
   constructor(probes: readonly Probe[], options: { timeoutMs?: number; cacheMs?: number } = {}) {
     this.#probes = probes;
     this.#timeoutMs = options.timeoutMs ?? 2_000;
     this.#report = sharedReading(() => this.#run(), options.cacheMs ?? 1_000);
+    // Each open health Watch listens to it: many is normal, not a leak.
+    setMaxListeners(0, this.#stopping.signal);
   }
 
   /** From now on the service reports not ready (it is draining). */
   shutDown(): void {
-    this.#shuttingDown = true;
     this.#report.reset();
+    this.#stopping.abort();
+  }
+
+  /** Aborted once shutDown() has been called: what watches the status (health Watch) looks again at once. */
+  get stopping(): AbortSignal {
+    return this.#stopping.signal;
   }
 
   async #run(): Promise<ReadinessReport> {
@@ -59,8 +67,8 @@ export class Readiness {
         }
       }),
     );
-    if (this.#shuttingDown) checks["server"] = "shutting down";
-    return { ready: !this.#shuttingDown && Object.values(checks).every((c) => c.startsWith("ok")), checks };
+    if (this.#stopping.signal.aborted) checks["server"] = "shutting down";
+    return { ready: !this.#stopping.signal.aborted && Object.values(checks).every((c) => c.startsWith("ok")), checks };
   }
 
   /** The current report, at most cacheMs old. */

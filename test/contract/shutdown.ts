@@ -1,3 +1,4 @@
+import http2 from "node:http2";
 import net from "node:net";
 import knexFactory from "knex";
 import { suite } from "uvu";
@@ -82,6 +83,80 @@ export function shutdownSuite(backend: Backend) {
       await closed;
     } finally {
       silent.destroy();
+      await svc.close();
+      await db.drop();
+    }
+  });
+
+  s("SIGTERM with a gRPC health Watch open: NOT_SERVING through the drain, then the Watch ends SHUTTING_DOWN and the process exits, not at SHUTDOWN_TIMEOUT_MS", async () => {
+    const db = await createTestDatabase("sqlite");
+    const drainMs = 2_000;
+    const svc = await spawnService(await serviceEnv(db, { SHUTDOWN_DRAIN_MS: String(drainMs), SHUTDOWN_TIMEOUT_MS: "30000" }), db);
+    const session = http2.connect(svc.url);
+    session.on("error", () => {});
+    try {
+      // What a client with health checking keeps open on each connection.
+      const watch = session.request({ ":method": "POST", ":path": "/grpc.health.v1.Health/Watch", "content-type": "application/grpc", te: "trailers" });
+      watch.on("error", () => {});
+      const statuses: Array<{ status: number; at: number }> = [];
+      let buffered = Buffer.alloc(0);
+      watch.on("data", (chunk: Buffer) => {
+        // gRPC frames of HealthCheckResponse: field 1 (status) as a varint, or empty for UNKNOWN.
+        buffered = Buffer.concat([buffered, chunk]);
+        while (buffered.length >= 5 && buffered.length >= 5 + buffered.readUInt32BE(1)) {
+          const message = buffered.subarray(5, 5 + buffered.readUInt32BE(1));
+          statuses.push({ status: message.length === 2 && message[0] === 0x08 ? message[1]! : 0, at: Date.now() });
+          buffered = buffered.subarray(5 + message.length);
+        }
+      });
+      const ended = new Promise<{ trailers: http2.IncomingHttpHeaders; at: number }>((resolve) => {
+        let trailers: http2.IncomingHttpHeaders = {};
+        watch.on("response", (h) => (trailers = h["grpc-status"] === undefined ? trailers : h));
+        watch.on("trailers", (h) => (trailers = h));
+        watch.on("close", () => resolve({ trailers, at: Date.now() }));
+      });
+      watch.end(Buffer.alloc(5));
+      for (let i = 0; i < 100 && statuses.length === 0; i++) await sleep(50);
+      assert.equal(statuses.map((s) => s.status), [1], "SERVING");
+      const exited = new Promise<number | null>((resolve) => svc.child.once("exit", (code) => resolve(code)));
+      const started = Date.now();
+      svc.child.kill("SIGTERM");
+      const end = await ended;
+      assert.equal(statuses.map((s) => s.status), [1, 2], "NOT_SERVING once stopping, before the Watch ends");
+      assert.ok(statuses[1]!.at - started < drainMs, `NOT_SERVING ${statuses[1]!.at - started} ms after SIGTERM: within the drain`);
+      assert.ok(end.at - started >= drainMs - 200, `the Watch ended ${end.at - started} ms after SIGTERM: not before the drain's end`);
+      assert.is(end.trailers["grpc-status"], "14", "UNAVAILABLE: retry on another replica");
+      assert.match(String(end.trailers["grpc-message"]), "shutting down");
+      assert.is(await exited, 0);
+      // The drain plus a few seconds: nowhere near SHUTDOWN_TIMEOUT_MS.
+      assert.ok(Date.now() - started < drainMs + 8_000, `exited ${Date.now() - started} ms after SIGTERM (SHUTDOWN_TIMEOUT_MS is 30 s)`);
+    } finally {
+      session.destroy();
+      await svc.close();
+      await db.drop();
+    }
+  });
+
+  s("SIGTERM with an HTTP/1.1 request head half sent: the process exits at once, not at SHUTDOWN_TIMEOUT_MS", async () => {
+    const db = await createTestDatabase("sqlite");
+    const svc = await spawnService(await serviceEnv(db, { SHUTDOWN_TIMEOUT_MS: "30000" }), db);
+    const url = new URL(svc.url);
+    const partial = net.connect(Number(url.port), url.hostname);
+    try {
+      await new Promise<void>((resolve, reject) => partial.once("connect", resolve).once("error", reject));
+      partial.on("error", () => {});
+      const closed = new Promise<void>((resolve) => partial.once("close", () => resolve()));
+      // The head's last blank line never comes: no request reaches the service.
+      partial.write("GET /healthz HTTP/1.1\r\nHost: x\r\n");
+      await sleep(300);
+      const exited = new Promise<number | null>((resolve) => svc.child.once("exit", (code) => resolve(code)));
+      const started = Date.now();
+      svc.child.kill("SIGTERM");
+      assert.is(await exited, 0);
+      assert.ok(Date.now() - started < 10_000, `exited after ${Date.now() - started} ms (SHUTDOWN_TIMEOUT_MS is 30 s)`);
+      await closed;
+    } finally {
+      partial.destroy();
       await svc.close();
       await db.drop();
     }

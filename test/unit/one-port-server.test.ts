@@ -1,7 +1,7 @@
 // The one-port server's HTTP/1.1 side, on a real socket: answers queued
 // behind another on a connection that dies still close, so that whatever
 // waits for them (a call's place at the gate, its log line) is let go.
-import type http from "node:http";
+import http from "node:http";
 import net from "node:net";
 import { test } from "uvu";
 import * as assert from "uvu/assert";
@@ -113,6 +113,77 @@ test("a bad request pipelined behind a complete one still being answered is not 
     assert.not.match(client.got(), "HTTP/1.1 400", client.got());
   } finally {
     await server.close();
+  }
+});
+
+/** A raw HTTP/1.1 connection to `server` that keeps what it is sent, and when it closed. */
+async function rawConnection(server: net.Server) {
+  const socket = net.connect((server.address() as net.AddressInfo).port, "127.0.0.1");
+  socket.on("error", () => {});
+  await new Promise((resolve) => socket.once("connect", resolve));
+  let received = "";
+  socket.on("data", (chunk: Buffer) => (received += chunk.toString()));
+  const closed = new Promise<number>((resolve) => socket.once("close", () => resolve(Date.now())));
+  return { socket, received: () => received, closed };
+}
+
+const listening = async (server: net.Server) => new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+test("close: a connection whose request head is unfinished is closed at once; one with a request running is answered, then closed", async () => {
+  let ran = 0;
+  const server = createOnePortServer(
+    (_req, res) => {
+      ran++;
+      setTimeout(() => res.end("done"), 500);
+    },
+    { idleTimeoutMs: 60_000, headersTimeoutMs: 60_000 },
+  );
+  await listening(server);
+  const partial = await rawConnection(server);
+  const busy = await rawConnection(server);
+  partial.socket.write("GET /healthz HTTP/1.1\r\nHost: x\r\n");
+  busy.socket.write("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n");
+  await sleep(100);
+  const started = Date.now();
+  const closed = new Promise<number>((resolve) => server.close(() => resolve(Date.now())));
+  try {
+    assert.ok((await partial.closed) - started < 300, "the unfinished head is not waited for");
+    assert.ok((await closed) - started < 3_000, `closed after ${Date.now() - started} ms`);
+    await busy.closed;
+    assert.match(busy.received(), /^HTTP\/1\.1 200 /, busy.received());
+    assert.match(busy.received(), /connection: close/i);
+    assert.match(busy.received(), /done$/);
+    assert.is(ran, 1, "the unfinished request never ran");
+  } finally {
+    partial.socket.destroy();
+    busy.socket.destroy();
+  }
+});
+
+test("close: a keep-alive answer already under way is sent whole, then its connection is closed, not left idle", async () => {
+  const server = createOnePortServer(
+    (_req, res) => {
+      const answer = res as http.ServerResponse;
+      answer.writeHead(200, { "content-type": "text/plain" });
+      answer.write("first,");
+      setTimeout(() => res.end("last"), 500);
+    },
+    { idleTimeoutMs: 60_000 },
+  );
+  await listening(server);
+  const client = await rawConnection(server);
+  client.socket.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+  for (let i = 0; i < 50 && !client.received().includes("first,"); i++) await sleep(20);
+  assert.match(client.received(), /keep-alive/i, "the head went out before the close");
+  const started = Date.now();
+  const closed = new Promise<number>((resolve) => server.close(() => resolve(Date.now())));
+  try {
+    assert.ok((await client.closed) - started < 3_000, `connection closed after ${Date.now() - started} ms (the idle timeout is 60 s)`);
+    assert.match(client.received(), /last\r\n0\r\n\r\n$/, "the answer in full");
+    assert.ok((await closed) - started < 3_000);
+  } finally {
+    client.socket.destroy();
   }
 });
 
