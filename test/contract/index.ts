@@ -1,4 +1,6 @@
-import type { Backend } from "../support/env.js";
+import { suite } from "uvu";
+import * as assert from "uvu/assert";
+import { type Backend, inCi } from "../support/env.js";
 import { PrivateMariaDb } from "../support/private-mariadb.js";
 import { authKeysSuite, authSuite } from "./auth.js";
 import { authMatrixSuite } from "./auth-matrix.js";
@@ -52,9 +54,38 @@ export function defineContract(backend: Backend): void {
     "openapi-client": openapiClientSuite,
     // MariaDB's ANALYZE reports what each statement read; production runs on MySQL.
     "query-plans": backend === "mysql" ? () => queryPlansSuite() : undefined,
-    deadlines: backend === "mysql" && PrivateMariaDb.available() ? () => deadlinesSuite() : undefined,
+    // A MariaDB server of its own, frozen and thawed.
+    deadlines: backend === "mysql" ? () => (PrivateMariaDb.available() ? deadlinesSuite() : leftOutSuite("mysql: deadlines (every test of the suite)")) : undefined,
   };
   const only = process.env["CONTRACT"]?.split(",").filter((n) => n !== "");
   for (const [name, define] of Object.entries(suites)) if (define !== undefined && (only === undefined || only.includes(name))) define(backend).run();
   if (only === undefined) openapiCoverageSuite(backend).run();
+  if (backend === "mysql") reportLeftOut();
+}
+
+function leftOutSuite(name: string): { run(): void } {
+  PrivateMariaDb.leaveOut(name);
+  return { run: () => undefined };
+}
+
+/**
+ * Names every suite and test the chosen MySQL suites left out for want of
+ * the MariaDB server binaries (they start a server of their own): a loud
+ * line outside CI, a failure in CI, where a skipped test proves nothing.
+ */
+function reportLeftOut(): void {
+  const names = PrivateMariaDb.leftOut();
+  if (names.length === 0) return;
+  const list = names.map((n) => `\n!!   - ${n}`).join("");
+  const missing = `mariadbd / mariadb-install-db not found (install mariadb-server): ${names.length} MySQL suite(s)/test(s) need a MariaDB server of their own`;
+  if (inCi) {
+    const s = suite("mysql: tests that need the MariaDB server binaries");
+    s("mariadbd and mariadb-install-db are installed", () => {
+      assert.unreachable(`CI is set and ${missing}:${list}`);
+    });
+    s.run();
+    return;
+  }
+  const line = "!".repeat(78);
+  console.error(`\n${line}\n!! ${missing}; SKIPPING them:${list}\n!! CI requires them.\n${line}\n`);
 }

@@ -19,9 +19,22 @@ async function freePort(): Promise<number> {
   });
 }
 
+/** Tests and suites left out for want of the MariaDB server binaries, by name. */
+const leftOut: string[] = [];
+
 /** A private mariadbd, killable and restartable on the same data and port. */
 export class PrivateMariaDb {
   #child: ChildProcess | undefined;
+
+  /** Notes a test or suite left out because available() is false: the contract's registration names them all (test/contract/index.ts). */
+  static leaveOut(name: string): void {
+    leftOut.push(name);
+  }
+
+  /** What leaveOut() was told, in order. */
+  static leftOut(): readonly string[] {
+    return leftOut;
+  }
 
   private constructor(
     readonly dir: string,
