@@ -1,4 +1,5 @@
-import { Http2ServerRequest } from "node:http2";
+import type { ServerResponse } from "node:http";
+import { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { Readable } from "node:stream";
 import { create, type DescField, type DescMethod, type DescService, type JsonObject, type JsonValue, type Message } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ContextValues } from "@connectrpc/connect";
@@ -246,22 +247,34 @@ function webHeaders(req: FastifyRequest): Headers {
 }
 
 /**
+ * Whether the response has closed already: its client may have left while
+ * the call waited to reach its handler (for its token's check), when
+ * nothing here listened for "close" yet.
+ */
+function hasClosed(res: ServerResponse | Http2ServerResponse): boolean {
+  return res instanceof Http2ServerResponse ? res.stream.closed || res.stream.destroyed : res.closed || res.destroyed;
+}
+
+/**
  * A signal that aborts when the client goes away before its answer is
  * written. Asked as "was the answer ended", not "was it flushed": an
  * HTTP/2 response whose stream the client reset reads as finished.
  */
 function clientGone(reply: FastifyReply): AbortSignal {
   const controller = new AbortController();
-  reply.raw.once("close", () => {
+  const onClose = () => {
     if (!reply.raw.writableEnded) controller.abort();
-  });
+  };
+  if (hasClosed(reply.raw)) onClose();
+  else reply.raw.once("close", onClose);
   return controller.signal;
 }
 
 /** A signal that aborts when the response closes, answered or not. */
 function responseClosed(reply: FastifyReply): AbortSignal {
   const controller = new AbortController();
-  reply.raw.once("close", () => controller.abort());
+  if (hasClosed(reply.raw)) controller.abort();
+  else reply.raw.once("close", () => controller.abort());
   return controller.signal;
 }
 
@@ -435,7 +448,15 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
       noteRefusal(options.outcome(req), connectError);
       return renderRestError(connectError);
     };
+    /** The answer to a client that has left: canceled, as its log line already says; written nowhere. */
+    const wentAway = (req: FastifyRequest, reply: FastifyReply) => {
+      const rendered = failed(req, new ConnectError("the client went away", Code.Canceled));
+      return reply.code(rendered.status).headers(rendered.headers).send(rendered.body);
+    };
     const answerStream = async (req: FastifyRequest, reply: FastifyReply, input: () => Message) => {
+      // Its client left before the call began (while its token was
+      // checked): a watch opened now would wait for a reader that is gone.
+      if (hasClosed(reply.raw)) return wentAway(req, reply);
       let messages: AsyncIterator<Message>;
       let first: IteratorResult<Message>;
       try {
@@ -447,6 +468,13 @@ export function registerRestGateway(app: FastifyInstance, options: RestGatewayOp
       } catch (error) {
         const rendered = failed(req, error);
         return reply.code(rendered.status).headers(rendered.headers).send(rendered.body);
+      }
+      if (hasClosed(reply.raw)) {
+        // Left as its first message came. A closed HTTP/2 response never
+        // reads (or destroys) the body it is sent, so lines() would never
+        // run to end the call: it is ended here.
+        await messages.return?.();
+        return wentAway(req, reply);
       }
       const line = (json: JsonValue) => `${JSON.stringify(json)}\n`;
       const lines = async function* () {

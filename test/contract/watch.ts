@@ -1,12 +1,15 @@
 import http2 from "node:http2";
+import net from "node:net";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { type Backend, connectTestDatabase, createTestDatabase } from "../support/env.js";
 import { grpc } from "../support/grpc-client.js";
 import type { RestClient } from "../support/rest.js";
-import { newEntityId, push, serviceEnv, spawnService, startService, type TestService, uploadOnly } from "../support/service.js";
+import type { Authenticator } from "../../src/auth/caller.js";
+import { JwtAuthenticator } from "../../src/auth/jwt-authenticator.js";
+import { memoryLogger, newEntityId, push, serviceEnv, spawnService, startService, type TestService, uploadOnly } from "../support/service.js";
 import { serviceSuite } from "../support/suite.js";
-import { bearer, token } from "../support/tokens.js";
+import { bearer, testAuth, token } from "../support/tokens.js";
 import { type WatchItem, type WatchStream, watchConnect, watchGrpc, watchRest } from "../support/watch-client.js";
 
 const v = (e: string) => `/api/entities/${e}`;
@@ -359,6 +362,70 @@ export function watchSuite(backend: Backend) {
         again.close();
         session.destroy();
       }
+    } finally {
+      await svc.close();
+    }
+  });
+
+  s("a REST watch whose client leaves while its token is checked opens no watch, or closes it at once (HTTP/2 reset, HTTP/1.1 connection closed)", async () => {
+    // Tokens checked as the service checks them, but held, as a check
+    // waiting on the issuer's key set is, until each client below has left.
+    const verifier = new JwtAuthenticator({ ...testAuth, clockSkewSeconds: 0, jwksCooldownSeconds: 30, jwksMaxAgeSeconds: 60, tokenCacheSeconds: 0 }, memoryLogger().logger);
+    let held: { count: number; until: Promise<void> } | undefined;
+    const slowCheck: Authenticator = {
+      authenticate: async (authorization) => {
+        if (held !== undefined) {
+          held.count++;
+          await held.until;
+        }
+        return verifier.authenticate(authorization);
+      },
+    };
+    const svc = await startService(backend, { authenticator: slowCheck });
+    try {
+      const owner = await user(svc, "owner", ["publisher"]);
+      const { e } = await entityWithVersion(owner.rest);
+      const open = async () => Number((await (await fetch(`${svc.url}/metrics`)).text()).split("\n").find((l) => l.startsWith("entity_versions_watches_open "))?.split(" ")[1]);
+      const { hostname, port } = new URL(svc.url);
+      const leave: Record<string, (authorization: string) => Promise<void>> = {
+        "HTTP/2, its stream reset": async (authorization) => {
+          const session = http2.connect(svc.url);
+          session.on("error", () => {});
+          await new Promise((resolve) => session.once("connect", resolve));
+          const req = session.request({ ":path": `${v(e)}/events:watch`, authorization });
+          req.on("error", () => {});
+          req.close(http2.constants.NGHTTP2_CANCEL);
+          await new Promise((resolve) => setTimeout(resolve, 5));
+          session.destroy();
+        },
+        "HTTP/1.1, its connection closed": async (authorization) => {
+          const socket = net.connect(Number(port), hostname);
+          socket.on("error", () => {});
+          await new Promise((resolve) => socket.once("connect", resolve));
+          socket.write(`GET ${v(e)}/events:watch HTTP/1.1\r\nHost: x\r\nAuthorization: ${authorization}\r\n\r\n`);
+          socket.destroy();
+        },
+      };
+      const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+      for (const [how, watchAndLeave] of Object.entries(leave)) {
+        let release!: () => void;
+        const batch = (held = { count: 0, until: new Promise<void>((resolve) => (release = resolve)) });
+        for (let i = 0; i < 20; i++) await watchAndLeave(bearer(await token({ sub: `leaver-${i}`, roles: ["admin"] })).authorization);
+        for (const end = Date.now() + 3_000; batch.count < 20 && Date.now() < end; ) await sleep(20);
+        assert.ok(batch.count > 0, `${how}: the calls reached their token's check`);
+        // Every client is gone by now; their calls go on.
+        await sleep(200);
+        held = undefined;
+        release();
+        // Long enough for a watch to open; then each left open would hold its caller's places, and the server's, until its token's exp.
+        await sleep(1_000);
+        for (const end = Date.now() + 5_000; (await open()) > 0 && Date.now() < end; ) await sleep(50);
+        assert.is(await open(), 0, `${how}: no watch is left open for a client that has left`);
+      }
+      // The caller may still watch.
+      const again = watchRest(svc.url, e, owner.headers, { backend });
+      assert.is(await again.bookmark(), "3");
+      again.close();
     } finally {
       await svc.close();
     }
