@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
+import { makeDirectory } from "./ops/make-directory.js";
 
 /**
  * Reads a random secret from a file under the data folder, creating it on
@@ -11,7 +12,7 @@ export function localSecret(file: string): Buffer {
   try {
     return Buffer.from(fs.readFileSync(file, "utf8").trim(), "base64");
   } catch {
-    fs.mkdirSync(path.dirname(file), { recursive: true });
+    makeDirectory(path.dirname(file));
     const secret = randomBytes(32);
     try {
       fs.writeFileSync(file, secret.toString("base64"), { mode: 0o600, flag: "wx" });

@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import fs from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
+import { makeDirectory } from "../ops/make-directory.js";
 
 /**
  * Azurite's account and key: public, the same in every copy of the
@@ -100,7 +100,7 @@ export async function startEmbeddedAzurite(options: EmbeddedAzuriteOptions = {})
   ];
   if (options.location === undefined) args.push("--inMemoryPersistence");
   else {
-    fs.mkdirSync(options.location, { recursive: true });
+    makeDirectory(options.location);
     args.push("--location", options.location);
   }
   // Its stdin is a pipe from this process, which the kernel closes however

@@ -1,5 +1,6 @@
 import fs from "node:fs";
 import path from "node:path";
+import { makeDirectory } from "./make-directory.js";
 
 /** Another live process holds the data directory. */
 export class DataDirInUseError extends Error {
@@ -168,7 +169,7 @@ const claims = new Map<string, number>();
  * process may claim it again (tests run several services in one process).
  */
 export function lockDataDir(dir: string): DataDirLock {
-  fs.mkdirSync(dir, { recursive: true });
+  makeDirectory(dir);
   // Resolved: the claims of one folder named two ways are one count.
   const file = path.resolve(dir, "service.pid");
   // What the file says; undefined when there is no file; unreadable when

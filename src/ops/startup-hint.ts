@@ -1,3 +1,4 @@
+import { dirname } from "node:path";
 import { BlobStoreUnavailableError } from "../blob/blob-store.js";
 import { classifyDbError } from "../store/db-errors.js";
 import { isReadOnlyRefusal } from "../store/db-errors.js";
@@ -54,9 +55,16 @@ export function startupHint(error: unknown, settings: StartupSettings): string {
   const { syscall, path } = error as { syscall?: unknown; path?: unknown };
   if (code === "EACCES" && syscall === "listen") return ` (port ${settings.port} needs privileges this process lacks: set PORT to 1024 or above)`;
   if ((code === "EACCES" || code === "EPERM" || code === "EROFS") && typeof path === "string") {
-    return ` (this user may not write ${path}: set DATA_DIR, or DATABASE_URL's sqlite: path, to a folder it may write)`;
+    // A folder that cannot be made is refused by the one it would go in.
+    const folder = syscall === "mkdir" ? dirname(path) : path;
+    const why = code === "EROFS" ? `${folder} is on a read-only file system` : `this user may not write ${folder}`;
+    return ` (${why}: set DATA_DIR, or DATABASE_URL's sqlite: path, to a folder it may write)`;
   }
   if ((code === "EEXIST" || code === "ENOTDIR") && typeof path === "string") return ` (${path} is a file where a folder is needed: set DATA_DIR to a folder)`;
+  const { target } = error as { target?: unknown };
+  if (code === "ENOENT" && syscall === "mkdir" && typeof path === "string" && typeof target === "string") {
+    return ` (${path} is a link to ${target}, which does not exist: create that folder (mount its disk), or set DATA_DIR to another)`;
+  }
   if (code === "EADDRNOTAVAIL") return ` (${settings.host} is not an address of this machine: set HOST to one, or 0.0.0.0 for all)`;
   if (code === "ENOTFOUND" && (error as { hostname?: unknown }).hostname === settings.host) {
     return ` (HOST "${settings.host}" is not a name this machine resolves: set HOST to an address of this machine, or 0.0.0.0 for all)`;

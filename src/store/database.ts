@@ -3,6 +3,7 @@ import net from "node:net";
 import path from "node:path";
 import knexFactory, { type Knex } from "knex";
 import type { DatabaseConfig, DatabaseTls } from "../config.js";
+import { makeDirectory } from "../ops/make-directory.js";
 import { isReadOnlyRefusal } from "./db-errors.js";
 
 type Conn = { query: (sql: string, cb: (err: unknown) => void) => void };
@@ -190,7 +191,7 @@ export function openDatabase(
     knex.on("query-error", demoted.observe);
     return { knex, dialect: "mysql", readBatchMax: config.readBatchMax, confirmGroupMax: config.confirmGroupMax, preparedStatements: config.preparedStatements };
   }
-  fs.mkdirSync(path.dirname(path.resolve(config.file)), { recursive: true });
+  makeDirectory(path.dirname(path.resolve(config.file)));
   const knex = knexFactory({
     ...(log === undefined ? {} : { log }),
     client: "better-sqlite3",

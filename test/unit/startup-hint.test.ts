@@ -23,9 +23,12 @@ s("each known cause gets its fix, naming the setting", () => {
   assert.match(startupHint(failure("EADDRINUSE"), settings), "another process listens on 127.0.0.1:8080: stop it, or set PORT to a free port");
   assert.match(startupHint(Object.assign(failure("EACCES"), { syscall: "listen" }), { ...settings, port: 80 }), "set PORT to 1024 or above");
   // A folder it may not write is not the port's fault.
+  // A folder that cannot be made is refused by the one it would go in.
   const denied = startupHint(Object.assign(failure("EACCES"), { syscall: "mkdir", path: "/var/lib/ev" }), settings);
-  assert.match(denied, "this user may not write /var/lib/ev: set DATA_DIR");
+  assert.match(denied, "this user may not write /var/lib: set DATA_DIR");
   assert.not.match(denied, "PORT");
+  assert.match(startupHint(Object.assign(failure("EACCES"), { syscall: "open", path: "/srv/ev.db" }), settings), "this user may not write /srv/ev.db: set DATA_DIR");
+  assert.match(startupHint(Object.assign(failure("EROFS"), { syscall: "mkdir", path: "/mnt/ro/ev" }), settings), "/mnt/ro is on a read-only file system: set DATA_DIR");
   assert.match(startupHint(Object.assign(failure("EEXIST"), { syscall: "mkdir", path: "/tmp/f" }), settings), "/tmp/f is a file where a folder is needed");
   // SQLite's failures are not MySQL's.
   const sqlite = startupHint(failure("SQLITE_CANTOPEN"), { ...settings, databaseKind: "sqlite" });
