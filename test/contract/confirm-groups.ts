@@ -7,6 +7,7 @@ import { type Database, openDatabase } from "../../src/store/database.js";
 import { migrateLatest } from "../../src/store/migrate.js";
 import { type ConfirmOutcome, type NewVersion, type VersionRecord, VersionStore } from "../../src/store/version-store.js";
 import { type Backend, createTestDatabase, type TestDatabase } from "../support/env.js";
+import { PrivateMariaDb } from "../support/private-mariadb.js";
 import { newEntityId, newSourceHash, nextVersionString } from "../support/service.js";
 
 interface Context {
@@ -18,6 +19,23 @@ interface Context {
 }
 
 const publisher: Caller = { id: "pub-1", roles: ["publisher"], orgs: [] };
+
+/** The store's MySQL database, grouping up to 16 confirms. */
+function openMysql(url: string): Database {
+  return openDatabase({
+    kind: "mysql",
+    url,
+    poolMax: 10,
+    // Long, so that a group waiting on a held lock would be seen
+    // waiting, not rescued by the lock-wait timeout.
+    lockWaitTimeoutSeconds: 30,
+    statementTimeoutMs: 30_000,
+    acquireTimeoutMs: 5_000,
+    readBatchMax: 16,
+    confirmGroupMax: 16,
+    preparedStatements: true,
+  });
+}
 
 /**
  * Concurrent confirms straight on the store, where a group can meet every
@@ -32,23 +50,7 @@ export function confirmGroupsSuite(backend: Backend) {
   s.before(async (ctx) => {
     ctx.testDb = await createTestDatabase(backend);
     const url = ctx.testDb.url;
-    ctx.db = openDatabase(
-      url.startsWith("sqlite:")
-        ? { kind: "sqlite", file: url.slice("sqlite:".length) }
-        : {
-            kind: "mysql",
-            url,
-            poolMax: 10,
-            // Long, so that a group waiting on a held lock would be seen
-            // waiting, not rescued by the lock-wait timeout.
-            lockWaitTimeoutSeconds: 30,
-            statementTimeoutMs: 30_000,
-            acquireTimeoutMs: 5_000,
-            readBatchMax: 16,
-            confirmGroupMax: 16,
-            preparedStatements: true,
-          },
-    );
+    ctx.db = url.startsWith("sqlite:") ? openDatabase({ kind: "sqlite", file: url.slice("sqlite:".length) }) : openMysql(url);
     await migrateLatest(ctx.db.knex);
     ctx.groups = [];
     ctx.store = new VersionStore(ctx.db, { onConfirmGroup: (size, recorded) => ctx.groups.push([size, recorded]) });
@@ -228,7 +230,76 @@ export function confirmGroupsSuite(backend: Backend) {
     assert.is(outcomes[3]!.kind === "existing" ? outcomes[3].version.id : outcomes[3]!.kind, first.id, "the duplicate of the first answers it, before any base check");
   });
 
+  /**
+   * The sweeper's claim of an abandoned upload (issued → deleting),
+   * committed while a group holds its entities' locks and has read that
+   * upload as issued, its own claim waiting on the sweeper's row: the group
+   * must claim fewer than all and roll back, and that confirm, decided
+   * alone, find the upload gone (upload-missing, UPLOAD_NOT_FOUND), never
+   * record a version on an upload being deleted; the other one is recorded.
+   */
+  async function sweptWhileGrouped(ctx: Context): Promise<void> {
+    const knex = ctx.db.knex;
+    const swept = await seeded(ctx);
+    const other = await seeded(ctx);
+    const inputs = [
+      await input(ctx, swept.entityId, { entityExisted: true, baseVersionId: swept.v1.id }),
+      await input(ctx, other.entityId, { entityExisted: true, baseVersionId: other.v1.id }),
+    ];
+    const sweeper = await knex.transaction();
+    try {
+      assert.is(await sweeper("uploads").where({ entity_id: swept.entityId, id: inputs[0]!.uploadId, state: "issued" }).update({ state: "deleting" }), 1);
+      ctx.groups.length = 0;
+      const answers = inputs.map((i) => ctx.store.confirm(i));
+      // The group's claim (one statement for all its uploads), waiting on
+      // the sweeper's row; this database's own sessions only, as the server
+      // may be shared with other test runs.
+      const deadline = Date.now() + 10_000;
+      for (;;) {
+        const [rows] = (await knex.raw(
+          "select info from information_schema.processlist where db = database() and info like 'update uploads force index (primary) set state = ''confirmed''%'",
+        )) as [unknown[]];
+        if (rows.length > 0) break;
+        if (Date.now() > deadline) assert.unreachable("the group's claim never waited on the sweeper's row");
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      await sweeper.commit();
+      const [sweptOutcome, otherOutcome] = await Promise.all(answers);
+      assert.equal(sweptOutcome, { kind: "upload-missing" });
+      assert.equal(ctx.groups, [[2, 0]], "the group recorded nothing");
+      assert.is(created(otherOutcome!).seq, 2, "the other confirm, decided alone, is recorded");
+      assert.is(await knex("versions").where("upload_id", inputs[0]!.uploadId).first(), undefined, "no version points at the swept upload");
+      assert.is((await knex("uploads").where("id", inputs[0]!.uploadId).first()).state, "deleting", "the upload stays the deleter's");
+      assert.equal(await knex("entities").where("id", swept.entityId).first().then((e) => [e.tip_version_id, Number(e.last_seq)]), [swept.v1.id, 1]);
+    } finally {
+      if (!sweeper.isCompleted()) await sweeper.rollback();
+    }
+  }
+
   if (backend === "mysql") {
+    /** A test that needs a MariaDB server of its own: where the machine has none, left out and named in the run's report (test/contract/index.ts). */
+    const withPrivateMariaDb = (name: string, test: (ctx: Context) => Promise<void>) =>
+      PrivateMariaDb.available() ? s(name, test) : PrivateMariaDb.leaveOut(`${backend}: confirm-groups: ${name}`);
+
+    // Not on SQLite: there confirms are not grouped.
+    s("a group whose upload the sweeper abandons meanwhile records nothing: that confirm answers upload-missing alone (the suite's own database, snapshot isolation off as on MySQL 8)", async (ctx) => {
+      await sweptWhileGrouped(ctx);
+    });
+
+    withPrivateMariaDb("a group whose upload the sweeper abandons meanwhile records nothing on a MariaDB with snapshot isolation (11.6's default)", async () => {
+      const mariadb = await PrivateMariaDb.start(["--innodb-snapshot-isolation=ON"]);
+      const db = openMysql(mariadb.url());
+      try {
+        await migrateLatest(db.knex);
+        const groups: Array<[number, number]> = [];
+        const store = new VersionStore(db, { onConfirmGroup: (size, recorded) => groups.push([size, recorded]) });
+        await sweptWhileGrouped({ testDb: undefined as never, db, store, groups });
+      } finally {
+        await db.knex.destroy();
+        await mariadb.destroy();
+      }
+    });
+
     s("an entity another transaction holds never makes the group wait: its confirm goes alone, after the lock", async (ctx) => {
       const held = await seeded(ctx);
       const other = await seeded(ctx);
