@@ -223,8 +223,14 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
       const mine = (open = new Set());
       unfinished.set(socket, mine);
       socket.once("close", () => {
-        // Only those never given the connection: Node closes the one that was.
-        for (const left of [...mine]) if (left.socket === null) left.emit("close");
+        // Only those never given the connection: Node closes the one that
+        // was. Destroyed first, so that whoever asks later (a call that
+        // was waiting for its token's check) finds it closed.
+        for (const left of [...mine]) {
+          if (left.socket !== null) continue;
+          left.destroy();
+          left.emit("close");
+        }
       });
     }
     open.add(res);

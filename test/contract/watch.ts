@@ -367,7 +367,7 @@ export function watchSuite(backend: Backend) {
     }
   });
 
-  s("a REST watch whose client leaves while its token is checked opens no watch, or closes it at once (HTTP/2 reset, HTTP/1.1 connection closed)", async () => {
+  s("a REST watch whose client leaves while its token is checked opens no watch, or closes it at once (HTTP/2 reset, HTTP/1.1 connection closed, pipelined or not)", async () => {
     // Tokens checked as the service checks them, but held, as a check
     // waiting on the issuer's key set is, until each client below has left.
     const verifier = new JwtAuthenticator({ ...testAuth, clockSkewSeconds: 0, jwksCooldownSeconds: 30, jwksMaxAgeSeconds: 60, tokenCacheSeconds: 0 }, memoryLogger().logger);
@@ -403,6 +403,18 @@ export function watchSuite(backend: Backend) {
           socket.on("error", () => {});
           await new Promise((resolve) => socket.once("connect", resolve));
           socket.write(`GET ${v(e)}/events:watch HTTP/1.1\r\nHost: x\r\nAuthorization: ${authorization}\r\n\r\n`);
+          socket.destroy();
+        },
+        // The second one's answer waits behind the first's, never given the connection.
+        "HTTP/1.1, pipelined behind another, its connection closed": async (authorization) => {
+          const socket = net.connect(Number(port), hostname);
+          socket.on("error", () => {});
+          await new Promise((resolve) => socket.once("connect", resolve));
+          const request = `GET ${v(e)}/events:watch HTTP/1.1\r\nHost: x\r\nAuthorization: ${authorization}\r\n\r\n`;
+          const before = held?.count ?? 0;
+          socket.write(request + request);
+          // Both at their token's check, the second's answer queued behind the first's.
+          for (const end = Date.now() + 3_000; (held?.count ?? 0) < before + 2 && Date.now() < end; ) await new Promise((resolve) => setTimeout(resolve, 5));
           socket.destroy();
         },
       };
