@@ -67,13 +67,23 @@ const tally = (chunk: string) => {
 };
 const markedFailures = () => marks.failed + marks.notRun;
 
+// An error outside any test's await can strand the test that was waiting
+// for what threw, while a listener (the service under test) keeps the loop
+// from running dry: once one is seen, a run in which no test finishes for
+// this long ends as the watchdog ends it, rather than at its bound
+// (TEST_RUN_STALL_AFTER_ERROR_SECONDS, for the runner's own test).
+const stalledAfterErrorMs = Number(process.env["TEST_RUN_STALL_AFTER_ERROR_SECONDS"] ?? 180) * 1000;
+let stalled: NodeJS.Timeout | undefined;
+
 // uvu writes its report to stdout: copied on, and kept to read the counts.
 let report = "";
 const write = process.stdout.write.bind(process.stdout);
 process.stdout.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
   const text = typeof chunk === "string" ? chunk : Buffer.from(chunk).toString();
   report += text;
-  tally(withoutColours(text));
+  const plain = withoutColours(text);
+  tally(plain);
+  if (plain === "• " || plain === "✘ ") stalled?.refresh();
   return (write as (...args: unknown[]) => boolean)(chunk, ...rest);
 }) as typeof process.stdout.write;
 
@@ -95,14 +105,16 @@ const summarise = (passed: number, failed: number) => {
 // the run ends as a failure, with the tests that had finished counted and
 // the one that hung named by its file and its suite's line.
 const timeoutMinutes = Number(process.env["TEST_RUN_TIMEOUT_MINUTES"] ?? 25);
-const watchdog = setTimeout(() => {
+/** Ends a run that cannot go on: the hung test named, what had finished counted. */
+const endHung = (why: string) => {
   process.stdout.write = write;
   const lastLine = withoutColours(report).trimEnd().split("\n").at(-1) ?? "";
-  fail(`the run passed ${timeoutMinutes} minutes (TEST_RUN_TIMEOUT_MINUTES): a test hung in ${currentFile ?? "loading"}, "${lastLine.trim()}"`);
+  fail(`${why}: a test hung in ${currentFile ?? "loading"}, "${lastLine.trim()}"`);
   const [passed, failed] = [marks.passed, markedFailures() + extraFailures];
   process.once("exit", () => summarise(passed, failed));
   process.exit(1);
-}, timeoutMinutes * 60_000);
+};
+const watchdog = setTimeout(() => endHung(`the run passed ${timeoutMinutes} minutes (TEST_RUN_TIMEOUT_MINUTES)`), timeoutMinutes * 60_000);
 watchdog.unref();
 
 /** Runs `files` in a new process, for when uvu cannot go on in this one. */
@@ -157,6 +169,8 @@ process.on("uncaughtException", (error, origin) => {
   const what = origin === "unhandledRejection" ? "a promise rejection nobody handled" : "an error thrown outside any test's await (in a timer or a callback)";
   const where = currentFile === undefined ? "while the test files were loading" : `while ${currentFile} was running`;
   fail(`${what}${from.length > 0 ? `, from ${from.join(", ")}` : ""}, ${where}:`, error);
+  if (stalled === undefined) stalled = setTimeout(() => endHung(`no test finished in the ${stalledAfterErrorMs / 1000} s after that error`), stalledAfterErrorMs).unref();
+  else stalled.refresh();
 });
 
 // The loop runs dry with uvu's run unsettled only when a test (or a file

@@ -17,7 +17,7 @@ test.run();
 `;
 
 /** Runs test/run.ts on `files` (name → source); resolves with its exit code, stdout and stderr. */
-async function runner(files: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+async function runner(files: Record<string, string>, env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), "run-ts-"));
   try {
     await fs.symlink(path.join(repo, "node_modules"), path.join(dir, "node_modules"));
@@ -25,7 +25,7 @@ async function runner(files: Record<string, string>): Promise<{ code: number | n
     return await new Promise((resolve, reject) => {
       const child = spawn(process.execPath, ["--import", "tsx", path.join(repo, "test/run.ts")], {
         cwd: repo,
-        env: { ...process.env, TEST_RUN_DIR: dir },
+        env: { ...process.env, TEST_RUN_DIR: dir, ...env },
         stdio: ["ignore", "pipe", "pipe"],
       });
       let stdout = "";
@@ -100,6 +100,26 @@ test.run();
   assert.match(stderr, /an after\(\) hook in a-after\.test\.ts threw/);
   assert.not.match(stderr, /could not be loaded/);
   assert.match(stderr, /a test in b-hang\.test\.ts waits on something nothing can settle/);
+});
+
+test("an error that strands its test while a listener keeps the process up ends the run once no test finishes for a while, not at the run's bound", async () => {
+  const { code, stdout, stderr } = await runner(
+    {
+      "a-stranded.test.ts": `import net from "node:net";
+import { test } from "uvu";
+test("stranded", async () => {
+  const server = net.createServer().listen(0);
+  await new Promise<void>((resolve) => setTimeout(() => { JSON.parse("{oops"); resolve(); }, 10));
+  server.close();
+});
+test.run();
+`,
+    },
+    { TEST_RUN_STALL_AFTER_ERROR_SECONDS: "2", TEST_RUN_TIMEOUT_MINUTES: "5" },
+  );
+  assert.match(stderr, "no test finished in the 2 s after that error");
+  assert.is(lastLine(stdout), "0 passed, 2 failed");
+  assert.is(code, 1);
 });
 
 test.run();
