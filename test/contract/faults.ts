@@ -149,6 +149,7 @@ export function faultsSuite(backend: Backend) {
     let stopping = false;
     // The versions whose blob deletions began after the stop began.
     const begunAfterStop = new Set<string>();
+    const begun = new Set<string>();
     const svc = await startService(backend, {
       env: { BLOB_DELETION_INTERVAL_MS: "200" },
       blobStore: (store) =>
@@ -156,6 +157,7 @@ export function faultsSuite(backend: Backend) {
           deleteIfExists: async (path, signal) => {
             if (slow) {
               const version = /^versions\/[^/]+\/([^/]+)\//.exec(path)?.[1];
+              if (version !== undefined) begun.add(version);
               if (stopping && version !== undefined) begunAfterStop.add(version);
               await sleep(300);
             }
@@ -171,7 +173,11 @@ export function faultsSuite(backend: Backend) {
       slow = true;
       // 16 deleted at once in the background; the other 20 are the periodic pass's, 300 ms each.
       for (const v of versions.slice(1)) assert.is((await svc.rest.delete(`/api/entities/${e}/versions/${v.id}`)).status, 200);
-      await sleep(1_500);
+      // The 16 begun at once, and the periodic pass under way: on a busy
+      // machine that takes longer than it should, and a deletion begun late
+      // would count as begun after the stop.
+      for (const end = Date.now() + 15_000; begun.size < 17 && Date.now() < end; ) await sleep(50);
+      assert.ok(begun.size >= 17, `${begun.size} deletions begun before the stop`);
       stopping = true;
       await svc.close();
       closed = true;
