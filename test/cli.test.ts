@@ -136,11 +136,22 @@ function cliInBackground(args: string[], options: { cwd: string; env?: Record<st
   };
 }
 
-/** A TCP proxy to a service, whose connections can be cut and whose target can be changed: a network fault and a replica swap, as a client sees them. */
-async function tcpProxy(target: string): Promise<{ url: string; cut(): void; retarget(url: string): void; close(): Promise<void> }> {
+/**
+ * A TCP proxy to a service, whose connections can be cut and whose target
+ * can be changed: a network fault and a replica swap, as a client sees
+ * them. While held, it drops each connection as it comes (a service out of
+ * reach), so that what happens meanwhile is certain to happen before a
+ * client gets back.
+ */
+async function tcpProxy(target: string): Promise<{ url: string; cut(): void; hold(held: boolean): void; retarget(url: string): void; close(): Promise<void> }> {
   let to = new URL(target);
+  let held = false;
   const sockets = new Set<net.Socket>();
   const server = net.createServer((client) => {
+    if (held) {
+      client.destroy();
+      return;
+    }
     const upstream = net.connect(Number(to.port), to.hostname);
     for (const s of [client, upstream]) {
       sockets.add(s);
@@ -159,6 +170,9 @@ async function tcpProxy(target: string): Promise<{ url: string; cut(): void; ret
     url: `http://127.0.0.1:${port}`,
     cut: () => {
       for (const s of sockets) s.destroy();
+    },
+    hold: (value) => {
+      held = value;
     },
     retarget: (url) => {
       to = new URL(url);
@@ -539,6 +553,35 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
       await proxy.close();
       await svc.close();
       await db.drop();
+    }
+  });
+
+  s("watch from now resumes from the bookmark it was sent: an event while the connection is down is printed once the watch is back", async ({ svc, work, alice }) => {
+    const proxy = await tcpProxy(svc.url);
+    let watcher: CliProcess | undefined;
+    try {
+      const rest = svc.restAs(bearer(alice["ENTITY_VERSIONS_TOKEN"]!));
+      const entity = newEntityId("cli");
+      // Events 1 and 2: the claim and v1 created.
+      const v1 = (await push({ rest }, entity)).confirm!.body.version;
+      watcher = cliInBackground(["watch", entity, "--json"], { cwd: work, env: { ...alice, ENTITY_VERSIONS_URL: proxy.url } });
+      // From now: no event yet, only the bookmark that says where "now" is.
+      const lines = await watcher.until((l) => l.length > 0, "the first bookmark");
+      assert.equal(lines.map((l) => JSON.parse(l)), [{ bookmark: { last_event_id: "2" } }]);
+
+      // The connection cut, and kept away until v1's activation (event 3) is committed: only the bookmark can bring it back.
+      proxy.hold(true);
+      proxy.cut();
+      assert.is((await rest.put(`/api/entities/${entity}/active-version`, { version_id: v1.id })).status, 200);
+      proxy.hold(false);
+
+      const ids = (l: string[]) => l.map((x) => JSON.parse(x) as { event?: { id: string } }).filter((m) => m.event !== undefined).map((m) => m.event!.id);
+      await watcher.until((l) => ids(l).length > 0, "event 3, which came while the connection was down");
+      const ended = await watcher.stop();
+      assert.equal(ids(ended.stdout.split("\n").filter((l) => l !== "")), ["3"], ended.stdout);
+    } finally {
+      await watcher?.stop();
+      await proxy.close();
     }
   });
 

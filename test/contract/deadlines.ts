@@ -229,8 +229,21 @@ export function deadlinesSuite() {
   });
 
   s("work a call stopped waiting for keeps its place at the call gate until it ends: short deadlines cannot start work without bound", async ({ mariadb }) => {
-    const capped = await startService("mysql", { db: { url: mariadb.url(), drop: async () => undefined }, env: { ...env, HTTP_MAX_CALLS_PER_CALLER: "3" } });
+    // Each call's own deadline is long enough for it to reach the lock on a
+    // loaded machine too: one that passed on the way would end its work
+    // there, giving its place back for a reason that is not the one tested.
+    // The server's deadline, which also bounds how long answered work keeps
+    // its place, is well past the whole test.
+    const capped = await startService("mysql", { db: { url: mariadb.url(), drop: async () => undefined }, env: { ...env, REQUEST_DEADLINE_MS: "20000", HTTP_MAX_CALLS_PER_CALLER: "3" } });
     const holder = knexFactory({ client: "mysql2", connection: mariadb.url(), pool: { min: 0, max: 1 } });
+    const status = knexFactory({ client: "mysql2", connection: mariadb.url(), pool: { min: 0, max: 1 } });
+    // InnoDB refreshes what INNODB_TRX shows only when it was last read more
+    // than 0.1 s before: read more often, it keeps showing the same. Hence
+    // a pause before each read.
+    const lockWaits = async () => {
+      await sleep(150);
+      return Number(((await status.raw("SELECT COUNT(*) AS n FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'")) as [Array<{ n: number }>])[0][0]!.n);
+    };
     let trx: Knex.Transaction | undefined;
     try {
       const e = newEntityId();
@@ -239,20 +252,33 @@ export function deadlinesSuite() {
       // Another session holds the entity's row: each activation's transaction waits on it.
       trx = await holder.transaction();
       await trx("entities").where("id", e).forUpdate().first();
-      const activate = () => capped.rest.put(`/api/entities/${e}/active-version`, { version_id: v2.id }, { "grpc-timeout": "200m" });
-      const answers: string[] = [];
-      for (let i = 0; i < 5; i++) answers.push((await activate()).body.code);
-      // Three are answered at their deadline and still wait on the lock,
-      // holding the caller's three places; the others are refused.
-      assert.equal(answers, ["DEADLINE_EXCEEDED", "DEADLINE_EXCEEDED", "DEADLINE_EXCEEDED", "TOO_MANY_CALLS", "TOO_MANY_CALLS"]);
+      const deadlineMs = 3_000;
+      const activate = () => capped.rest.put(`/api/entities/${e}/active-version`, { version_id: v2.id }, { "grpc-timeout": `${deadlineMs}m` });
+      const sent = Date.now();
+      const held = [activate(), activate(), activate()];
+      // All three waiting on the lock, each in the caller's places, before any deadline passes.
+      let waiting = 0;
+      while ((waiting = await lockWaits()) < 3 && Date.now() - sent < deadlineMs);
+      assert.is(waiting, 3, `activations waiting on the lock before their deadline (${Date.now() - sent} ms after they were sent)`);
+      // Each is answered at its deadline, and its work still waits on the lock.
+      assert.equal((await Promise.all(held)).map((r) => r.body.code), ["DEADLINE_EXCEEDED", "DEADLINE_EXCEEDED", "DEADLINE_EXCEEDED"]);
+      assert.is(await lockWaits(), 3, "the work behind the answered calls still waits");
+      // That work holds the caller's three places: the next calls are refused.
+      const refused: string[] = [];
+      for (let i = 0; i < 2; i++) refused.push((await activate()).body.code);
+      assert.equal(refused, ["TOO_MANY_CALLS", "TOO_MANY_CALLS"]);
       await trx!.commit();
       // Their work ends (rolled back, past their deadlines), and the places come back.
-      await sleep(500);
-      const after = await capped.rest.put(`/api/entities/${e}/active-version`, { version_id: v2.id });
+      let after = await capped.rest.put(`/api/entities/${e}/active-version`, { version_id: v2.id });
+      for (const until = Date.now() + 10_000; after.status !== 200 && Date.now() < until; ) {
+        await sleep(100);
+        after = await capped.rest.put(`/api/entities/${e}/active-version`, { version_id: v2.id });
+      }
       assert.is(after.status, 200, JSON.stringify(after.body));
     } finally {
       if (trx !== undefined && !trx.isCompleted()) await trx.rollback().catch(() => undefined);
       await holder.destroy();
+      await status.destroy();
       await capped.close();
     }
   });

@@ -19,11 +19,12 @@ function line(e: Record<string, any>): string {
   return [e["id"], type, e["actor"], ...what].join(" ");
 }
 
-/** Every event of the entity, newest first, read page by page. */
+/** Every event of the entity, newest first, read page by page: 50 pages at most (the tests' entities have a few dozen events), so that a token that never runs out fails rather than hangs. */
 async function allEvents(client: RestClient, entityId: string, pageSize = 100): Promise<string[]> {
   const lines: string[] = [];
   let token = "";
-  for (;;) {
+  for (let pages = 0; ; pages++) {
+    if (pages === 50) assert.unreachable(`still a next page after ${pages} pages of ${pageSize}; read ${JSON.stringify(lines)}`);
     const res = await client.get(`${v(entityId)}/events?page_size=${pageSize}${token === "" ? "" : `&page_token=${encodeURIComponent(token)}`}`);
     assert.is(res.status, 200, JSON.stringify(res.body));
     lines.push(...(res.body.events as Array<Record<string, any>>).map(line));

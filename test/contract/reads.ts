@@ -78,6 +78,8 @@ export function readsSuite(backend: Backend) {
     let token = "";
     let pages = 0;
     do {
+      // Bounded: a token that never runs out must fail the test, not hang the run.
+      if (pages === 10) assert.unreachable(`still a next page after ${pages} pages of 2 (5 versions); seen ${JSON.stringify(seen)}`);
       const page = await svc.rest.get(`/api/entities/${e}/versions?page_size=2${token === "" ? "" : `&page_token=${encodeURIComponent(token)}`}`);
       assert.is(page.status, 200);
       assert.ok(page.body.versions.length <= 2);
@@ -112,6 +114,8 @@ export function readsSuite(backend: Backend) {
       const seen: string[] = [];
       let token = "";
       do {
+        // Bounded: a token that never runs out (a page that reads its last version again) must fail the test, not hang the run.
+        if (sizes.length === 10) assert.unreachable(`still a next page after ${sizes.length} pages (6 versions): sizes ${JSON.stringify(sizes)}, seen ${JSON.stringify(seen)}`);
         const page = await small.rest.get(`/api/entities/${e}/versions?page_size=50${token === "" ? "" : `&page_token=${encodeURIComponent(token)}`}`);
         assert.is(page.status, 200, JSON.stringify(page.body).slice(0, 300));
         sizes.push(page.body.versions.length);
