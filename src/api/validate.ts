@@ -115,8 +115,6 @@ export function packageJson(value: JsonObject | undefined, limits: Pick<Limits, 
   if (value === undefined) return undefined;
   const unstorable = unstorableValue(value, "package_json");
   if (unstorable !== undefined) throw invalid("package_json", unstorable);
-  const poisoned = prototypeKey(value, "package_json");
-  if (poisoned !== undefined) throw invalid("package_json", poisoned);
   const size = Buffer.byteLength(JSON.stringify(value));
   if (size > limits.maxPackageJsonBytes) {
     throw invalid("package_json", `is ${size} bytes of JSON; at most ${limits.maxPackageJsonBytes} are allowed`);
@@ -140,14 +138,17 @@ export function packageJson(value: JsonObject | undefined, limits: Pick<Limits, 
  */
 export const maxPackageJsonDepth = 32;
 
-/** The path of the first number in a JSON value that is not finite, if any. */
 /**
  * The first value of package_json that would not be stored as it was
- * sent, and why, or undefined. A published version's manifest must read
- * back the same on every protocol: a number JSON has no form for would be
+ * sent, or not accepted alike on every protocol, and why, or undefined. A
+ * published version's manifest must read back the same on every
+ * protocol: a number JSON has no form for would be
  * stored as null, and a lone UTF-16 surrogate (`"\ud800"` in JSON) is no
  * text UTF-8 can carry, so gRPC would answer U+FFFD where REST answers the
- * escape. (An integer JSON rounds is refused where the JSON text is read:
+ * escape. A key REST's JSON parser refuses in any body as prototype
+ * poisoning ("__proto__", or "constructor" holding an object with
+ * "prototype") is refused here too: Connect and gRPC decode it as any
+ * other. (An integer JSON rounds is refused where the JSON text is read:
  * see checkJsonText.)
  */
 function unstorableValue(value: JsonValue, path: string): string | undefined {
@@ -165,39 +166,17 @@ function unstorableValue(value: JsonValue, path: string): string | undefined {
   }
   for (const [key, member] of Object.entries(value)) {
     if (!key.isWellFormed()) return `a key of ${path} holds a lone UTF-16 surrogate (such as "\\ud800"), which is not text; send well-formed Unicode`;
+    if (key === "__proto__") return `${path} has a "__proto__" key, ${prototypePoisoning}`;
+    if (key === "constructor" && member !== null && typeof member === "object" && Object.hasOwn(member, "prototype")) {
+      return `${path} has a "constructor" key holding "prototype", ${prototypePoisoning}`;
+    }
     const found = unstorableValue(member, `${path}.${key}`);
     if (found !== undefined) return found;
   }
   return undefined;
 }
 
-/**
- * The first key of package_json that REST's JSON parser refuses in any
- * body as prototype poisoning ("__proto__", or "constructor" holding an
- * object with "prototype"), and where, or undefined. Connect and gRPC
- * decode such a key as any other: refused here too, a manifest is accepted
- * or refused alike on every protocol.
- */
-function prototypeKey(value: JsonValue, path: string): string | undefined {
-  if (value === null || typeof value !== "object") return undefined;
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const found = prototypeKey(value[i]!, `${path}[${i}]`);
-      if (found !== undefined) return found;
-    }
-    return undefined;
-  }
-  const refused = `which the REST gateway refuses in any body as prototype poisoning: remove it (or rename it)`;
-  for (const [key, member] of Object.entries(value)) {
-    if (key === "__proto__") return `${path} has a "__proto__" key, ${refused}`;
-    if (key === "constructor" && member !== null && typeof member === "object" && Object.hasOwn(member, "prototype")) {
-      return `${path} has a "constructor" key holding "prototype", ${refused}`;
-    }
-    const found = prototypeKey(member, `${path}.${key}`);
-    if (found !== undefined) return found;
-  }
-  return undefined;
-}
+const prototypePoisoning = "which the REST gateway refuses in any body as prototype poisoning: remove it (or rename it)";
 
 const eventIdPattern = /^[0-9]{1,16}$/;
 
