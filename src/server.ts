@@ -28,6 +28,7 @@ import type { HttpLimits } from "./config.js";
 import { apiError, reasonOf } from "./errors/api-error.js";
 import { BodyBudget } from "./http/body-budget.js";
 import { type CallPass, type CallRefusal, CallGate, isRefusal, isWait } from "./http/call-gate.js";
+import { noteClose } from "./http/closed-responses.js";
 import { type BodyGuard, guardedBody } from "./http/guarded-body.js";
 import { shown, shownPath } from "./http/shown-path.js";
 import { createOnePortServer, type RequestHandler, type UnreadableRequest } from "./net/one-port-server.js";
@@ -432,6 +433,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     reply.raw.once("close", () => {
       if (!reply.raw.writableEnded) finishRequest(req, reply);
     });
+    noteClose(reply.raw);
     if (req.raw instanceof http2.Http2ServerRequest) endUnreadStream(req.raw);
     const route = rpcRoute(req);
     // Let in first, before its token or body costs anything.

@@ -55,6 +55,16 @@ export interface OnePortServer extends net.Server {
 
 const preface = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 
+/** A refusal as written on the wire: its JSON body, and headers that close the connection after it (the request's framing is not to be trusted). */
+function refusal(answer: RefusalAnswer): { status: number; headers: Record<string, string>; body: string } {
+  const body = JSON.stringify(answer.body);
+  return {
+    status: answer.status,
+    headers: { ...answer.headers, "content-type": "application/json; charset=utf-8", "content-length": String(Buffer.byteLength(body)), connection: "close" },
+    body,
+  };
+}
+
 /** How long a connection whose request could not be read is read on (and dropped) after its answer, before it is cut. */
 const refusedLingerMs = 2_000;
 
@@ -95,10 +105,8 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
       // answered: it is not run.
       if (req.socket.writableEnded) return;
       if (unreadable !== undefined && req.httpVersion === "1.1" && req.headers.host === undefined) {
-        const answer = unreadable({ kind: "malformed", problem: "it has no Host header, which every HTTP/1.1 request carries (RFC 9112, 3.2)" });
-        const body = JSON.stringify(answer.body);
-        res.shouldKeepAlive = false;
-        res.writeHead(answer.status, { ...answer.headers, "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(body) }).end(body);
+        const { status, headers, body } = refusal(unreadable({ kind: "malformed", problem: "it has no Host header, which every HTTP/1.1 request carries (RFC 9112, 3.2)" }));
+        res.writeHead(status, headers).end(body);
         return;
       }
       handler(req, res);
@@ -116,22 +124,22 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
     // one still being answered: the client would take the refusal for that
     // one's answer, which may have taken effect; the connection is closed.
     const refused = new WeakSet<stream.Duplex>();
-    h1.on("clientError", (error: NodeJS.ErrnoException & { reason?: unknown }, socket: stream.Duplex) => {
+    h1.on("clientError", (error: NodeJS.ErrnoException, socket: stream.Duplex) => {
       if (refused.has(socket)) return;
       const begun = [...(unfinished.get(socket as net.Socket) ?? [])].some((res) => res.headersSent || res.req.complete);
       if (error.code === "ECONNRESET" || error.code === "ERR_HTTP_REQUEST_TIMEOUT" || !socket.writable || begun) return void socket.destroy();
       refused.add(socket);
-      const answer = unreadable(
-        error.code === "HPE_HEADER_OVERFLOW"
-          ? { kind: "too-large", limitBytes: http.maxHeaderSize }
-          : { kind: "malformed", problem: `its request line or headers are not HTTP/1.1 as RFC 9112 writes it (${typeof error.reason === "string" ? error.reason : (error.code ?? error.message)})` },
+      const { status, headers, body } = refusal(
+        unreadable(
+          error.code === "HPE_HEADER_OVERFLOW"
+            ? { kind: "too-large", limitBytes: http.maxHeaderSize }
+            : { kind: "malformed", problem: `its request line or headers are not HTTP/1.1 as RFC 9112 writes it (${error.message.replace(/^Parse Error: /, "")})` },
+        ),
       );
-      const body = JSON.stringify(answer.body);
-      const headers = { ...answer.headers, "content-type": "application/json; charset=utf-8", "content-length": String(Buffer.byteLength(body)), connection: "close" };
       // Ended, not destroyed at once: what the client is still sending is
       // read (and dropped) for a while, so that the answer is not lost to a
       // reset; past that, nobody holds the connection by sending on.
-      socket.end(`HTTP/1.1 ${answer.status} ${http.STATUS_CODES[answer.status] ?? ""}\r\n${Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join("")}\r\n${body}`);
+      socket.end(`HTTP/1.1 ${status} ${http.STATUS_CODES[status] ?? ""}\r\n${Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join("")}\r\n${body}`);
       const linger = setTimeout(() => socket.destroy(), refusedLingerMs);
       linger.unref();
       socket.once("close", () => clearTimeout(linger));

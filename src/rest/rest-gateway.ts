@@ -1,5 +1,4 @@
-import type { ServerResponse } from "node:http";
-import { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import { Http2ServerRequest } from "node:http2";
 import { Readable } from "node:stream";
 import { create, type DescField, type DescMethod, type DescService, type JsonObject, type JsonValue, type Message } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ContextValues } from "@connectrpc/connect";
@@ -7,6 +6,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import FindMyWay from "find-my-way";
 import { apiError } from "../errors/api-error.js";
 import type { CallPass } from "../http/call-gate.js";
+import { hasClosed } from "../http/closed-responses.js";
 import { shownPath } from "../http/shown-path.js";
 import { notUtf8Json } from "../http/utf8-json.js";
 import type { RpcRouteConfig } from "../rpc/connect-routes.js";
@@ -244,15 +244,6 @@ function webHeaders(req: FastifyRequest): Headers {
     for (const v of Array.isArray(value) ? value : [value]) headers.append(key, v);
   }
   return headers;
-}
-
-/**
- * Whether the response has closed already: its client may have left while
- * the call waited to reach its handler (for its token's check), when
- * nothing here listened for "close" yet.
- */
-function hasClosed(res: ServerResponse | Http2ServerResponse): boolean {
-  return res instanceof Http2ServerResponse ? res.stream.closed || res.stream.destroyed : res.closed || res.destroyed;
 }
 
 /**
