@@ -120,7 +120,7 @@ export async function startEmbeddedAzurite(options: EmbeddedAzuriteOptions = {})
   });
   // An exit that did not go through stop() (process.exit, an uncaught
   // error) cannot wait for the emulator: SIGTERM lets it save on its own
-  // (a SIGKILL here lost what it had not saved yet).
+  // (a SIGKILL would lose what it has not saved yet).
   const stopOnExit = () => child.kill("SIGTERM");
   process.once("exit", stopOnExit);
 

@@ -2,7 +2,7 @@ import type { RecordedPackage } from "../store/migrate.js";
 import { areaPrefixes } from "./blob-paths.js";
 import type { BlobStore } from "./blob-store.js";
 
-/** A version whose package or lockfile, recorded in the database, the blob store does not hold. */
+/** A version whose package or lockfile, recorded in the database, the blob store does not hold: what the start names, so that its owner can push it again. */
 export interface LostPackage {
   readonly entityId: string;
   readonly versionId: string;

@@ -81,8 +81,8 @@ function parse(text: string): Holder {
   const [first = "", ...rest] = text.split("\n");
   const fields = new Map<string, string>();
   for (const line of rest) {
-    const field = /^(\w+)=(.+)$/.exec(line.trim());
-    if (field) fields.set(field[1]!, field[2]!);
+    const field = /^(?<name>\w+)=(?<value>.+)$/.exec(line.trim())?.groups;
+    if (field?.["name"] !== undefined && field["value"] !== undefined) fields.set(field["name"], field["value"]);
   }
   const start = fields.get("start");
   const boot = fields.get("boot");

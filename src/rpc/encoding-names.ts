@@ -80,8 +80,9 @@ export function getMessageRefusal(url: string): ConnectError | undefined {
       .slice(query + 1)
       .split("&")
       .find((pair) => new URLSearchParams(pair).has("message"));
-    const equals = raw!.indexOf("=");
-    bytes = queryValueBytes(equals < 0 ? "" : raw!.slice(equals + 1));
+    if (raw === undefined) return undefined;
+    const equals = raw.indexOf("=");
+    bytes = queryValueBytes(equals < 0 ? "" : raw.slice(equals + 1));
   }
   return notUtf8Message(bytes);
 }

@@ -14,12 +14,17 @@ import { notUtf8Json } from "../http/utf8-json.js";
 /** The JSON content types as Connect reads them (Connect unary and streaming, gRPC, gRPC-Web); the group is set for the enveloped ones. */
 const jsonContentType = /^application\/(?:(connect|grpc|grpc-web)\+)?json(?:; ?charset=utf-?8)?$/i;
 
-/** The refusal of one JSON request message, when it is not UTF-8. */
+/** The refusal of one JSON request message, when it is not UTF-8: what Connect would otherwise decode with U+FFFD in place of its bytes. */
 export function notUtf8Message(message: Uint8Array): ConnectError | undefined {
   return isUtf8(message) ? undefined : notUtf8Json("a request message");
 }
 
-/** How a request body of this content type carries JSON messages: bare (Connect unary), in envelopes, or not at all (undefined). */
+/**
+ * How a request body of this content type carries JSON messages: bare
+ * (Connect unary), in envelopes, or not at all (undefined), so that only
+ * JSON bodies pay for the UTF-8 check, and enveloped ones are checked
+ * message by message.
+ */
 export function jsonFraming(contentType: string | null): "bare" | "enveloped" | undefined {
   const match = contentType === null ? null : jsonContentType.exec(contentType);
   if (match === null) return undefined;

@@ -294,7 +294,7 @@ export async function somePackagePaths(knex: Knex): Promise<string[]> {
   return (await knex<{ storage_path: string }>("versions").select("storage_path").limit(5)).map((row) => row.storage_path);
 }
 
-/** Where one version's blobs are recorded. */
+/** Where one version's blobs are recorded: what a start on the embedded Azurite checks the emulator still holds. */
 export interface RecordedPackage {
   readonly entityId: string;
   readonly versionId: string;
