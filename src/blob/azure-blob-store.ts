@@ -225,16 +225,16 @@ export class AzureBlobStore implements BlobStore {
    * sweeper and the deleter would retry them without end. A lease is
    * broken and taken by the service for the delete; an uploader who takes
    * it again in between (only while its URL lasts) makes this call fail,
-   * and the deleter's next attempt goes on.
+   * and the deleter's next attempt goes on. True when this call deleted
+   * the blob, false when it was gone already.
    */
-  async deleteIfExists(path: string, caller?: AbortSignal): Promise<void> {
-    await this.#call(
+  async deleteIfExists(path: string, caller?: AbortSignal): Promise<boolean> {
+    return this.#call(
       "delete",
       async (abortSignal) => {
         const blob = this.#container.getBlobClient(path);
         try {
-          await blob.deleteIfExists({ abortSignal, deleteSnapshots: "include" });
-          return;
+          return (await blob.deleteIfExists({ abortSignal, deleteSnapshots: "include" })).succeeded;
         } catch (error) {
           if (storageErrorCode(error) !== "LeaseIdMissing") throw error;
         }
@@ -243,10 +243,10 @@ export class AzureBlobStore implements BlobStore {
         try {
           await lease.acquireLease(deleteLeaseSeconds, { abortSignal });
         } catch (error) {
-          if ((error as { statusCode?: number }).statusCode === 404) return;
+          if ((error as { statusCode?: number }).statusCode === 404) return false;
           throw error;
         }
-        await blob.deleteIfExists({ abortSignal, deleteSnapshots: "include", conditions: { leaseId: lease.leaseId } });
+        return (await blob.deleteIfExists({ abortSignal, deleteSnapshots: "include", conditions: { leaseId: lease.leaseId } })).succeeded;
       },
       caller,
     );

@@ -45,8 +45,12 @@ export interface BlobStore {
    * not exist yet, so the first copy to a destination is the only one.
    */
   copyOnce(source: string, destination: string, ifMatch: string | undefined, signal?: AbortSignal): Promise<CopyOutcome>;
-  /** Deletes the blob at `path`; no blob there is not an error. */
-  deleteIfExists(path: string, signal?: AbortSignal): Promise<void>;
+  /**
+   * Deletes the blob at `path`; no blob there is not an error. Resolves
+   * true when this call deleted a blob, false when there was none (someone
+   * else deleted it first), so that what is counted as deleted was.
+   */
+  deleteIfExists(path: string, signal?: AbortSignal): Promise<boolean>;
   /** Every blob whose name starts with `prefix`, page by page. */
   list(prefix: string): AsyncIterable<BlobListing>;
   /** Resolves when the container is reachable; for readiness checks. */

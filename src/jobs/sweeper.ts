@@ -115,8 +115,9 @@ export class OrphanSweeper {
               : state === "confirmed" && path.area === "staging";
           if (!stray) continue;
           try {
-            await this.#blobs.deleteIfExists(blob.name);
-            done.strayBlobs++;
+            // Gone already (the deleter finished its upload since the
+            // listing, or another replica swept it): not a stray we removed.
+            if (await this.#blobs.deleteIfExists(blob.name)) done.strayBlobs++;
           } catch (error) {
             this.#log.warn({ err: error, path: blob.name }, "could not delete a stray blob; the next sweep retries it");
           }

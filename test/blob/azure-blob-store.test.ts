@@ -36,8 +36,8 @@ test("copyOnce copies the blob as it was checked, writes its destination once, a
   assert.is(await store.copyOnce("uploads/e2/u2/package", "versions/e2/u2/package", checked.etag), "exists", "a final blob is written once");
   assert.is(await store.copyOnce("uploads/e2/u2/package", "versions/e2/u3/package", '"0x0BADE7A9"'), "source-changed");
   assert.is(await store.copyOnce("uploads/e2/none/package", "versions/e2/u4/package", undefined), "source-missing");
-  await store.deleteIfExists("uploads/e2/u2/package");
-  await store.deleteIfExists("uploads/e2/u2/package");
+  assert.is(await store.deleteIfExists("uploads/e2/u2/package"), true, "deleted");
+  assert.is(await store.deleteIfExists("uploads/e2/u2/package"), false, "nothing left to delete");
   assert.is(await store.stat("uploads/e2/u2/package"), undefined);
 });
 
@@ -63,7 +63,7 @@ test("deleteIfExists deletes a blob its uploader leased for good or snapshotted"
   const containerName = `blob-${randomBytes(4).toString("hex")}`;
   const store = await storeWithBlob("uploads/e4/u4/package", "leased", containerName);
   assert.is(await asUploader(store, "uploads/e4/u4/package", "lease"), 201);
-  await store.deleteIfExists("uploads/e4/u4/package");
+  assert.is(await store.deleteIfExists("uploads/e4/u4/package"), true);
   assert.is(await store.stat("uploads/e4/u4/package"), undefined);
 
   const path = "uploads/e4/u5/package";
@@ -71,7 +71,7 @@ test("deleteIfExists deletes a blob its uploader leased for good or snapshotted"
   assert.is((await fetch(url, { method: "PUT", headers: { "x-ms-blob-type": "BlockBlob" }, body: "snapped" })).status, 201);
   assert.is(await asUploader(store, path, "snapshot"), 201);
   assert.is(await asUploader(store, path, "lease"), 201);
-  await store.deleteIfExists(path);
+  assert.is(await store.deleteIfExists(path), true);
   assert.is(await store.stat(path), undefined);
   const container = BlobServiceClient.fromConnectionString((await sharedAzurite()).connectionString).getContainerClient(containerName);
   const left: string[] = [];

@@ -3,7 +3,7 @@ import { AzureBlobStore } from "../../src/blob/azure-blob-store.js";
 import { areaPrefixes, parseUploadPath } from "../../src/blob/blob-paths.js";
 import type { App } from "../../src/app.js";
 import type { Backend } from "../support/env.js";
-import { newEntityId, push, putBlob, startService, uploadOnly, type TestService } from "../support/service.js";
+import { blobStoreWith, newEntityId, push, putBlob, startService, uploadOnly, type TestService } from "../support/service.js";
 import { suite } from "uvu";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -154,6 +154,40 @@ export function sweeperSuite(backend: Backend) {
       }
       assert.ok((await blobs.stat(confirmed.body.version.storage_path)) !== undefined, "the version's own copy stays");
       await assertStorageConsistent(svc, [first, last], 1_000 + 500);
+    } finally {
+      await svc.close();
+    }
+  });
+
+  s("a stray blob gone by the time the sweeper deletes it (the deleter or another replica took it) is not counted as swept", async () => {
+    // Blobs whose deletion someone else wins: gone just before the sweeper's own delete reaches the store.
+    const raced = new Set<string>();
+    const svc = await startService(backend, {
+      env: { ORPHAN_GRACE_SECONDS: "1", SWEEP_INTERVAL_SECONDS: "3600" },
+      blobStore: (store) =>
+        blobStoreWith(store, {
+          deleteIfExists: async (path, signal) => {
+            if (raced.has(path)) await store.deleteIfExists(path, signal);
+            return store.deleteIfExists(path, signal);
+          },
+        }),
+    });
+    const app = (svc as TestService & { app: App }).app;
+    const strayCount = async () => Number(/^entity_versions_sweeper_swept_total\{kind="stray_blob"\} (\d+)/m.exec(await (await fetch(`${svc.url}/metrics`)).text())?.[1] ?? 0);
+    try {
+      const { BlobServiceClient } = await import("@azure/storage-blob");
+      const container = BlobServiceClient.fromConnectionString(svc.env["AZURE_STORAGE_CONNECTION_STRING"]!).getContainerClient(svc.env["AZURE_STORAGE_CONTAINER"]!);
+      const e = newEntityId();
+      const gone = `uploads/${e}/00000000-0000-4000-8000-000000000001/package`;
+      const stray = `uploads/${e}/00000000-0000-4000-8000-000000000002/package`;
+      for (const name of [gone, stray]) await container.getBlockBlobClient(name).upload("stray", 5);
+      raced.add(gone);
+      await sleep(1_500);
+      const before = await strayCount();
+      const result = await app.sweeper.runOnce();
+      assert.is(result.strayBlobs, 1, "only the blob the sweeper itself deleted");
+      assert.is((await strayCount()) - before, 1, "stray_blob counts what the sweeper removed");
+      assert.is(await container.getBlockBlobClient(stray).exists(), false);
     } finally {
       await svc.close();
     }

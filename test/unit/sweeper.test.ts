@@ -13,7 +13,7 @@ const old = new Date("2026-01-01T00:00:00Z");
 const now = new Date("2026-06-01T00:00:00Z");
 const id = (n: number) => `00000000-0000-4000-8000-00000000000${n}`;
 
-function sweeperOver(names: string[], refuse: Set<string>, listFailsAfter?: number) {
+function sweeperOver(names: string[], refuse: Set<string>, listFailsAfter?: number, goneAlready = new Set<string>()) {
   const deleted: string[] = [];
   const warned: string[] = [];
   const reports: Array<{ result: SweepResult; error: unknown }> = [];
@@ -27,7 +27,9 @@ function sweeperOver(names: string[], refuse: Set<string>, listFailsAfter?: numb
     },
     async deleteIfExists(path: string) {
       if (refuse.has(path)) throw new Error(`the store refused ${path}`);
+      if (goneAlready.has(path)) return false;
       deleted.push(path);
+      return true;
     },
   } as unknown as BlobStore;
   const uploads = {
@@ -64,6 +66,14 @@ test("a sweep that fails part-way reports what it did, with the error", async ()
   assert.is(reports.length, 1);
   assert.is(reports[0]!.result.strayBlobs, 2);
   assert.is(reports[0]!.error, error);
+});
+
+test("a listed stray blob someone else deleted before the sweeper's delete is not counted", async () => {
+  const names = [1, 2, 3].map((n) => `uploads/e/${id(n)}/package`);
+  const { sweeper, deleted } = sweeperOver(names, new Set(), undefined, new Set([names[1]!]));
+  const result = await sweeper.runOnce();
+  assert.equal(deleted, [names[0], names[2]]);
+  assert.is(result.strayBlobs, 2);
 });
 
 test.run();
