@@ -20,6 +20,7 @@ import { BlobDeleter } from "./jobs/blob-deleter.js";
 import { OrphanSweeper } from "./jobs/sweeper.js";
 import { localSecret } from "./local-secret.js";
 import { isLoopbackHost } from "./net/loopback.js";
+import type { OnePortServer } from "./net/one-port-server.js";
 import { lockDataDir } from "./ops/data-dir-lock.js";
 import { createLogger } from "./ops/logger.js";
 import { Metrics, type PoolStats } from "./ops/metrics.js";
@@ -324,8 +325,13 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     stops.push(async () => void (jobsStopped = Promise.all([deleter.stop(), sweeper.stop()])));
     stops.push(async () => {
       readiness.shutDown();
-      // Not ready, still serving: new requests keep coming until the load balancer has seen it.
-      if (config.shutdownDrainMs > 0) await new Promise((resolve) => setTimeout(resolve, config.shutdownDrainMs));
+      // Not ready, still serving: new requests keep coming until the load
+      // balancer has seen it. Persistent connections are moved off meanwhile,
+      // or a pooling proxy or an L4 balancer would go on using them until the close.
+      if (config.shutdownDrainMs > 0) {
+        (server.server as unknown as OnePortServer).drain();
+        await new Promise((resolve) => setTimeout(resolve, config.shutdownDrainMs));
+      }
     });
     return { server, metrics, metricsPort, sweeper, watches: hub, blobEndpoint: azurite?.blobEndpoint, devToken, fatal, close: stopAll };
   } catch (error) {

@@ -51,6 +51,17 @@ export interface RefusalAnswer {
 export interface OnePortServer extends net.Server {
   closeIdleConnections(): void;
   closeAllConnections(): void;
+  /**
+   * Moves clients off before a close, still serving: new connections are
+   * accepted, every HTTP/1.1 answer not yet begun closes its connection
+   * (`Connection: close`), HTTP/1.1 connections unused for a second are
+   * closed (and those going quiet later in the drain), and HTTP/2
+   * sessions get GOAWAY (those opened from now on after their first stream),
+   * their open streams let finish. Without it, a keep-alive client, or a
+   * load balancer's pool of connections, keeps using this server until the
+   * close cuts it, and calls sent as it closes fail.
+   */
+  drain(): void;
 }
 
 const preface = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
@@ -67,6 +78,15 @@ function refusal(answer: RefusalAnswer): { status: number; headers: Record<strin
 
 /** How long a connection whose request could not be read is read on (and dropped) after its answer, before it is cut. */
 const refusedLingerMs = 2_000;
+
+/**
+ * While draining, how long an HTTP/1.1 connection must have gone unused
+ * before it is closed. Closing a keep-alive connection races a request
+ * its client may be sending on it at that moment (which then fails); one
+ * in use is instead closed by its next answer, and one this quiet is
+ * unlikely to be sent on just then.
+ */
+const drainIdleMs = 1_000;
 
 /** The most header bytes an HTTP/2 request may carry (SETTINGS_MAX_HEADER_LIST_SIZE; HTTP/1.1's is Node's 16 KiB). */
 export const maxHeaderListBytes = 64 * 1024;
@@ -202,7 +222,11 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
   const sessions = new Set<http2.ServerHttp2Session>();
   const responses = new Set<http.ServerResponse>();
   const h1Sockets = new Set<net.Socket>();
+  // When each HTTP/1.1 connection last began a request or ended an answer.
+  const lastUsed = new WeakMap<net.Socket, number>();
+  let drainSweep: NodeJS.Timeout | undefined;
   let closing = false;
+  let draining = false;
   // Once closing, an HTTP/1.1 connection with no request given to the
   // handler is ended, after what was written to it has gone out: Node's own
   // closeIdleConnections leaves one whose request head is unfinished (a
@@ -223,9 +247,10 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
   // one being written): closed here, so that what waits for it (a call's
   // place, its log line) is let go.
   h1.prependListener("request", (req, res) => {
-    if (closing) res.shouldKeepAlive = false;
+    if (closing || draining) res.shouldKeepAlive = false;
     responses.add(res);
     const socket = req.socket;
+    lastUsed.set(socket, Date.now());
     let open = unfinished.get(socket);
     if (open === undefined) {
       const mine = (open = new Set());
@@ -243,6 +268,7 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
     }
     open.add(res);
     res.once("close", () => {
+      lastUsed.set(socket, Date.now());
       open.delete(res);
       responses.delete(res);
       if (closing) release(socket);
@@ -257,6 +283,11 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
     });
     session.once("close", () => sessions.delete(session));
     if (closing) session.close();
+    // Served once, as an HTTP/1.1 connection is while draining. (A
+    // client's stream sent as the GOAWAY is on its way is refused, as
+    // REFUSED_STREAM: not run, and retried by gRPC clients; nghttp2 as
+    // Node exposes it has no GOAWAY that still takes them.)
+    else if (draining) session.once("stream", () => session.close());
   });
 
   const firstBytesTimeoutMs = options.firstBytesTimeoutMs ?? 30_000;
@@ -294,6 +325,7 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
       if (isHttp2) h2.emit("connection", socket);
       else {
         h1Sockets.add(socket);
+        lastUsed.set(socket, Date.now());
         socket.once("close", () => h1Sockets.delete(socket));
         h1.emit("connection", socket);
         socket.resume();
@@ -315,9 +347,26 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
     h1.closeAllConnections();
     for (const session of sessions) session.destroy();
   };
+  outer.drain = () => {
+    if (draining || closing) return;
+    draining = true;
+    for (const res of responses) if (!res.headersSent) res.shouldKeepAlive = false;
+    // A connection in use is closed by its next answer (`Connection:
+    // close`); one gone quiet, by this sweep. Not ended as its answer ends,
+    // as closing does: that could cut a request its client has already sent on it.
+    const sweep = (): void => {
+      const quietSince = Date.now() - drainIdleMs;
+      for (const socket of h1Sockets) if ((lastUsed.get(socket) ?? 0) <= quietSince) release(socket);
+    };
+    sweep();
+    drainSweep = setInterval(sweep, drainIdleMs / 4);
+    drainSweep.unref();
+    for (const session of sessions) session.close();
+  };
   const close = outer.close.bind(outer);
   outer.close = (callback?: (err?: Error) => void) => {
     closing = true;
+    clearInterval(drainSweep);
     for (const res of responses) if (!res.headersSent) res.shouldKeepAlive = false;
     close(callback);
     outer.closeIdleConnections();

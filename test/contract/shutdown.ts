@@ -1,6 +1,7 @@
 import http2 from "node:http2";
 import net from "node:net";
 import knexFactory from "knex";
+import { Agent, request } from "undici";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { type Backend, createTestDatabase } from "../support/env.js";
@@ -61,6 +62,106 @@ export function shutdownSuite(backend: Backend) {
       assert.is((await svc.rest.get(`/api/entities/${e}/active-version`)).status, 200, "still serving while the load balancer catches up");
       assert.is(await exited, 0);
     } finally {
+      await svc.close();
+      await db.drop();
+    }
+  });
+
+  s("SIGTERM with SHUTDOWN_DRAIN_MS: persistent connections are moved off during the drain (HTTP/1.1 Connection: close, HTTP/2 GOAWAY), and no call sent during it fails", async () => {
+    const db = await createTestDatabase("mysql");
+    const drainMs = 2_000;
+    const svc = await spawnService(await serviceEnv(db, { SHUTDOWN_DRAIN_MS: String(drainMs) }), db);
+    // What a load balancer's pool of upstream connections does: keep-alive, reused.
+    const agent = new Agent({ keepAliveTimeout: 60_000, connections: 4 });
+    const sessions: http2.ClientHttp2Session[] = [];
+    let termAt = 0;
+    let stop = false;
+    // A call sent as the listener closes (the drain's end) may meet a cut connection; those sent before are not let.
+    const sentInDrain = (sentAt: number) => termAt > 0 && sentAt < termAt + drainMs - 200;
+    const failures: string[] = [];
+    const keptAlive: string[] = [];
+    let answeredInDrain = 0;
+    const goaways: number[] = [];
+    const goneAway = new WeakSet<http2.ClientHttp2Session>();
+    const refusedAfterDrain = (error: unknown) => {
+      const code = (error as NodeJS.ErrnoException).code ?? ((error as Error).cause as NodeJS.ErrnoException | undefined)?.code;
+      return code === "ECONNREFUSED" && termAt > 0 && Date.now() >= termAt + drainMs;
+    };
+    const fail = (sentAt: number, error: unknown) => {
+      if (refusedAfterDrain(error)) stop = true;
+      else if (sentInDrain(sentAt) || termAt === 0) failures.push(`${(error as Error).message} (sent ${sentAt - termAt} ms after SIGTERM)`);
+    };
+    const pause = () => sleep(Math.random() * 10);
+    const http1 = async (k: number) => {
+      for (let i = 0; !stop; i++) {
+        const sentAt = Date.now();
+        try {
+          const res = await request(`${svc.url}/healthz`, { dispatcher: agent });
+          await res.body.text();
+          // Past 300 ms the drain has begun: every answer closes its connection.
+          if (termAt > 0 && sentAt > termAt + 300 && sentInDrain(sentAt)) {
+            answeredInDrain++;
+            if (res.headers.connection !== "close") keptAlive.push(`client ${k}, ${sentAt - termAt} ms after SIGTERM: connection ${String(res.headers.connection)}`);
+          }
+        } catch (error) {
+          fail(sentAt, error);
+        }
+        await pause();
+      }
+    };
+    const connect = () =>
+      new Promise<http2.ClientHttp2Session>((resolve, reject) => {
+        const session = http2.connect(svc.url);
+        sessions.push(session);
+        session.once("error", reject);
+        session.once("connect", () => {
+          session.off("error", reject);
+          session.on("error", () => {});
+          session.on("goaway", () => {
+            goaways.push(Date.now());
+            goneAway.add(session);
+          });
+          resolve(session);
+        });
+      });
+    const http2Client = async () => {
+      let session: http2.ClientHttp2Session | undefined;
+      while (!stop) {
+        const sentAt = Date.now();
+        try {
+          // A session that got GOAWAY takes no new streams: the client opens a new connection.
+          if (session === undefined || session.closed || session.destroyed) session = await connect();
+          const stream = session.request({ ":path": "/healthz" });
+          await new Promise<void>((resolve, reject) => {
+            stream.on("error", reject);
+            stream.on("end", resolve);
+            stream.resume();
+          });
+        } catch (error) {
+          // A stream sent as the GOAWAY came is refused unrun (RFC 9113, 8.7): gRPC clients retry it on a new connection.
+          const refused = (error as Error).message.includes("NGHTTP2_REFUSED_STREAM") && session !== undefined && goneAway.has(session);
+          if (!refused) fail(sentAt, error);
+        }
+        await pause();
+      }
+    };
+    const exited = new Promise<number | null>((resolve) => svc.child.once("exit", (code) => resolve(code)));
+    try {
+      const clients = Promise.all([...[0, 1, 2, 3].map(http1), http2Client()]);
+      await sleep(500);
+      termAt = Date.now();
+      svc.child.kill("SIGTERM");
+      await Promise.race([clients, sleep(drainMs + 10_000).then(() => (stop = true))]);
+      assert.is(await exited, 0);
+      assert.equal(failures, [], "no call sent during the drain failed");
+      assert.ok(answeredInDrain > 0, "HTTP/1.1 calls were answered during the drain");
+      assert.equal(keptAlive, [], "every HTTP/1.1 answer during the drain closed its connection");
+      const first = goaways.find((at) => at >= termAt);
+      assert.ok(first !== undefined && first - termAt < drainMs - 200, `the HTTP/2 session got GOAWAY during the drain (${first === undefined ? "none" : `${first - termAt} ms after SIGTERM`})`);
+    } finally {
+      stop = true;
+      for (const session of sessions) session.destroy();
+      await agent.destroy();
       await svc.close();
       await db.drop();
     }
