@@ -3,21 +3,20 @@ import path from "node:path";
 
 /**
  * Creates `dir` and the folders above it that are missing, as
- * `fs.mkdirSync(dir, { recursive: true })`, failing with the error of the
- * step that cannot be made. Why: Node's recursive mkdir tells it badly: on
+ * `fs.mkdirSync(dir, { recursive: true })` would, failing with the error of
+ * the step that cannot be made. Why: Node's recursive mkdir tells it badly: on
  * a read-only file system it reports ENOENT (a plain mkdir says EROFS),
  * and it names the folder asked for, not the one that refused it nor the
  * file in the way, so the start-up hint could not say what to fix.
  */
 export function makeDirectory(dir: string): void {
-  try {
-    fs.mkdirSync(dir, { recursive: true });
-  } catch (error) {
-    const cause = stepThatFails(path.resolve(dir));
-    if (cause !== undefined) throw cause;
-    // Each step made (another process made the rest meanwhile): done, if it is a folder now.
-    if (!isFolder(dir)) throw error;
-  }
+  if (isFolder(dir)) return;
+  // Step by step, never Node's recursive mkdir: where mkdir answers ENOENT
+  // under a folder that exists (a path under /proc), that one loops for
+  // ever, and the start would hang silent.
+  const cause = stepThatFails(path.resolve(dir));
+  if (cause !== undefined) throw cause;
+  if (!isFolder(dir)) throw failure("ENOTDIR", dir, `ENOTDIR: not a directory, mkdir '${dir}'`);
 }
 
 function isFolder(file: string): boolean {

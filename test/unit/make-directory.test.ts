@@ -22,7 +22,7 @@ function failing(dir: string) {
 }
 
 /** The same, in a child process under `command` (another user, a mount namespace): what it printed. */
-function failingIn(command: string[], dir: string, options: { uid?: number; gid?: number } = {}) {
+function failingIn(command: string[], dir: string, options: { uid?: number; gid?: number; timeout?: number } = {}) {
   const script = `
     import { makeDirectory } from ${JSON.stringify(path.resolve("src/ops/make-directory.ts"))};
     import { startupHint } from ${JSON.stringify(path.resolve("src/ops/startup-hint.ts"))};
@@ -105,6 +105,14 @@ test("a folder this user may not write is named: the one the new folder would go
   }
   assert.is(status, 0, stderr);
   assert.equal(result, expected);
+});
+
+test("a folder under /proc, where Node's recursive mkdir loops for ever, fails at once", () => {
+  // In a child with a bound: a hang would hold the run, not fail it.
+  const { status, result } = failingIn(["env"], "/proc/ev-mkdir-test/data", { timeout: 20_000 });
+  assert.is(status, 0, "the child ended within its bound");
+  assert.is(result?.code, "ENOENT");
+  assert.is(result?.path, "/proc/ev-mkdir-test");
 });
 
 test.run();
