@@ -24,7 +24,8 @@ const unreachableCodes = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHO
 /**
  * A failed upload or download as the CLI reports it: the URL without its
  * signature (a credential), the store's status and message, and what to
- * do, for a refused URL (403), for a store failing (5xx, whose message is
+ * do, for a refused URL (403), a download of a package the store does not
+ * hold (404), for a store failing (5xx, whose message is
  * often empty) and for a store not reachable at all, the usual case of a
  * service with the embedded Azurite called from another machine: the
  * service hands out URLs of a store only it can reach.
@@ -37,11 +38,13 @@ export function transferError(what: string, url: string, error: unknown): CliErr
   const hint =
     status === 403
       ? " (the signed URL was refused: it may have expired; run the command again for a fresh one)"
-      : typeof status === "number" && status >= 500
-        ? " (the blob store failed, after retries: run the command again later; if it keeps failing, the store is unwell: for the embedded Azurite of `npm start`, restart the service)"
-        : status === undefined && typeof code === "string" && unreachableCodes.has(code)
-          ? ` (the blob store at ${storeAddress(url)} named in the service's signed URL is not reachable from this machine; the embedded Azurite of \`npm start\` listens on 127.0.0.1 only: run the CLI on the service's machine, or give the service a store it can reach (AZURE_STORAGE_CONNECTION_STRING))`
-          : "";
+      : status === 404 && what === "download from"
+        ? " (the blob store does not hold this version's package: it was lost (the service warns of such versions when it starts on its embedded Azurite) or removed behind the service; tell its operator, or delete the version (entity-versions delete) and push it again)"
+        : typeof status === "number" && status >= 500
+          ? " (the blob store failed, after retries: run the command again later; if it keeps failing, the store is unwell: for the embedded Azurite of `npm start`, restart the service)"
+          : status === undefined && typeof code === "string" && unreachableCodes.has(code)
+            ? ` (the blob store at ${storeAddress(url)} named in the service's signed URL is not reachable from this machine; the embedded Azurite of \`npm start\` listens on 127.0.0.1 only: run the CLI on the service's machine, or give the service a store it can reach (AZURE_STORAGE_CONNECTION_STRING))`
+            : "";
   const err = new CliError(`${what} ${unsignedUrl(url)} failed${status === undefined ? "" : ` with HTTP ${String(status)}`}${detail}${hint}`, "BLOB_TRANSFER_FAILED");
   err.cause = error;
   return err;

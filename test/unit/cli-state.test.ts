@@ -156,6 +156,8 @@ test("a failed blob transfer names the URL without its signature, and says what 
   assert.match(failed.message, /^upload to http:\/\/127\.0\.0\.1:1\/acct\/c\/uploads\/app\/p failed with HTTP 500 \(the blob store failed, after retries: run the command again later;/);
   assert.not.match(failed.message, "SECRET");
   assert.match(transferError("download of", url, Object.assign(new Error("AuthenticationFailed"), { statusCode: 403 })).message, "failed with HTTP 403: AuthenticationFailed (the signed URL was refused");
+  // A package the store does not hold: what to do about the version.
+  assert.match(transferError("download from", url, Object.assign(new Error("BlobNotFound"), { statusCode: 404 })).message, "failed with HTTP 404: BlobNotFound (the blob store does not hold this version's package");
   // No store to connect to (the embedded Azurite of a service on another machine): where it is, and the two ways out.
   const away = "http://127.0.0.1:10000/devstoreaccount1/c/uploads/app/p?sv=2025&sig=SECRET";
   const refused = transferError("upload to", away, Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:10000"), { code: "ECONNREFUSED" }));
