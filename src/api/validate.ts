@@ -89,7 +89,7 @@ export function uploadPath(value: string, field: string, entity: string, file: P
 export function fileSize(value: bigint, limits: Limits): number {
   if (value < 1n) throw invalid("file_size_bytes", "must be at least 1 (the size of the uploaded package in bytes)");
   if (value > BigInt(limits.maxPackageBytes)) {
-    throw invalid("file_size_bytes", `${value} is more than the maximum package size of ${limits.maxPackageBytes} bytes`);
+    throw invalid("file_size_bytes", `${value} is more than the maximum package size of ${limits.maxPackageBytes} bytes (the service's MAX_PACKAGE_BYTES): make the package smaller, leaving out what it need not hold`);
   }
   return Number(value);
 }

@@ -94,7 +94,10 @@ export async function readPushSource(target: string, cwd = process.cwd()): Promi
   if (!stat.isDirectory()) throw new CliError(`${target} is neither a directory nor a file (a device, a pipe, a socket): push a folder (or a single file).`, "SOURCE_NOT_FOUND", ExitCode.usage);
   const files = await hashFiles(await listSourceTree(absolute));
   if (files.length === 0) {
-    throw new CliError(`${target} has no files to pack (after .entityversionsignore and the fixed exclusions).`, "EMPTY_SOURCE");
+    throw new CliError(
+      `${target} has no files to pack: it is empty, or every file in it is left out (by its .entityversionsignore, or as .git, node_modules and the state file always are): check the path, and the ignore file's lines.`,
+      "EMPTY_SOURCE",
+    );
   }
   const packed = new Set(files.map((f) => f.path));
   const bytes = files.reduce((sum, f) => sum + f.size, 0);

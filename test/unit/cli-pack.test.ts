@@ -238,6 +238,17 @@ test("a name that is not UTF-8 is refused with its bytes, unless the ignore file
   }
   fs.writeFileSync(path.join(root, ".entityversionsignore"), "*.bin\n");
   assert.ok((await listSourceTree(root)).some((f) => f.path === "sub/keep.txt"), "ignored, the rest is packed");
+  // A folder with nothing left to pack: what to check.
+  const bare = fs.mkdtempSync(path.join(scratch, "bare-"));
+  fs.mkdirSync(path.join(bare, "node_modules"));
+  fs.writeFileSync(path.join(bare, "node_modules", "x.js"), "x");
+  try {
+    await readPushSource(bare);
+    assert.unreachable("should have refused a folder with nothing to pack");
+  } catch (error) {
+    assert.is((error as CliError).code, "EMPTY_SOURCE");
+    assert.match((error as CliError).message, "check the path, and the ignore file's lines");
+  }
   const empty = path.join(scratch, `empty-${counter++}.tgz`);
   fs.writeFileSync(empty, "");
   try {
