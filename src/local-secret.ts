@@ -10,16 +10,37 @@ import { makeDirectory } from "./ops/make-directory.js";
  */
 export function localSecret(file: string): Buffer {
   try {
-    return Buffer.from(fs.readFileSync(file, "utf8").trim(), "base64");
+    return readSecret(file);
   } catch {
-    makeDirectory(path.dirname(file));
-    const secret = randomBytes(32);
-    try {
-      fs.writeFileSync(file, secret.toString("base64"), { mode: 0o600, flag: "wx" });
-      return secret;
-    } catch {
-      // Another process created it first: use theirs.
-      return Buffer.from(fs.readFileSync(file, "utf8").trim(), "base64");
-    }
+    return createLocalSecret(file);
+  }
+}
+
+const readSecret = (file: string) => Buffer.from(fs.readFileSync(file, "utf8").trim(), "base64");
+
+/**
+ * The secret a service already wrote to `file`, or undefined when there is
+ * none: what a tool that must sign as the running service reads, since a
+ * secret it made itself would sign tokens that service refuses.
+ */
+export function existingLocalSecret(file: string): Buffer | undefined {
+  try {
+    return readSecret(file);
+  } catch (error) {
+    const { code } = error as { code?: unknown };
+    if (code === "ENOENT" || code === "ENOTDIR") return undefined;
+    throw error;
+  }
+}
+
+function createLocalSecret(file: string): Buffer {
+  makeDirectory(path.dirname(file));
+  const secret = randomBytes(32);
+  try {
+    fs.writeFileSync(file, secret.toString("base64"), { mode: 0o600, flag: "wx" });
+    return secret;
+  } catch {
+    // Another process created it first: use theirs.
+    return readSecret(file);
   }
 }

@@ -1,6 +1,7 @@
 // Starting the real process (src/main.ts): development mode's token, and
 // production's refusals.
 import { spawn, spawnSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import fs from "node:fs";
 import net from "node:net";
 import os from "node:os";
@@ -441,6 +442,31 @@ s("npm run token signs with AUTH_JWT_SECRET in production without the server's o
   const help = mint(["--help"], {});
   assert.is(help.status, 0);
   assert.match(help.stdout, "npm run -s token -- [--sub NAME]");
+});
+
+s("npm run token in development mode signs with the secret the service wrote, and never makes one of its own for a DATA_DIR the service does not use", () => {
+  const mint = (env: Record<string, string>) =>
+    spawnSync(process.execPath, ["--import", "tsx", "src/tools/mint-token.ts"], { env: { PATH: process.env["PATH"] ?? "", ...env }, encoding: "utf8" });
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-mint-"));
+  try {
+    const secretFile = path.join(dataDir, "auth-dev-secret");
+    const refused = mint({ DATA_DIR: dataDir });
+    assert.is(refused.status, 2, refused.stdout);
+    assert.is(refused.stdout, "");
+    assert.match(refused.stderr, `no development secret in ${secretFile}: start the service once with \`npm start\` (it writes it), or set DATA_DIR to the folder the service uses`);
+    assert.equal(fs.readdirSync(dataDir), [], "no secret written: the service, once started there, makes its own");
+    // A DATA_DIR that is not there at all is not made either.
+    const missing = path.join(dataDir, "typo");
+    assert.is(mint({ DATA_DIR: missing }).status, 2);
+    assert.not.ok(fs.existsSync(missing));
+    // Once the service has written it, the tool signs with it.
+    fs.writeFileSync(secretFile, randomBytes(32).toString("base64"), { mode: 0o600 });
+    const minted = mint({ DATA_DIR: dataDir });
+    assert.is(minted.status, 0, minted.stderr);
+    assert.match(minted.stdout, /^[\w-]+\.[\w-]+\.[\w-]+\n$/);
+  } finally {
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
 });
 
 s("npm run start:prod, as a container's PID 1 runs it, hands SIGTERM to the service: it drains and exits 0", async () => {

@@ -1,15 +1,16 @@
 // Mints an HS256 token for development and testing:
 //   npm run token -- --sub alice --roles publisher --orgs acme,beta --ttl 3600
 // Signs with AUTH_JWT_SECRET, or in development mode with the secret
-// `npm start` keeps under DATA_DIR; issuer and audience follow AUTH_ISSUER
-// and AUTH_AUDIENCE.
+// `npm start` keeps under DATA_DIR (never one of its own, see
+// developmentSecret); issuer and audience follow AUTH_ISSUER and
+// AUTH_AUDIENCE.
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { claimsProblem } from "../auth/claims.js";
 import { adminRole, publisherRole } from "../auth/policy.js";
 import { mintToken } from "../auth/tokens.js";
 import { ConfigError, loadAuthConfig } from "../config.js";
-import { localSecret } from "../local-secret.js";
+import { existingLocalSecret } from "../local-secret.js";
 
 const usage = `Prints a signed HS256 token on stdout.
 
@@ -21,11 +22,25 @@ const usage = `Prints a signed HS256 token on stdout.
   --ttl    seconds until it expires (default 3600, or AUTH_MAX_TOKEN_LIFETIME if shorter)
 
 Signs with AUTH_JWT_SECRET, else with the development secret npm start keeps
-under DATA_DIR (./data); iss and aud follow AUTH_ISSUER and AUTH_AUDIENCE.
+under DATA_DIR (./data): start the service once first, with the same DATA_DIR.
+iss and aud follow AUTH_ISSUER and AUTH_AUDIENCE.
 Example: TOKEN=$(npm run -s token -- --sub alice --orgs acme)
 `;
 
 const knownRoles: readonly string[] = [publisherRole, adminRole];
+
+/**
+ * The development secret the service wrote. Never made here: a DATA_DIR
+ * unset or mistyped would get a secret of its own, and tokens the running
+ * service refuses (TOKEN_BAD_SIGNATURE) with nothing saying why.
+ */
+function developmentSecret(file: string): string {
+  const secret = existingLocalSecret(file);
+  if (secret === undefined) {
+    throw new ConfigError(`no development secret in ${file}: start the service once with \`npm start\` (it writes it), or set DATA_DIR to the folder the service uses`);
+  }
+  return secret.toString("base64");
+}
 
 const list = (value: string | undefined) => (value === undefined || value === "" ? [] : value.split(",").map((s) => s.trim()));
 
@@ -47,7 +62,7 @@ try {
   if (config.auth.secret === undefined && config.auth.mode !== "dev") {
     throw new ConfigError("tokens for AUTH_JWKS_URL are minted by your identity provider; this tool signs HS256 with AUTH_JWT_SECRET only.");
   }
-  const secret = config.auth.secret ?? localSecret(path.join(config.dataDir, "auth-dev-secret")).toString("base64");
+  const secret = config.auth.secret ?? developmentSecret(path.join(config.dataDir, "auth-dev-secret"));
   const longest = config.auth.maxTokenLifetimeSeconds;
   // An hour by default, or less where the service accepts no longer.
   const ttlSeconds = values.ttl === undefined ? Math.min(3600, longest ?? 3600) : Number(values.ttl);
