@@ -23,7 +23,12 @@ export type DatabaseConfig =
       /** TLS to the server (DATABASE_URL's `ssl-mode`, `ssl-ca`); undefined: none. */
       readonly tls?: DatabaseTls;
     }
-  | { readonly kind: "sqlite"; readonly file: string };
+  | {
+      readonly kind: "sqlite";
+      readonly file: string;
+      /** The setting that named the file, for the start-up hints to name: DATA_DIR's default, or DATABASE_URL's sqlite: path. */
+      readonly setting?: "DATA_DIR" | "DATABASE_URL";
+    };
 
 /** Where packages are stored. */
 export type BlobConfig =
@@ -564,13 +569,13 @@ function database(env: Env, dataDir: string, production: boolean): DatabaseConfi
   const raw = env["DATABASE_URL"]?.trim();
   if (raw === undefined || raw === "") {
     p.done();
-    return { kind: "sqlite", file: path.join(dataDir, "entity-versions.db") };
+    return { kind: "sqlite", file: path.join(dataDir, "entity-versions.db"), setting: "DATA_DIR" };
   }
   if (raw.startsWith("sqlite:")) {
     const file = raw.slice("sqlite:".length).replace(/^\/\/(?=\/)/, "");
     if (file === "") p.problem(`DATABASE_URL "sqlite:" needs a file path, e.g. sqlite:./data/entity-versions.db.`);
     p.done();
-    return { kind: "sqlite", file };
+    return { kind: "sqlite", file, setting: "DATABASE_URL" };
   }
   const url = mysqlUrl(raw, p);
   if (url !== undefined && production && url.password === "") {

@@ -50,7 +50,8 @@ try {
   const message = messageWithCauses(error);
   // As written in the URL: decoding could itself fail on a stray "%".
   const databaseName = config.database.kind === "mysql" ? new URL(config.database.url).pathname.slice(1) : undefined;
-  const hint = startupHint(error, { host: config.host, port: config.port, databaseKind: config.database.kind, ...(databaseName ? { databaseName } : {}) });
+  const sqlite = config.database.kind === "sqlite" ? { sqlite: { file: config.database.file, setting: config.database.setting ?? "DATABASE_URL" } } : {};
+  const hint = startupHint(error, { host: config.host, port: config.port, databaseKind: config.database.kind, ...(databaseName ? { databaseName } : {}), ...sqlite });
   process.stderr.write(`entity-versions: could not start: ${message}${hint}\n`);
   await app?.close();
   process.exit(1);

@@ -326,6 +326,55 @@ logged("said once, by the service, with its own advice: none of Knex's lines tha
   }
 });
 
+logged("a SQLite file this process may not write fails the start at once, naming the file, rather than waiting out the lock's deadline", async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-migrate-readonly-"));
+  const file = path.join(dir, "entity-versions.db");
+  try {
+    const db = openDatabase({ kind: "sqlite", file }, undefined, { migrations: true });
+    await migrateLatest(db.knex);
+    // A pending migration, so that Knex asks for the lock (a write).
+    await db.knex("knex_migrations").where("name", "0012-abandoned-uploads").del();
+    await db.knex.destroy();
+    fs.chmodSync(file, 0o444);
+    // The folder stays writable: only the file refuses.
+    fs.chmodSync(dir, 0o777);
+    // Root writes whatever the mode says: the migrations run as nobody then.
+    const asNobody = process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : {};
+    const script = path.join(dir, "migrate.mts");
+    const src = path.resolve("src");
+    fs.writeFileSync(
+      script,
+      `import { openDatabase } from ${JSON.stringify(path.join(src, "store/database.ts"))};
+import { migrateLatest } from ${JSON.stringify(path.join(src, "store/migrate.ts"))};
+import { startupHint } from ${JSON.stringify(path.join(src, "ops/startup-hint.ts"))};
+const db = openDatabase({ kind: "sqlite", file: ${JSON.stringify(file)} }, { warn: () => undefined, error: () => undefined }, { migrations: true });
+const started = Date.now();
+try {
+  await migrateLatest(db.knex, 20_000);
+  console.log(JSON.stringify({ migrated: true }));
+} catch (error) {
+  console.log(JSON.stringify({ ms: Date.now() - started, message: error.message, hint: startupHint(error, { host: "127.0.0.1", port: 0, databaseKind: "sqlite", sqlite: { file: ${JSON.stringify(file)}, setting: "DATA_DIR" } }) }));
+} finally {
+  await db.knex.destroy();
+}
+`,
+    );
+    const child = spawnSync(process.execPath, ["--import", "tsx", script], { encoding: "utf8", timeout: 60_000, env: { PATH: process.env["PATH"] ?? "", HOME: dir }, ...asNobody });
+    if (child.status !== 0 && /EACCES|ERR_MODULE_NOT_FOUND/.test(child.stderr)) {
+      console.log("(skipped: user nobody may not read this checkout, so no SQLite file can be read-only to the test)");
+      return;
+    }
+    assert.is(child.status, 0, child.stderr);
+    const result = JSON.parse(child.stdout.trim().split("\n").pop()!) as { migrated?: boolean; ms: number; message: string; hint: string };
+    assert.not.ok(result.migrated, "the file is read-only to this process");
+    assert.match(result.message, "readonly database");
+    assert.ok(result.ms < 5_000, `failed after ${result.ms} ms: a read-only file is not a lock to wait for`);
+    assert.is(result.hint, ` (this user may not write ${file}: let it write the file and its folder, or set DATA_DIR to a folder it may write)`);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 logged.run();
 
 defineMigrationsSuite("sqlite");

@@ -1,7 +1,6 @@
-import { dirname } from "node:path";
+import { dirname, resolve, sep } from "node:path";
 import { BlobStoreUnavailableError } from "../blob/blob-store.js";
-import { classifyDbError } from "../store/db-errors.js";
-import { isReadOnlyRefusal } from "../store/db-errors.js";
+import { classifyDbError, isReadOnlyRefusal, isSqliteReadOnly } from "../store/db-errors.js";
 import { migrationLockAdvice } from "../store/migrate.js";
 
 /** Where the service was told to listen and what database it was given, as the hints name them. */
@@ -11,6 +10,24 @@ export interface StartupSettings {
   readonly databaseName?: string;
   /** Which database DATABASE_URL names: the hints for one would mislead about the other. */
   readonly databaseKind: "mysql" | "sqlite";
+  /** The SQLite file and the setting that named it: a hint tells the one that was set to change. */
+  readonly sqlite?: { readonly file: string; readonly setting: "DATA_DIR" | "DATABASE_URL" };
+}
+
+/**
+ * What the service's MySQL user must be granted on its database: the
+ * migrations create tables (CREATE) and add columns and indexes (ALTER
+ * TABLE, which MySQL checks against ALTER, CREATE and INSERT), and the
+ * service reads and writes rows, locking them with SELECT … FOR UPDATE
+ * (UPDATE). The README says the same.
+ */
+const mysqlGrants = "ALL on it, or at least SELECT, INSERT, UPDATE, DELETE, CREATE and ALTER";
+
+/** Whether `folder` is the SQLite file's folder or one above it: a folder made for that file. */
+function holdsSqliteFile(folder: string, file: string): boolean {
+  const made = resolve(folder);
+  const wanted = resolve(dirname(file));
+  return wanted === made || wanted.startsWith(made.endsWith(sep) ? made : made + sep);
 }
 
 function codeOf(error: unknown): unknown {
@@ -47,6 +64,12 @@ export function startupHint(error: unknown, settings: StartupSettings): string {
   if (isReadOnlyRefusal(error) || (error instanceof Error && /read-only option|read-only mode/i.test(error.message))) {
     return " (the database refuses writes: it is read-only, as a primary demoted by a failover is; point DATABASE_URL at the writable primary, or start again once the failover is done)";
   }
+  // Knex reports this one as its migration lock refused too.
+  if (isSqliteReadOnly(error)) {
+    const file = settings.sqlite?.file ?? "the SQLite file";
+    const setting = settings.sqlite?.setting === "DATABASE_URL" ? "set DATABASE_URL's sqlite: path to a file" : "set DATA_DIR to a folder";
+    return ` (this user may not write ${file}: let it write the file and its folder, or ${setting} it may write)`;
+  }
   if (error instanceof Error && error.name === "MigrationLocked" && error.message.includes("already locked")) return ` (${migrationLockAdvice})`;
   if (error instanceof Error && /^Azurite exited .*EADDRINUSE/s.test(error.message)) return " (another process listens on AZURITE_PORT: set it to a free port, or leave it unset for any free one)";
   if (error instanceof BlobStoreUnavailableError) return " (check AZURE_STORAGE_CONNECTION_STRING and that the storage account is reachable)";
@@ -60,7 +83,10 @@ export function startupHint(error: unknown, settings: StartupSettings): string {
     const why = code === "EROFS" ? `${folder} is on a read-only file system` : `this user may not write ${folder}`;
     return ` (${why}: set DATA_DIR, or DATABASE_URL's sqlite: path, to a folder it may write)`;
   }
-  if ((code === "EEXIST" || code === "ENOTDIR") && typeof path === "string") return ` (${path} is a file where a folder is needed: set DATA_DIR to a folder)`;
+  if ((code === "EEXIST" || code === "ENOTDIR") && typeof path === "string") {
+    const fromUrl = settings.sqlite?.setting === "DATABASE_URL" && holdsSqliteFile(path, settings.sqlite.file);
+    return ` (${path} is a file where a folder is needed: ${fromUrl ? "set DATABASE_URL's sqlite: path to a file in a folder" : "set DATA_DIR to a folder"})`;
+  }
   const { target } = error as { target?: unknown };
   if (code === "ENOENT" && syscall === "mkdir" && typeof path === "string" && typeof target === "string") {
     return ` (${path} is a link to ${target}, which does not exist: create that folder (mount its disk), or set DATA_DIR to another)`;
@@ -74,6 +100,11 @@ export function startupHint(error: unknown, settings: StartupSettings): string {
     return ` (the database in DATABASE_URL does not exist: create it, e.g. mysql -e 'CREATE DATABASE \`${name}\`'; the service creates its tables itself)`;
   }
   // 1698 is MariaDB's answer for a user that may log in only without a password, or only by socket.
+  // 1044: no rights on the database at all; 1142, 1143: not this statement's (a CREATE, an ALTER) on a table, a column.
+  if (code === "ER_DBACCESS_DENIED_ERROR" || code === "ER_TABLEACCESS_DENIED_ERROR" || code === "ER_COLUMNACCESS_DENIED_ERROR") {
+    const name = settings.databaseName ?? "<name>";
+    return ` (the user in DATABASE_URL lacks rights on the database \`${name}\`: grant it ${mysqlGrants}, e.g. GRANT ALL ON \`${name}\`.* TO 'user'@'host')`;
+  }
   if (code === "ER_ACCESS_DENIED_ERROR" || code === "ER_ACCESS_DENIED_NO_PASSWORD_ERROR") return " (check the user and password in DATABASE_URL, and that the user may connect from this host)";
   if (settings.databaseKind === "sqlite" && typeof code === "string" && code.startsWith("SQLITE_CANTOPEN")) {
     return " (check DATABASE_URL's sqlite: path: its folder must exist and this user must be able to write it)";

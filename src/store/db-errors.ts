@@ -86,6 +86,22 @@ export function isReadOnlyRefusal(error: unknown): boolean {
 }
 
 /**
+ * Whether SQLite refused a write because its file (or the folder its
+ * journal goes in) is read-only to this process. Knex's migration lock
+ * keeps only the message of the error it wraps, so the message is read
+ * too.
+ */
+export function isSqliteReadOnly(error: unknown): boolean {
+  for (let e: unknown = error, depth = 0; e !== undefined && e !== null && depth < 5; depth++) {
+    const { code, message } = e as { code?: unknown; message?: unknown };
+    if (typeof code === "string" && code.startsWith("SQLITE_READONLY")) return true;
+    if (typeof message === "string" && /attempt to write a readonly database/.test(message)) return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
+/**
  * Whether an error says the connection was lost before the server
  * answered (so what was sent may have run): mysql2 marks such errors fatal
  * (PROTOCOL_CONNECTION_LOST, or the socket's own ECONNRESET, ETIMEDOUT,

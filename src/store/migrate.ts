@@ -11,6 +11,7 @@ import * as uploadActivated from "./migrations/0009-upload-activated.js";
 import * as openUploads from "./migrations/0010-open-uploads.js";
 import * as identity from "./migrations/0011-database-identity.js";
 import * as abandonedUploads from "./migrations/0012-abandoned-uploads.js";
+import { isSqliteReadOnly } from "./db-errors.js";
 import { hasIndex } from "./migrations/has-index.js";
 
 // Imported statically so the same names land in knex_migrations whether the
@@ -68,7 +69,14 @@ const source: Knex.MigrationSource<string> = {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-function isLockContention(error: unknown): boolean {
+/**
+ * Whether a failed migration step is another process's migration in the
+ * way, waited out. Knex names every failure to take its lock
+ * MigrationLocked, a file this process may not write too: that one waits
+ * for nothing, and fails at once.
+ */
+export function isLockContention(error: unknown): boolean {
+  if (isSqliteReadOnly(error)) return false;
   const e = error as { name?: string; code?: string; errno?: number; message?: string };
   return (
     e.name === "MigrationLocked" ||

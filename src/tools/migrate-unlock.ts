@@ -34,7 +34,8 @@ try {
   process.stdout.write(`migrate:unlock: the migration lock of ${config.kind === "mysql" ? "DATABASE_URL's database" : config.file} is clear; start the service.\n`);
 } catch (error) {
   const databaseName = config?.kind === "mysql" ? new URL(config.url).pathname.slice(1) : undefined;
-  const hint = config === undefined ? "" : startupHint(error, { host: "127.0.0.1", port: 0, databaseKind: config.kind, ...(databaseName ? { databaseName } : {}) });
+  const sqlite = config?.kind === "sqlite" ? { sqlite: { file: config.file, setting: config.setting ?? "DATABASE_URL" } } : {};
+  const hint = config === undefined ? "" : startupHint(error, { host: "127.0.0.1", port: 0, databaseKind: config.kind, ...(databaseName ? { databaseName } : {}), ...sqlite });
   process.stderr.write(`migrate:unlock: ${messageWithCauses(error)}${hint}\n`);
   process.exit(error instanceof ConfigError ? 2 : 1);
 }

@@ -2,6 +2,7 @@ import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { BlobStoreUnavailableError } from "../../src/blob/blob-store.js";
 import { messageWithCauses, startupHint } from "../../src/ops/startup-hint.js";
+import { isLockContention } from "../../src/store/migrate.js";
 
 const s = suite("start-up hints: an error that stops the start says what to do");
 const settings = { host: "127.0.0.1", port: 8080, databaseName: "versions", databaseKind: "mysql" as const };
@@ -43,6 +44,45 @@ s("each known cause gets its fix, naming the setting", () => {
   assert.match(startupHint(failure("ECONNREFUSED"), settings), "that MySQL is running");
   assert.match(startupHint(new BlobStoreUnavailableError("down"), settings), "AZURE_STORAGE_CONNECTION_STRING");
   assert.match(startupHint(new Error("Azurite exited with code 1 before it started: Error: listen EADDRINUSE: address already in use 127.0.0.1:10000"), settings), "set it to a free port");
+});
+
+s("a MySQL user without the rights the service needs on its database is told which to grant", () => {
+  // As mysql2 reports them through Knex: the statement, then the server's words.
+  const createDenied = Object.assign(
+    new Error("create table `knex_migrations_lock` (`index` int unsigned not null auto_increment primary key, `is_locked` int) - CREATE command denied to user 'ev'@'10.0.0.5' for table `versions`.`knex_migrations_lock`"),
+    { code: "ER_TABLEACCESS_DENIED_ERROR", errno: 1142 },
+  );
+  const expected = " (the user in DATABASE_URL lacks rights on the database `versions`: grant it ALL on it, or at least SELECT, INSERT, UPDATE, DELETE, CREATE and ALTER, e.g. GRANT ALL ON `versions`.* TO 'user'@'host')";
+  assert.is(startupHint(createDenied, settings), expected);
+  const noRightsAtAll = Object.assign(new Error("Access denied for user 'ev'@'%' to database 'versions'"), { code: "ER_DBACCESS_DENIED_ERROR", errno: 1044 });
+  assert.is(startupHint(noRightsAtAll, settings), expected);
+  assert.not.match(startupHint(noRightsAtAll, settings), "password", "the password was right: the server let the user in");
+});
+
+s("a SQLite file this user may not write is named, with the setting that named it, not taken for a held migration lock", () => {
+  // Knex's migration lock keeps only the message of SQLite's SQLITE_READONLY.
+  const readOnly = Object.assign(new Error("update `knex_migrations_lock` set `is_locked` = 1 where `is_locked` = 0 - attempt to write a readonly database"), { name: "MigrationLocked" });
+  const sqlite = { ...settings, databaseKind: "sqlite" as const };
+  const byDataDir = startupHint(readOnly, { ...sqlite, sqlite: { file: "/var/lib/ev/entity-versions.db", setting: "DATA_DIR" } });
+  assert.is(byDataDir, " (this user may not write /var/lib/ev/entity-versions.db: let it write the file and its folder, or set DATA_DIR to a folder it may write)");
+  const byUrl = startupHint(Object.assign(new Error("attempt to write a readonly database"), { code: "SQLITE_READONLY" }), { ...sqlite, sqlite: { file: "/srv/ev.db", setting: "DATABASE_URL" } });
+  assert.is(byUrl, " (this user may not write /srv/ev.db: let it write the file and its folder, or set DATABASE_URL's sqlite: path to a file it may write)");
+  assert.is(isLockContention(readOnly), false, "waiting would not make the file writable");
+  assert.is(isLockContention(Object.assign(new Error("x"), { code: "SQLITE_READONLY_DIRECTORY" })), false);
+  assert.is(isLockContention(Object.assign(new Error("Migration table is already locked"), { name: "MigrationLocked" })), true, "a lock held is still waited for");
+});
+
+s("a file where the SQLite file's folder should be names DATABASE_URL when that is where the path came from", () => {
+  const sqlite = { ...settings, databaseKind: "sqlite" as const };
+  const enotdir = (at: string) => Object.assign(failure("ENOTDIR"), { syscall: "mkdir", path: at });
+  const byUrl = { ...sqlite, sqlite: { file: "/tmp/afile/x.db", setting: "DATABASE_URL" as const } };
+  assert.is(startupHint(enotdir("/tmp/afile"), byUrl), " (/tmp/afile is a file where a folder is needed: set DATABASE_URL's sqlite: path to a file in a folder)");
+  assert.match(startupHint(enotdir("/tmp/afile"), { ...sqlite, sqlite: { file: "/tmp/afile/deeper/x.db", setting: "DATABASE_URL" } }), "set DATABASE_URL's sqlite: path");
+  assert.match(startupHint(Object.assign(failure("EEXIST"), { syscall: "mkdir", path: "/tmp/afile" }), byUrl), "set DATABASE_URL's sqlite: path");
+  // A file in DATA_DIR's way (the emulator's folder, the secrets) is DATA_DIR's, even with DATABASE_URL set.
+  assert.match(startupHint(enotdir("/srv/data"), byUrl), "set DATA_DIR to a folder");
+  assert.not.match(startupHint(enotdir("/tmp/afilex"), byUrl), "DATABASE_URL", "a name that only starts the same is not the folder");
+  assert.match(startupHint(enotdir("/srv/data"), { ...sqlite, sqlite: { file: "/srv/data/entity-versions.db", setting: "DATA_DIR" } }), "set DATA_DIR to a folder");
 });
 
 s("an error it knows nothing about gets no hint", () => {
