@@ -1,6 +1,6 @@
 import { createApp } from "./app.js";
 import { ConfigError, loadConfig } from "./config.js";
-import { messageWithCauses, startupHint } from "./ops/startup-hint.js";
+import { databaseHintSettings, messageWithCauses, startupHint } from "./ops/startup-hint.js";
 
 /** The reason a start is given up when the process is asked to stop during it. */
 class StoppedWhileStarting extends Error {
@@ -48,10 +48,7 @@ try {
     process.exit(2);
   }
   const message = messageWithCauses(error);
-  // As written in the URL: decoding could itself fail on a stray "%".
-  const databaseName = config.database.kind === "mysql" ? new URL(config.database.url).pathname.slice(1) : undefined;
-  const sqlite = config.database.kind === "sqlite" ? { sqlite: { file: config.database.file, setting: config.database.setting ?? "DATABASE_URL" } } : {};
-  const hint = startupHint(error, { host: config.host, port: config.port, databaseKind: config.database.kind, ...(databaseName ? { databaseName } : {}), ...sqlite });
+  const hint = startupHint(error, { host: config.host, port: config.port, ...databaseHintSettings(config.database) });
   process.stderr.write(`entity-versions: could not start: ${message}${hint}\n`);
   await app?.close();
   process.exit(1);

@@ -1,5 +1,6 @@
 import { dirname, resolve, sep } from "node:path";
 import { BlobStoreUnavailableError } from "../blob/blob-store.js";
+import type { DatabaseConfig } from "../config.js";
 import { classifyDbError, isReadOnlyRefusal, isSqliteReadOnly } from "../store/db-errors.js";
 import { migrationLockAdvice } from "../store/migrate.js";
 
@@ -12,6 +13,18 @@ export interface StartupSettings {
   readonly databaseKind: "mysql" | "sqlite";
   /** The SQLite file and the setting that named it: a hint tells the one that was set to change. */
   readonly sqlite?: { readonly file: string; readonly setting: "DATA_DIR" | "DATABASE_URL" };
+}
+
+/**
+ * What the hints need to know of the database settings: its kind, the
+ * MySQL database's name as written in the URL (decoding could itself fail
+ * on a stray "%"), or the SQLite file and the setting that named it. One
+ * reading, for every command that stops on a database error.
+ */
+export function databaseHintSettings(database: DatabaseConfig): Pick<StartupSettings, "databaseKind" | "databaseName" | "sqlite"> {
+  if (database.kind === "sqlite") return { databaseKind: "sqlite", sqlite: { file: database.file, setting: database.setting ?? "DATABASE_URL" } };
+  const databaseName = new URL(database.url).pathname.slice(1);
+  return { databaseKind: "mysql", ...(databaseName ? { databaseName } : {}) };
 }
 
 /**

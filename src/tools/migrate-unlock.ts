@@ -4,7 +4,7 @@
 // the service does, TLS settings included.
 import fs from "node:fs";
 import { ConfigError, type DatabaseConfig, loadDatabaseConfig } from "../config.js";
-import { messageWithCauses, startupHint } from "../ops/startup-hint.js";
+import { databaseHintSettings, messageWithCauses, startupHint } from "../ops/startup-hint.js";
 import { openDatabase } from "../store/database.js";
 import { freeMigrationLock } from "../store/migrate.js";
 
@@ -33,9 +33,7 @@ try {
   }
   process.stdout.write(`migrate:unlock: the migration lock of ${config.kind === "mysql" ? "DATABASE_URL's database" : config.file} is clear; start the service.\n`);
 } catch (error) {
-  const databaseName = config?.kind === "mysql" ? new URL(config.url).pathname.slice(1) : undefined;
-  const sqlite = config?.kind === "sqlite" ? { sqlite: { file: config.file, setting: config.setting ?? "DATABASE_URL" } } : {};
-  const hint = config === undefined ? "" : startupHint(error, { host: "127.0.0.1", port: 0, databaseKind: config.kind, ...(databaseName ? { databaseName } : {}), ...sqlite });
+  const hint = config === undefined ? "" : startupHint(error, { host: "127.0.0.1", port: 0, ...databaseHintSettings(config) });
   process.stderr.write(`migrate:unlock: ${messageWithCauses(error)}${hint}\n`);
   process.exit(error instanceof ConfigError ? 2 : 1);
 }
