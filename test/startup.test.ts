@@ -469,26 +469,20 @@ s("npm run token in development mode signs with the secret the service wrote, an
   }
 });
 
-s("npm run start:prod, as a container's PID 1 runs it, hands SIGTERM to the service: it drains and exits 0", async () => {
-  // The compiled service, laid out as a production image holds it, in a folder of its own.
-  const root = process.cwd();
-  const image = fs.mkdtempSync(path.join(os.tmpdir(), "ev-start-prod-"));
-  const dataDir = path.join(image, "data");
+/**
+ * Runs an npm script as a container's PID 1 or a supervisor does, sends SIGTERM to npm alone, and
+ * checks that the service itself drained and exited 0 (npm's shell passes no signal on).
+ */
+async function npmScriptStopsOnSigterm(script: string, cwd: string, dataDir: string): Promise<void> {
   let child: ReturnType<typeof spawn> | undefined;
   try {
-    const built = spawnSync(process.execPath, [path.join(root, "node_modules/typescript/bin/tsc"), "-p", root, "--outDir", path.join(image, "dist")], { encoding: "utf8", timeout: 120_000 });
-    assert.is(built.status, 0, `${built.stdout}${built.stderr}`);
-    fs.copyFileSync(path.join(root, "package.json"), path.join(image, "package.json"));
-    fs.symlinkSync(path.join(root, "node_modules"), path.join(image, "node_modules"));
-    fs.symlinkSync(path.join(root, "gen"), path.join(image, "gen"));
-    child = spawn("npm", ["run", "-s", "start:prod"], { cwd: image, env: { PATH: process.env["PATH"] ?? "", PORT: "0", DATA_DIR: dataDir, SHUTDOWN_DRAIN_MS: "0" }, stdio: ["ignore", "pipe", "pipe"] });
+    child = spawn("npm", ["run", "-s", script], { cwd, env: { PATH: process.env["PATH"] ?? "", PORT: "0", DATA_DIR: dataDir, SHUTDOWN_DRAIN_MS: "0" }, stdio: ["ignore", "pipe", "pipe"] });
     let output = "";
     child.stdout!.on("data", (d: Buffer) => (output += d.toString()));
     child.stderr!.on("data", (d: Buffer) => (output += d.toString()));
     const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child!.once("exit", (code, signal) => resolve([code, signal])));
     for (let waited = 0; !output.includes("entity-versions listening on") && waited < 60_000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
     assert.match(output, "entity-versions listening on");
-    // As a container runtime does: the signal goes to npm, the image's PID 1, alone.
     child.kill("SIGTERM");
     const ended = await Promise.race([exited, new Promise<string>((resolve) => setTimeout(() => resolve("still running"), 30_000))]);
     assert.equal(ended, [0, null], output);
@@ -505,7 +499,31 @@ s("npm run start:prod, as a container's PID 1 runs it, hands SIGTERM to the serv
       }
     }
     for (const pid of emulatorsOn(dataDir)) process.kill(pid, "SIGKILL");
+  }
+}
+
+s("npm run start:prod, as a container's PID 1 runs it, hands SIGTERM to the service: it drains and exits 0", async () => {
+  // The compiled service, laid out as a production image holds it, in a folder of its own.
+  const root = process.cwd();
+  const image = fs.mkdtempSync(path.join(os.tmpdir(), "ev-start-prod-"));
+  try {
+    const built = spawnSync(process.execPath, [path.join(root, "node_modules/typescript/bin/tsc"), "-p", root, "--outDir", path.join(image, "dist")], { encoding: "utf8", timeout: 120_000 });
+    assert.is(built.status, 0, `${built.stdout}${built.stderr}`);
+    fs.copyFileSync(path.join(root, "package.json"), path.join(image, "package.json"));
+    fs.symlinkSync(path.join(root, "node_modules"), path.join(image, "node_modules"));
+    fs.symlinkSync(path.join(root, "gen"), path.join(image, "gen"));
+    await npmScriptStopsOnSigterm("start:prod", image, path.join(image, "data"));
+  } finally {
     fs.rmSync(image, { recursive: true, force: true });
+  }
+});
+
+s("npm start, stopped by a SIGTERM to npm alone (a supervisor, a script's kill $!), drains and exits 0 instead of leaving the service running", async () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-npm-start-"));
+  try {
+    await npmScriptStopsOnSigterm("start", process.cwd(), dataDir);
+  } finally {
+    fs.rmSync(dataDir, { recursive: true, force: true });
   }
 });
 
