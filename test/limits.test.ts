@@ -7,8 +7,11 @@ import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
 import { gzipSync } from "node:zlib";
+import { fromBinary } from "@bufbuild/protobuf";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
+import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
+import { StatusSchema } from "../gen/google/rpc/status_pb.js";
 import { createTestDatabase, type TestDatabase } from "./support/env.js";
 import { answerOf, flag, frameType, grpcStatusOf, healthWatch, RawH2, sessionFrom } from "./support/raw-h2.js";
 import { serviceEnv, spawnService, type TestService } from "./support/service.js";
@@ -636,3 +639,109 @@ s("a session whose only stream is a quiet health Watch is not idle: it stays ope
 });
 
 s.run();
+
+// A connection whose budget is its largest request (MAX_CONNECTION_BUFFERED_BYTES
+// at its least, MAX_REQUEST_BYTES), holding a health Watch whose small
+// gzip message inflated to its limit of 16 KiB: a message a thousand bytes
+// on the wire (or in a Connect GET's URL) that inflates to just under
+// MAX_REQUEST_BYTES is past what the connection may hold, and is refused
+// as it inflates, on every protocol that takes a compressed message. Not
+// charged, each would be served: this is what fails if inflation stops
+// being counted.
+const inflation = suite<{ svc: Spawned; db: TestDatabase }>("limits: what a compressed message inflates to counts against its connection's budget");
+const tight = 1024 * 1024;
+
+inflation.before(async (ctx) => {
+  ctx.db = await createTestDatabase("sqlite");
+  ctx.svc = await spawnService(await serviceEnv(ctx.db, { MAX_REQUEST_BYTES: String(tight), MAX_CONNECTION_BUFFERED_BYTES: String(tight) }), ctx.db);
+});
+inflation.after(async (ctx) => {
+  await ctx.svc?.close();
+  await ctx.db?.drop();
+});
+
+/** `head` (a message's known fields) with an unknown field 99 padding it to `size` bytes once inflated, gzipped. */
+function inflatingMessage(head: Buffer, size: number): Buffer {
+  const padding = size - head.length - 8;
+  const varint: number[] = [];
+  for (let n = padding; ; n >>>= 7) {
+    if (n < 128) {
+      varint.push(n);
+      break;
+    }
+    varint.push((n & 127) | 128);
+  }
+  return gzipSync(Buffer.concat([head, Buffer.from([0x9a, 0x06, ...varint]), Buffer.alloc(padding)]));
+}
+
+/** The ErrorInfo reasons in a google.rpc.Status's details (gRPC's grpc-status-details-bin, or Connect's JSON details). */
+function reasonsIn(details: Array<{ type: string; value: string }>): string[] {
+  return details.filter((d) => d.type === ErrorInfoSchema.typeName).map((d) => fromBinary(ErrorInfoSchema, Buffer.from(d.value, "base64")).reason);
+}
+
+/** A gRPC message's frame: its compressed flag, length and bytes. */
+function grpcFrame(body: Buffer, compressed: boolean): Buffer {
+  const framed = Buffer.concat([Buffer.from([compressed ? 1 : 0]), Buffer.alloc(4), body]);
+  framed.writeUInt32BE(body.length, 1);
+  return framed;
+}
+
+inflation("gRPC, Connect unary and a Connect GET: a small gzip message that inflates past the connection's budget is refused IN_FLIGHT_BYTES_EXCEEDED; the connection then serves the same call uncompressed", async ({ svc }) => {
+  const missing = Buffer.from("\x0a\x07missing", "latin1"); // {entity_id: "missing"}
+  const gz = inflatingMessage(missing, tight - 64);
+  assert.ok(gz.length < 1200, `${gz.length} bytes on the wire`);
+  const session = http2.connect(svc.url);
+  session.on("error", () => {});
+  const auth = svc.rest.defaultHeaders;
+  // HealthCheckRequest{service: ""}, inflating to 16 KiB less a little.
+  const watch = session.request({ ":method": "POST", ":path": "/grpc.health.v1.Health/Watch", "content-type": "application/grpc", te: "trailers", "grpc-encoding": "gzip" });
+  watch.on("error", () => {});
+  try {
+    const served = new Promise<boolean>((resolve) => {
+      watch.once("data", () => resolve(true));
+      watch.once("close", () => resolve(false));
+    });
+    watch.end(grpcFrame(inflatingMessage(Buffer.alloc(0), 16 * 1024 - 64), true));
+    assert.ok(await served, "the Watch is answered, and stays open holding what its message inflated to");
+    // gRPC: RESOURCE_EXHAUSTED, its reason in grpc-status-details-bin.
+    const grpc = (body: Buffer, compressed: boolean) =>
+      new Promise<{ status: string; reasons: string[] }>((resolve) => {
+        const req = session.request({ ":path": "/entityversions.v1.EntityVersionsService/GetActiveVersion", ":method": "POST", "content-type": "application/grpc", te: "trailers", ...(compressed ? { "grpc-encoding": "gzip" } : {}), ...auth });
+        let status = "no status";
+        let reasons: string[] = [];
+        const read = (h: http2.IncomingHttpHeaders) => {
+          if (h["grpc-status"] !== undefined) status = String(h["grpc-status"]);
+          const bin = h["grpc-status-details-bin"];
+          if (typeof bin === "string") reasons = reasonsIn(fromBinary(StatusSchema, Buffer.from(bin, "base64")).details.map((d) => ({ type: d.typeUrl.replace(/^.*\//, ""), value: Buffer.from(d.value).toString("base64") })));
+        };
+        req.on("response", read);
+        req.on("trailers", read);
+        req.on("error", () => {});
+        req.on("close", () => resolve({ status, reasons }));
+        req.resume();
+        req.end(grpcFrame(body, compressed));
+      });
+    assert.equal(await grpc(gz, true), { status: "8", reasons: ["IN_FLIGHT_BYTES_EXCEEDED"] }, "gRPC, grpc-encoding: gzip");
+    assert.equal(await grpc(missing, false), { status: "5", reasons: ["ENTITY_NOT_FOUND"] }, "what it took is given back: the same call uncompressed is served");
+    // Connect: 429, its reason in the JSON error's details.
+    const connect = async (headers: http2.OutgoingHttpHeaders, body: Buffer | undefined) => {
+      const req = session.request({ "connect-protocol-version": "1", ...headers, ...auth });
+      req.end(body);
+      const { status, text } = await answerOf(req);
+      const error = JSON.parse(text) as { details?: Array<{ type: string; value: string }> };
+      return { status, reasons: reasonsIn(error.details ?? []) };
+    };
+    const unary = { ":path": "/entityversions.v1.EntityVersionsService/GetActiveVersion", ":method": "POST", "content-type": "application/proto" };
+    assert.equal(await connect({ ...unary, "content-encoding": "gzip" }, gz), { status: 429, reasons: ["IN_FLIGHT_BYTES_EXCEEDED"] }, "Connect unary, content-encoding: gzip");
+    assert.equal(await connect(unary, missing), { status: 404, reasons: ["ENTITY_NOT_FOUND"] });
+    // A GET's message comes in its URL, not its body: only what it inflates to is charged, past what the Watch left.
+    const get = (message: Buffer, compression: string) => ({ ":path": `/entityversions.v1.EntityAccessService/GetEntityAccess?connect=v1&encoding=proto&base64=1${compression}&message=${message.toString("base64url")}` });
+    assert.equal(await connect(get(gz, "&compression=gzip"), undefined), { status: 429, reasons: ["IN_FLIGHT_BYTES_EXCEEDED"] }, "Connect GET, compression=gzip");
+    assert.equal(await connect(get(missing, ""), undefined), { status: 404, reasons: ["ENTITY_NOT_FOUND"] });
+  } finally {
+    watch.close(http2.constants.NGHTTP2_CANCEL);
+    session.destroy();
+  }
+});
+
+inflation.run();
