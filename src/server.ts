@@ -594,6 +594,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     answerReady: (_req: FastifyRequest, reply: FastifyReply) => awaitTaken(reply),
     outcome: (req: FastifyRequest) => req.rpcOutcome,
     refused,
+    log: app.log,
     refuse: (req: FastifyRequest, error: ConnectError) => {
       req.auth = { error };
     },

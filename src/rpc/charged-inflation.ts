@@ -6,6 +6,7 @@ import type { Compression } from "@connectrpc/connect/protocol";
 import { apiError } from "../errors/api-error.js";
 import type { BodyTicket } from "../http/body-budget.js";
 import { compressBrotliAnswer } from "./brotli.js";
+import type { ErrorLogger } from "./error-interceptor.js";
 
 /** The call whose request is being inflated: its share of the body budget, and the refusal it met, if any. */
 export interface InflationCharge {
@@ -27,6 +28,9 @@ export function chargingInflationTo<T>(charge: InflationCharge | undefined, run:
   return charge === undefined ? run() : current.run(charge, run);
 }
 
+/** The loggers already told that a message came uncharged: told once each (once a process), not once a call. */
+const toldOfUncharged = new WeakSet<ErrorLogger>();
+
 /**
  * Inflates a request message, counting each piece against the call's
  * ticket as zlib produces it, so the budget holds what the message
@@ -35,11 +39,21 @@ export function chargingInflationTo<T>(charge: InflationCharge | undefined, run:
  * nothing before it is read: a compressed call waiting for its body, or
  * one whose message is small, holds only its bytes. Past readMaxBytes it
  * is refused as connect-node refuses it; past the budget,
- * IN_FLIGHT_BYTES_EXCEEDED.
+ * IN_FLIGHT_BYTES_EXCEEDED. One that comes with no call's charge (a
+ * caller that did not run its handler in chargingInflationTo) is refused
+ * INTERNAL and never inflated: nothing would bound what it holds.
  */
-function inflate(bytes: Uint8Array, readMaxBytes: number, open: () => zlib.Gunzip | zlib.BrotliDecompress): Promise<Uint8Array<ArrayBuffer>> {
+function inflate(bytes: Uint8Array, readMaxBytes: number, open: () => zlib.Gunzip | zlib.BrotliDecompress, log: ErrorLogger): Promise<Uint8Array<ArrayBuffer>> {
   if (bytes.length === 0) return Promise.resolve(new Uint8Array(0));
   const charge = current.getStore();
+  if (charge === undefined) {
+    const error = new Error("a compressed request message came to be inflated with no call's body budget to charge: refused, not inflated");
+    if (!toldOfUncharged.has(log)) {
+      toldOfUncharged.add(log);
+      log.error({ err: error }, "compressed request message refused: it came uncharged (logged once)");
+    }
+    return Promise.reject(apiError("INTERNAL", {}, { cause: error }));
+  }
   return new Promise((resolve, reject) => {
     const stream = open();
     const pieces: Buffer[] = [];
@@ -50,13 +64,13 @@ function inflate(bytes: Uint8Array, readMaxBytes: number, open: () => zlib.Gunzi
     };
     stream.on("data", (piece: Buffer) => {
       // The call ended (its client cancelled, its deadline passed): nobody reads what is left.
-      if (charge?.ticket.closed === true) return fail(new ConnectError("the call ended while its request was inflated", Code.Canceled));
+      if (charge.ticket.closed) return fail(new ConnectError("the call ended while its request was inflated", Code.Canceled));
       size += piece.length;
       if (size > readMaxBytes) return fail(new ConnectError(`message is larger than configured readMaxBytes ${readMaxBytes} after decompression`, Code.ResourceExhausted));
-      const refused = charge?.ticket.take(piece.length);
+      const refused = charge.ticket.take(piece.length);
       if (refused !== undefined) {
         const refusal = apiError("IN_FLIGHT_BYTES_EXCEEDED", refused);
-        if (charge !== undefined) charge.refusal = refusal;
+        charge.refusal = refusal;
         return fail(refusal);
       }
       pieces.push(piece);
@@ -73,25 +87,31 @@ function inflate(bytes: Uint8Array, readMaxBytes: number, open: () => zlib.Gunzi
         whole.set(piece, at);
         at += piece.length;
       }
-      const refusal = charge?.check?.(whole);
+      const refusal = charge.check?.(whole);
       if (refusal === undefined) return resolve(whole);
-      if (charge !== undefined) charge.refusal = refusal;
+      charge.refusal = refusal;
       reject(refusal);
     });
     stream.end(bytes);
   });
 }
 
-/** gzip as connect-node has it, its requests inflated against the call's budget. */
-export const compressionGzipCharged: Compression = {
-  name: compressionGzip.name,
-  compress: compressionGzip.compress,
-  decompress: (bytes, readMaxBytes) => inflate(bytes, readMaxBytes, () => zlib.createGunzip()),
-};
-
-/** brotli with its answers at brotliAnswerQuality, its requests inflated against the call's budget. */
-export const compressionBrotliCharged: Compression = {
-  name: "br",
-  compress: compressBrotliAnswer,
-  decompress: (bytes, readMaxBytes) => inflate(bytes, readMaxBytes, () => zlib.createBrotliDecompress()),
-};
+/**
+ * gzip as connect-node has it, and brotli with its answers at
+ * brotliAnswerQuality: their requests inflated against the call's budget,
+ * and refused (told to `log`, once) when no budget came with them.
+ */
+export function chargedCompressions(log: ErrorLogger): [gzip: Compression, brotli: Compression] {
+  return [
+    {
+      name: compressionGzip.name,
+      compress: compressionGzip.compress,
+      decompress: (bytes, readMaxBytes) => inflate(bytes, readMaxBytes, () => zlib.createGunzip(), log),
+    },
+    {
+      name: "br",
+      compress: compressBrotliAnswer,
+      decompress: (bytes, readMaxBytes) => inflate(bytes, readMaxBytes, () => zlib.createBrotliDecompress(), log),
+    },
+  ];
+}

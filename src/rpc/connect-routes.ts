@@ -5,9 +5,10 @@ import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from "fastif
 import { apiError } from "../errors/api-error.js";
 import type { CallPass } from "../http/call-gate.js";
 import { type BodyGuard, guardedBody } from "../http/guarded-body.js";
-import { chargingInflationTo, compressionBrotliCharged, compressionGzipCharged, type InflationCharge } from "./charged-inflation.js";
+import { chargedCompressions, chargingInflationTo, type InflationCharge } from "./charged-inflation.js";
 import { getMessageRefusal, withEmptyGetMessage } from "./connect-get-message.js";
 import { lowercaseEncodingNames } from "./encoding-names.js";
+import type { ErrorLogger } from "./error-interceptor.js";
 import { minimalGrpcMessage } from "./grpc-message.js";
 import { codeName, noteRefusal, type RpcOutcome } from "./observe-interceptor.js";
 import { dropUntimeableDeadlines, spendDeadline } from "./timeout-headers.js";
@@ -49,6 +50,8 @@ export interface ConnectRoutesOptions extends ConnectRouterOptions {
    * its body is then never read, and the interceptors answer the refusal.
    */
   readonly refused: (req: FastifyRequest) => boolean;
+  /** Told (once) of a compressed message that came to be inflated with no body budget to charge, a bug: it is refused. */
+  readonly log: ErrorLogger;
   /** What each request body is read against. */
   readonly bodyGuard: (req: FastifyRequest, reply: FastifyReply) => BodyGuard;
   /**
@@ -159,7 +162,7 @@ async function messageless(res: UniversalResponse): Promise<{ res: UniversalResp
  * encoding) is still noted for the request's metrics and log line.
  */
 export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (instance, opts, done) => {
-  const router = createConnectRouter({ acceptCompression: [compressionGzipCharged, compressionBrotliCharged], ...opts });
+  const router = createConnectRouter({ ...opts, acceptCompression: chargedCompressions(opts.log) });
   opts.routes(router);
   // Connect reads its bodies itself: no Fastify parser may consume them
   // (this plugin's scope only, so REST keeps its JSON parser).

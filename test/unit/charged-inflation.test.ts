@@ -5,10 +5,18 @@ import { ConnectError, Code } from "@connectrpc/connect";
 import { test } from "uvu";
 import * as assert from "uvu/assert";
 import { BodyBudget } from "../../src/http/body-budget.js";
-import { chargingInflationTo, compressionBrotliCharged, compressionGzipCharged, type InflationCharge } from "../../src/rpc/charged-inflation.js";
+import { reasonOf } from "../../src/errors/api-error.js";
+import { chargedCompressions, chargingInflationTo, type InflationCharge } from "../../src/rpc/charged-inflation.js";
 
 const mib = 1024 * 1024;
 const connection = {};
+
+/** A logger that keeps what it is told at error level. */
+function errorLog(): { error(obj: object, msg: string): void; told: string[] } {
+  const told: string[] = [];
+  return { error: (_obj, msg) => void told.push(msg), told };
+}
+const [compressionGzipCharged, compressionBrotliCharged] = chargedCompressions(errorLog());
 
 async function refusal(run: () => Promise<unknown>): Promise<ConnectError> {
   const error = await run().then(() => undefined, (e: unknown) => e);
@@ -70,8 +78,30 @@ for (const [compression, pack] of [
   });
 
   test(`${compression.name}: a malformed stream is the client's error`, async () => {
-    const error = await refusal(() => compression.decompress(Buffer.from("not compressed at all"), mib));
+    const ticket = new BodyBudget({ perConnection: mib, total: mib }).open(connection);
+    const error = await refusal(() => chargingInflationTo({ ticket }, () => compression.decompress(Buffer.from("not compressed at all"), mib)));
     assert.is(error.code, Code.InvalidArgument);
+  });
+
+  test(`${compression.name}: a message that comes with no call's budget to charge is refused INTERNAL, never inflated, and said once at error level`, async () => {
+    const log = errorLog();
+    const compressions = chargedCompressions(log);
+    const uncharged = compressions.find((c) => c.name === compression.name)!;
+    const message = pack(Buffer.alloc(mib, 7));
+    for (const [run, what] of [
+      [() => uncharged.decompress(message, 4 * mib), "called outside any charge"],
+      [() => chargingInflationTo(undefined, () => uncharged.decompress(message, 4 * mib)), "run with no charge"],
+      [() => compressions.find((c) => c.name !== compression.name)!.decompress(message, 4 * mib), "the other coding, same logger"],
+    ] as const) {
+      const error = await refusal(run);
+      assert.is(error.code, Code.Internal, what);
+      assert.is(reasonOf(error), "INTERNAL", what);
+    }
+    assert.is(log.told.length, 1, `told once, not per message: ${JSON.stringify(log.told)}`);
+    assert.match(log.told[0]!, /uncharged/);
+    const ticket = new BodyBudget({ perConnection: 2 * mib, total: 2 * mib }).open(connection);
+    const out = await chargingInflationTo({ ticket }, () => uncharged.decompress(message, 4 * mib));
+    assert.is(out.length, mib, "with a charge, the same message is inflated");
   });
 }
 
