@@ -303,6 +303,7 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
       http: config.http,
       shutdownTimeoutMs: config.shutdownTimeoutMs,
       metricsOnApiPort: config.metricsPort === undefined,
+      rpcInflationScope: config.rpcInflationScope,
     });
     const metricsPort = config.metricsPort === undefined ? undefined : metricsListener(metrics, config.http.responseTimeoutMs);
     if (metricsPort !== undefined) stops.push(() => metricsPort.close());

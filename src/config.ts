@@ -88,6 +88,9 @@ export interface HttpLimits {
   readonly maxOpenStreams: number;
 }
 
+/** Which RPC calls run in the scope that charges inflated messages (RPC_INFLATION_SCOPE). */
+export type RpcInflationScope = "compressed" | "all";
+
 /** How event watches are fed, kept alive and bounded. */
 export interface WatchConfig {
   /** How often the database is read for new events while anything is watched (replicas see each other's changes within about this). */
@@ -123,6 +126,12 @@ export interface Config {
   readonly downloadUrlTtlSeconds: number;
   /** Confirms of one entity in this process copy their packages in turn (off: all at once). */
   readonly confirmCopiesInTurn: boolean;
+  /**
+   * Which RPC calls run in the scope that charges what their messages
+   * inflate to: "compressed", those whose request names a content coding
+   * (and every Connect GET naming one); "all", every call.
+   */
+  readonly rpcInflationScope: RpcInflationScope;
   readonly shutdownTimeoutMs: number;
   /**
    * How long a stopping service reports not ready while it goes on
@@ -816,6 +825,12 @@ export function loadConfig(environment: Env = process.env): Config {
       return seconds;
     }),
     confirmCopiesInTurn: read(() => onOff(env, "CONFIRM_COPIES_IN_TURN", true)),
+    rpcInflationScope: read((): RpcInflationScope => {
+      const raw = env["RPC_INFLATION_SCOPE"]?.trim().toLowerCase();
+      if (raw === undefined || raw === "" || raw === "compressed") return "compressed";
+      if (raw === "all") return "all";
+      throw new ConfigError(`RPC_INFLATION_SCOPE must be compressed or all, got "${env["RPC_INFLATION_SCOPE"]}".`);
+    }),
     shutdownTimeoutMs: read(() => integer(env, "SHUTDOWN_TIMEOUT_MS", 10_000, 0, 600_000)),
     // Behind a load balancer (production) it needs a few seconds to see a
     // replica going; a developer's Ctrl-C needs none.

@@ -24,7 +24,7 @@ import {
 } from "../gen/grpc/reflection/v1alpha/reflection_pb.js";
 import { file_google_rpc_error_details } from "../gen/google/rpc/error_details_pb.js";
 import { type AuthResult, type Authenticator, authenticateHeader, authInterceptor, authResultKey } from "./auth/caller.js";
-import type { HttpLimits } from "./config.js";
+import type { HttpLimits, RpcInflationScope } from "./config.js";
 import { apiError, reasonOf } from "./errors/api-error.js";
 import { BodyBudget } from "./http/body-budget.js";
 import { type CallPass, type CallRefusal, CallGate, isRefusal, isWait } from "./http/call-gate.js";
@@ -90,6 +90,8 @@ export interface ServerDeps {
   readonly shutdownTimeoutMs: number;
   /** Whether `GET /metrics` is served on the API's port (no METRICS_PORT of its own). */
   readonly metricsOnApiPort: boolean;
+  /** Which RPC calls run in the scope that charges inflated messages (RPC_INFLATION_SCOPE). */
+  readonly rpcInflationScope: RpcInflationScope;
 }
 
 const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -595,6 +597,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     outcome: (req: FastifyRequest) => req.rpcOutcome,
     refused,
     log: app.log,
+    inflationScope: deps.rpcInflationScope,
     refuse: (req: FastifyRequest, error: ConnectError) => {
       req.auth = { error };
     },

@@ -647,17 +647,25 @@ s.run();
 // MAX_REQUEST_BYTES is past what the connection may hold, and is refused
 // as it inflates, on every protocol that takes a compressed message. Not
 // charged, each would be served: this is what fails if inflation stops
-// being counted.
-const inflation = suite<{ svc: Spawned; db: TestDatabase }>("limits: what a compressed message inflates to counts against its connection's budget");
+// being counted. Both ways of RPC_INFLATION_SCOPE: only calls that name a
+// coding run in the charging scope (compressed, the default), or all.
+const scopes = ["compressed", "all"] as const;
+const inflation = suite<{ services: Record<(typeof scopes)[number], Spawned>; dbs: TestDatabase[] }>("limits: what a compressed message inflates to counts against its connection's budget");
 const tight = 1024 * 1024;
 
 inflation.before(async (ctx) => {
-  ctx.db = await createTestDatabase("sqlite");
-  ctx.svc = await spawnService(await serviceEnv(ctx.db, { MAX_REQUEST_BYTES: String(tight), MAX_CONNECTION_BUFFERED_BYTES: String(tight) }), ctx.db);
+  ctx.dbs = [];
+  const services: Partial<Record<(typeof scopes)[number], Spawned>> = {};
+  for (const scope of scopes) {
+    const db = await createTestDatabase("sqlite");
+    ctx.dbs.push(db);
+    services[scope] = await spawnService(await serviceEnv(db, { MAX_REQUEST_BYTES: String(tight), MAX_CONNECTION_BUFFERED_BYTES: String(tight), RPC_INFLATION_SCOPE: scope }), db);
+  }
+  ctx.services = services as Record<(typeof scopes)[number], Spawned>;
 });
 inflation.after(async (ctx) => {
-  await ctx.svc?.close();
-  await ctx.db?.drop();
+  for (const svc of Object.values(ctx.services ?? {})) await svc.close();
+  for (const db of ctx.dbs ?? []) await db.drop();
 });
 
 /** `head` (a message's known fields) with an unknown field 99 padding it to `size` bytes once inflated, gzipped. */
@@ -686,62 +694,116 @@ function grpcFrame(body: Buffer, compressed: boolean): Buffer {
   return framed;
 }
 
-inflation("gRPC, Connect unary and a Connect GET: a small gzip message that inflates past the connection's budget is refused IN_FLIGHT_BYTES_EXCEEDED; the connection then serves the same call uncompressed", async ({ svc }) => {
-  const missing = Buffer.from("\x0a\x07missing", "latin1"); // {entity_id: "missing"}
-  const gz = inflatingMessage(missing, tight - 64);
-  assert.ok(gz.length < 1200, `${gz.length} bytes on the wire`);
-  const session = http2.connect(svc.url);
-  session.on("error", () => {});
-  const auth = svc.rest.defaultHeaders;
-  // HealthCheckRequest{service: ""}, inflating to 16 KiB less a little.
-  const watch = session.request({ ":method": "POST", ":path": "/grpc.health.v1.Health/Watch", "content-type": "application/grpc", te: "trailers", "grpc-encoding": "gzip" });
-  watch.on("error", () => {});
-  try {
-    const served = new Promise<boolean>((resolve) => {
-      watch.once("data", () => resolve(true));
-      watch.once("close", () => resolve(false));
-    });
-    watch.end(grpcFrame(inflatingMessage(Buffer.alloc(0), 16 * 1024 - 64), true));
-    assert.ok(await served, "the Watch is answered, and stays open holding what its message inflated to");
-    // gRPC: RESOURCE_EXHAUSTED, its reason in grpc-status-details-bin.
-    const grpc = (body: Buffer, compressed: boolean) =>
-      new Promise<{ status: string; reasons: string[] }>((resolve) => {
-        const req = session.request({ ":path": "/entityversions.v1.EntityVersionsService/GetActiveVersion", ":method": "POST", "content-type": "application/grpc", te: "trailers", ...(compressed ? { "grpc-encoding": "gzip" } : {}), ...auth });
-        let status = "no status";
-        let reasons: string[] = [];
-        const read = (h: http2.IncomingHttpHeaders) => {
-          if (h["grpc-status"] !== undefined) status = String(h["grpc-status"]);
-          const bin = h["grpc-status-details-bin"];
-          if (typeof bin === "string") reasons = reasonsIn(fromBinary(StatusSchema, Buffer.from(bin, "base64")).details.map((d) => ({ type: d.typeUrl.replace(/^.*\//, ""), value: Buffer.from(d.value).toString("base64") })));
-        };
-        req.on("response", read);
-        req.on("trailers", read);
-        req.on("error", () => {});
-        req.on("close", () => resolve({ status, reasons }));
-        req.resume();
-        req.end(grpcFrame(body, compressed));
-      });
-    assert.equal(await grpc(gz, true), { status: "8", reasons: ["IN_FLIGHT_BYTES_EXCEEDED"] }, "gRPC, grpc-encoding: gzip");
-    assert.equal(await grpc(missing, false), { status: "5", reasons: ["ENTITY_NOT_FOUND"] }, "what it took is given back: the same call uncompressed is served");
-    // Connect: 429, its reason in the JSON error's details.
-    const connect = async (headers: http2.OutgoingHttpHeaders, body: Buffer | undefined) => {
-      const req = session.request({ "connect-protocol-version": "1", ...headers, ...auth });
-      req.end(body);
-      const { status, text } = await answerOf(req);
-      const error = JSON.parse(text) as { details?: Array<{ type: string; value: string }> };
-      return { status, reasons: reasonsIn(error.details ?? []) };
+const getActiveVersion = "/entityversions.v1.EntityVersionsService/GetActiveVersion";
+const missing = Buffer.from("\x0a\x07missing", "latin1"); // {entity_id: "missing"}
+
+/** A gRPC call's answer: its status, message, ErrorInfo reasons and messages' bytes. */
+function grpcAnswer(session: http2.ClientHttp2Session, headers: http2.OutgoingHttpHeaders, framed: Buffer) {
+  return new Promise<{ status: string; message: string; reasons: string[]; body: string }>((resolve) => {
+    const req = session.request({ ":path": getActiveVersion, ":method": "POST", "content-type": "application/grpc", te: "trailers", ...headers });
+    let status = "no status";
+    let message = "";
+    let reasons: string[] = [];
+    let body = "";
+    const read = (h: http2.IncomingHttpHeaders) => {
+      if (h["grpc-status"] !== undefined) status = String(h["grpc-status"]);
+      if (h["grpc-message"] !== undefined) message = decodeURIComponent(String(h["grpc-message"]));
+      const bin = h["grpc-status-details-bin"];
+      if (typeof bin === "string") reasons = reasonsIn(fromBinary(StatusSchema, Buffer.from(bin, "base64")).details.map((d) => ({ type: d.typeUrl.replace(/^.*\//, ""), value: Buffer.from(d.value).toString("base64") })));
     };
-    const unary = { ":path": "/entityversions.v1.EntityVersionsService/GetActiveVersion", ":method": "POST", "content-type": "application/proto" };
-    assert.equal(await connect({ ...unary, "content-encoding": "gzip" }, gz), { status: 429, reasons: ["IN_FLIGHT_BYTES_EXCEEDED"] }, "Connect unary, content-encoding: gzip");
-    assert.equal(await connect(unary, missing), { status: 404, reasons: ["ENTITY_NOT_FOUND"] });
-    // A GET's message comes in its URL, not its body: only what it inflates to is charged, past what the Watch left.
-    const get = (message: Buffer, compression: string) => ({ ":path": `/entityversions.v1.EntityAccessService/GetEntityAccess?connect=v1&encoding=proto&base64=1${compression}&message=${message.toString("base64url")}` });
-    assert.equal(await connect(get(gz, "&compression=gzip"), undefined), { status: 429, reasons: ["IN_FLIGHT_BYTES_EXCEEDED"] }, "Connect GET, compression=gzip");
-    assert.equal(await connect(get(missing, ""), undefined), { status: 404, reasons: ["ENTITY_NOT_FOUND"] });
-  } finally {
-    watch.close(http2.constants.NGHTTP2_CANCEL);
-    session.destroy();
-  }
+    req.on("response", read);
+    req.on("trailers", read);
+    req.on("data", (d: Buffer) => (body += d.toString("base64")));
+    req.on("error", () => {});
+    req.on("close", () => resolve({ status, message, reasons, body }));
+    req.end(framed);
+  });
+}
+
+/** A Connect call's answer: its HTTP status, content type, body, and the ErrorInfo reasons of an error's JSON. */
+async function connectAnswer(session: http2.ClientHttp2Session, headers: http2.OutgoingHttpHeaders, body: Buffer | undefined) {
+  const req = session.request({ "connect-protocol-version": "1", ...headers });
+  let contentType = "";
+  req.on("response", (h) => (contentType = String(h["content-type"])));
+  req.end(body);
+  const { status, text } = await answerOf(req);
+  const reasons = contentType.startsWith("application/json") && status !== 200 ? reasonsIn((JSON.parse(text) as { details?: Array<{ type: string; value: string }> }).details ?? []) : [];
+  return { status, contentType, text, reasons };
+}
+
+const connectUnary = { ":path": getActiveVersion, ":method": "POST", "content-type": "application/proto" };
+const connectGet = (message: Buffer, query: string) => ({ ":path": `/entityversions.v1.EntityAccessService/GetEntityAccess?connect=v1&encoding=proto&base64=1${query}&message=${message.toString("base64url")}` });
+
+for (const scope of scopes) {
+  inflation(`RPC_INFLATION_SCOPE=${scope}: gRPC, Connect unary and a Connect GET: a small gzip message that inflates past the connection's budget is refused IN_FLIGHT_BYTES_EXCEEDED; the connection then serves the same call uncompressed`, async ({ services }) => {
+    const svc = services[scope];
+    const gz = inflatingMessage(missing, tight - 64);
+    assert.ok(gz.length < 1200, `${gz.length} bytes on the wire`);
+    const session = http2.connect(svc.url);
+    session.on("error", () => {});
+    const auth = svc.rest.defaultHeaders;
+    // HealthCheckRequest{service: ""}, inflating to 16 KiB less a little.
+    const watch = session.request({ ":method": "POST", ":path": "/grpc.health.v1.Health/Watch", "content-type": "application/grpc", te: "trailers", "grpc-encoding": "gzip" });
+    watch.on("error", () => {});
+    try {
+      const served = new Promise<boolean>((resolve) => {
+        watch.once("data", () => resolve(true));
+        watch.once("close", () => resolve(false));
+      });
+      watch.end(grpcFrame(inflatingMessage(Buffer.alloc(0), 16 * 1024 - 64), true));
+      assert.ok(await served, "the Watch is answered, and stays open holding what its message inflated to");
+      const pick = ({ status, reasons }: { status: string | number; reasons: string[] }) => ({ status, reasons });
+      // gRPC: RESOURCE_EXHAUSTED, its reason in grpc-status-details-bin; a coding's name in any letter case.
+      for (const coding of ["gzip", "GZIP"]) {
+        assert.equal(pick(await grpcAnswer(session, { "grpc-encoding": coding, ...auth }, grpcFrame(gz, true))), { status: "8", reasons: ["IN_FLIGHT_BYTES_EXCEEDED"] }, `gRPC, grpc-encoding: ${coding}`);
+      }
+      assert.equal(pick(await grpcAnswer(session, auth, grpcFrame(missing, false))), { status: "5", reasons: ["ENTITY_NOT_FOUND"] }, "what it took is given back: the same call uncompressed is served");
+      // Connect: 429, its reason in the JSON error's details.
+      assert.equal(pick(await connectAnswer(session, { ...connectUnary, "content-encoding": "gzip", ...auth }, gz)), { status: 429, reasons: ["IN_FLIGHT_BYTES_EXCEEDED"] }, "Connect unary, content-encoding: gzip");
+      assert.equal(pick(await connectAnswer(session, { ...connectUnary, ...auth }, missing)), { status: 404, reasons: ["ENTITY_NOT_FOUND"] });
+      // A GET's message comes in its URL, not its body: only what it inflates to is charged, past what the Watch left.
+      assert.equal(pick(await connectAnswer(session, { ...connectGet(gz, "&compression=gzip"), ...auth }, undefined)), { status: 429, reasons: ["IN_FLIGHT_BYTES_EXCEEDED"] }, "Connect GET, compression=gzip");
+      assert.equal(pick(await connectAnswer(session, { ...connectGet(missing, ""), ...auth }, undefined)), { status: 404, reasons: ["ENTITY_NOT_FOUND"] });
+    } finally {
+      watch.close(http2.constants.NGHTTP2_CANCEL);
+      session.destroy();
+    }
+  });
+}
+
+inflation("RPC_INFLATION_SCOPE=compressed and all answer uncompressed calls, and messages flagged compressed under identity, alike", async ({ services }) => {
+  const answers = await Promise.all(
+    scopes.map(async (scope) => {
+      const svc = services[scope];
+      const auth = svc.rest.defaultHeaders;
+      const session = http2.connect(svc.url);
+      session.on("error", () => {});
+      const notUtf8 = Buffer.from('{"entityId": "bad \xff"}', "latin1");
+      try {
+        return {
+          grpc: await grpcAnswer(session, auth, grpcFrame(missing, false)),
+          grpcIdentity: await grpcAnswer(session, { "grpc-encoding": "identity", ...auth }, grpcFrame(missing, false)),
+          grpcFlaggedIdentity: await grpcAnswer(session, { "grpc-encoding": "identity", ...auth }, grpcFrame(gzipSync(missing), true)),
+          grpcFlaggedNone: await grpcAnswer(session, auth, grpcFrame(gzipSync(missing), true)),
+          connect: await connectAnswer(session, { ...connectUnary, ...auth }, missing),
+          connectIdentity: await connectAnswer(session, { ...connectUnary, "content-encoding": "Identity", ...auth }, missing),
+          connectJson: await connectAnswer(session, { ...connectUnary, "content-type": "application/json", ...auth }, Buffer.from('{"entityId": "missing"}')),
+          connectNotUtf8: await connectAnswer(session, { ...connectUnary, "content-type": "application/json", ...auth }, notUtf8),
+          connectNotUtf8Gzip: await connectAnswer(session, { ...connectUnary, "content-type": "application/json", "content-encoding": "gzip", ...auth }, gzipSync(notUtf8)),
+          get: await connectAnswer(session, { ...connectGet(missing, ""), ...auth }, undefined),
+          getIdentity: await connectAnswer(session, { ...connectGet(missing, "&compression=identity"), ...auth }, undefined),
+        };
+      } finally {
+        session.destroy();
+      }
+    }),
+  );
+  const [compressed, all] = answers as [(typeof answers)[number], (typeof answers)[number]];
+  assert.equal(compressed, all);
+  assert.equal([compressed.grpc.status, compressed.connect.status, compressed.get.status], ["5", 404, 404], "served (NOT_FOUND)");
+  assert.is.not(compressed.grpcFlaggedIdentity.status, "0", JSON.stringify(compressed.grpcFlaggedIdentity));
+  assert.not.equal(compressed.grpcFlaggedIdentity.reasons, ["INTERNAL"], "a message flagged compressed without a coding is the client's error, not one that came uncharged");
+  assert.is(compressed.connectNotUtf8Gzip.status, 400, JSON.stringify(compressed.connectNotUtf8Gzip));
 });
 
 inflation.run();

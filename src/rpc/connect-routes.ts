@@ -2,12 +2,13 @@ import http2 from "node:http2";
 import { type ConnectRouter, type ConnectRouterOptions, type ContextValues, ConnectError, createConnectRouter } from "@connectrpc/connect";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { FastifyPluginCallback, FastifyReply, FastifyRequest } from "fastify";
+import type { RpcInflationScope } from "../config.js";
 import { apiError } from "../errors/api-error.js";
 import type { CallPass } from "../http/call-gate.js";
 import { type BodyGuard, guardedBody } from "../http/guarded-body.js";
 import { chargedCompressions, chargingInflationTo, type InflationCharge } from "./charged-inflation.js";
 import { getMessageRefusal, withEmptyGetMessage } from "./connect-get-message.js";
-import { lowercaseEncodingNames } from "./encoding-names.js";
+import { lowercaseEncodingNames, mayBeCompressed } from "./encoding-names.js";
 import type { ErrorLogger } from "./error-interceptor.js";
 import { minimalGrpcMessage } from "./grpc-message.js";
 import { codeName, noteRefusal, type RpcOutcome } from "./observe-interceptor.js";
@@ -52,6 +53,8 @@ export interface ConnectRoutesOptions extends ConnectRouterOptions {
   readonly refused: (req: FastifyRequest) => boolean;
   /** Told (once) of a compressed message that came to be inflated with no body budget to charge, a bug: it is refused. */
   readonly log: ErrorLogger;
+  /** Which calls run in the scope that charges what their messages inflate to (RPC_INFLATION_SCOPE). */
+  readonly inflationScope: RpcInflationScope;
   /** What each request body is read against. */
   readonly bodyGuard: (req: FastifyRequest, reply: FastifyReply) => BodyGuard;
   /**
@@ -185,11 +188,17 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
       // is read, or above for a Connect GET, or once inflated when compressed.
       const framing = jsonFraming(req.headers["content-type"] ?? null);
       const json = framing !== undefined || (req.method === "GET" && new URL(req.url, "http://x").searchParams.get("encoding") === "json");
-      // What a compressed message inflates to counts against the same
-      // budget, as it is inflated (charged-inflation).
-      const inflation: InflationCharge | undefined = guard === undefined ? undefined : { ticket: guard.ticket, ...(json ? { check: notUtf8Message } : {}) };
       const uReq = universalRequestFromNodeRequest(req.raw, reply.raw, undefined, opts.contextValues(req));
       lowercaseEncodingNames(uReq.header);
+      // What a compressed message inflates to counts against the same
+      // budget, as it is inflated (charged-inflation). Only a call whose
+      // request names a coding is run in that scope: on Node 20 the first
+      // AsyncLocalStorage.run turns on promise hooks for the whole process,
+      // for good, and every call after pays for them (docs/performance.md).
+      // A message that comes compressed all the same is refused, never
+      // inflated uncounted.
+      const scoped = opts.inflationScope === "all" || mayBeCompressed(req.method, uReq.header, req.url);
+      const inflation: InflationCharge | undefined = guard === undefined || !scoped ? undefined : { ticket: guard.ticket, ...(json ? { check: notUtf8Message } : {}) };
       dropUntimeableDeadlines(uReq.header);
       spendDeadline(uReq.header, reply.elapsedTime);
       let bodyError: unknown;

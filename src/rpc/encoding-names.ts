@@ -13,3 +13,20 @@ export function lowercaseEncodingNames(header: Headers): void {
     if (value !== null && value !== value.toLowerCase()) header.set(name, value.toLowerCase());
   }
 }
+
+/** The request headers that name the content coding of a request's messages: gRPC and gRPC-Web, Connect unary, Connect streaming. */
+const requestCodingHeaders = ["grpc-encoding", "content-encoding", "connect-content-encoding"];
+
+/**
+ * Whether Connect may decompress a request's messages: a POST whose
+ * headers name a content coding other than identity (once lowercased, by
+ * lowercaseEncodingNames), or a Connect GET whose query does
+ * (`compression=`). Connect decompresses only a message whose request
+ * names a coding; any other name, even one it does not take, counts here,
+ * so that this errs towards yes.
+ */
+export function mayBeCompressed(method: string, header: Headers, url: string): boolean {
+  const named = (coding: string | null) => coding !== null && coding.trim().toLowerCase() !== "identity";
+  if (method === "GET") return new URL(url, "http://x").searchParams.getAll("compression").some(named);
+  return requestCodingHeaders.some((name) => named(header.get(name)));
+}

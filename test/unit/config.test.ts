@@ -34,6 +34,8 @@ test("no configuration runs on the embedded defaults under ./data", () => {
   assert.is(c.host, "127.0.0.1", "development serves this machine only");
   assert.is(c.http.maxConcurrentStreams, 100);
   assert.is(c.auth.maxTokenLifetimeSeconds, undefined, "no lifetime bound outside production unless set");
+  assert.is(c.rpcInflationScope, "compressed");
+  assert.is(loadConfig({ RPC_INFLATION_SCOPE: " All " }).rpcInflationScope, "all");
 });
 
 test("production listens everywhere and bounds token lifetimes by default", () => {
@@ -197,6 +199,7 @@ test("a bad value stops the start with a message naming the variable", () => {
     [{ AZURE_STORAGE_CONNECTION_STRING: "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=a2V5" }, "EndpointSuffix"],
     [{ UPLOAD_URL_TTL_SECONDS: "1" }, "UPLOAD_URL_TTL_SECONDS"],
     [{ LOG_LEVEL: "loud" }, "LOG_LEVEL"],
+    [{ RPC_INFLATION_SCOPE: "off" }, "RPC_INFLATION_SCOPE must be compressed or all"],
     [{ PAGE_MAX_BYTES: "1000" }, "PAGE_MAX_BYTES"],
     [{ MAX_PACKAGE_JSON_VALUES: "0" }, "MAX_PACKAGE_JSON_VALUES"],
     [{ PAGE_TOKEN_SECRET: "short" }, "PAGE_TOKEN_SECRET"],
