@@ -53,8 +53,9 @@ export interface OnePortServer extends net.Server {
   closeAllConnections(): void;
   /**
    * Moves clients off before a close, still serving: new connections are
-   * accepted, every HTTP/1.1 answer not yet begun closes its connection
-   * (`Connection: close`), HTTP/1.1 connections unused for a second are
+   * accepted, each HTTP/1.1 connection's last answer closes it
+   * (`Connection: close`) when not yet begun, and a request pipelined
+   * behind such an answer is not run, HTTP/1.1 connections unused for a second are
    * closed (and those going quiet later in the drain), and HTTP/2
    * sessions get GOAWAY (those opened from now on after their first stream),
    * their open streams let finish. Without it, a keep-alive client, or a
@@ -120,10 +121,14 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
       requireHostHeader: unreadable === undefined,
     },
     (req, res) => {
-      // A request that arrives on a connection closing has ended (sent on a
-      // keep-alive connection as its last answer finished) can never be
-      // answered: it is not run.
-      if (req.socket.writableEnded) return;
+      // A request that can never be answered is not run, so that its
+      // client, which sees its connection close without an answer, may
+      // safely send it again: one that arrives on a connection closing has
+      // ended (sent on a keep-alive connection as its last answer
+      // finished), and one pipelined behind an answer that closes its
+      // connection (draining, closing, or its client's Connection: close),
+      // after which Node sends nothing more.
+      if (req.socket.writableEnded || behindClosingAnswer(req.socket, res)) return;
       if (unreadable !== undefined && req.httpVersion === "1.1" && req.headers.host === undefined) {
         const { status, headers, body } = refusal(unreadable({ kind: "malformed", problem: "it has no Host header, which every HTTP/1.1 request carries (RFC 9112, 3.2)" }));
         res.writeHead(status, headers).end(body);
@@ -132,8 +137,30 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
       handler(req, res);
     },
   );
-  // Answers not yet closed, by HTTP/1.1 connection.
+  // Answers not yet closed, by HTTP/1.1 connection, in the order of their requests.
   const unfinished = new WeakMap<net.Socket, Set<http.ServerResponse>>();
+  /** Whether an answer ahead of `res` on its connection closes the connection. */
+  const behindClosingAnswer = (socket: net.Socket, res: http.ServerResponse): boolean => {
+    const open = unfinished.get(socket);
+    if (open === undefined || open.size < 2) return false;
+    for (const other of open) if (other !== res && !other.shouldKeepAlive) return true;
+    return false;
+  };
+  /**
+   * Has each HTTP/1.1 connection close after its last answer
+   * (`Connection: close`), when that answer's head is still to be written.
+   * Only after its last: a request pipelined behind an answer that closes
+   * the connection has been run already, and its own answer would never be
+   * sent. One whose last head has gone out keep-alive is closed otherwise
+   * (the drain's sweep, or release).
+   */
+  const closeAfterLastAnswers = (): void => {
+    for (const socket of h1Sockets) {
+      let last: http.ServerResponse | undefined;
+      for (const res of unfinished.get(socket) ?? []) last = res;
+      if (last !== undefined && !last.headersSent) last.shouldKeepAlive = false;
+    }
+  };
   if (unreadable !== undefined) {
     // Fastify answers "clientError" on the server it is given, the outer
     // one, which never emits it: answered here, in the API's error shape.
@@ -220,7 +247,6 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
   };
   h2.on("timeout", onQuiet);
   const sessions = new Set<http2.ServerHttp2Session>();
-  const responses = new Set<http.ServerResponse>();
   const h1Sockets = new Set<net.Socket>();
   // When each HTTP/1.1 connection last began a request or ended an answer.
   const lastUsed = new WeakMap<net.Socket, number>();
@@ -248,7 +274,6 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
   // place, its log line) is let go.
   h1.prependListener("request", (req, res) => {
     if (closing || draining) res.shouldKeepAlive = false;
-    responses.add(res);
     const socket = req.socket;
     lastUsed.set(socket, Date.now());
     let open = unfinished.get(socket);
@@ -270,7 +295,6 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
     res.once("close", () => {
       lastUsed.set(socket, Date.now());
       open.delete(res);
-      responses.delete(res);
       if (closing) release(socket);
     });
   });
@@ -350,7 +374,7 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
   outer.drain = () => {
     if (draining || closing) return;
     draining = true;
-    for (const res of responses) if (!res.headersSent) res.shouldKeepAlive = false;
+    closeAfterLastAnswers();
     // A connection in use is closed by its next answer (`Connection:
     // close`); one gone quiet, by this sweep. Not ended as its answer ends,
     // as closing does: that could cut a request its client has already sent on it.
@@ -367,7 +391,7 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
   outer.close = (callback?: (err?: Error) => void) => {
     closing = true;
     clearInterval(drainSweep);
-    for (const res of responses) if (!res.headersSent) res.shouldKeepAlive = false;
+    closeAfterLastAnswers();
     close(callback);
     outer.closeIdleConnections();
     return outer;

@@ -187,4 +187,61 @@ test("close: a keep-alive answer already under way is sent whole, then its conne
   }
 });
 
+/** A server whose handler answers /slow… after 300 ms and anything else at once, and the paths it ran. */
+async function recordingServer() {
+  const ran: string[] = [];
+  const server = createOnePortServer(
+    (req, res) => {
+      const url = (req as http.IncomingMessage).url ?? "";
+      ran.push(url);
+      setTimeout(() => res.end(`answer ${url}`), url.startsWith("/slow") ? 300 : 0);
+    },
+    { idleTimeoutMs: 60_000 },
+  );
+  await listening(server);
+  return { server, ran };
+}
+
+const post = (path: string) => `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n`;
+
+test("drain, close: a request pipelined behind an answer that will close its connection is not run: its client sees one answer and the close, and may send it again", async () => {
+  for (const stop of ["drain", "close"] as const) {
+    const { server, ran } = await recordingServer();
+    const client = await rawConnection(server);
+    client.socket.write(post("/slow"));
+    await sleep(100);
+    const closed = stop === "drain" ? (server.drain(), undefined) : new Promise<void>((resolve) => server.close(() => resolve()));
+    client.socket.write(post("/second"));
+    await client.closed;
+    try {
+      assert.equal(ran, ["/slow"], stop);
+      assert.is(client.received().match(/HTTP\/1\.1 /g)?.length, 1, `${stop}: ${client.received()}`);
+      assert.match(client.received(), /connection: close[^]*answer \/slow$/i, stop);
+    } finally {
+      if (closed === undefined) server.close();
+      else await closed;
+    }
+  }
+});
+
+test("drain, close: requests pipelined before it are all answered, the connection closed after the last", async () => {
+  for (const stop of ["drain", "close"] as const) {
+    const { server, ran } = await recordingServer();
+    const client = await rawConnection(server);
+    client.socket.write(post("/slow") + post("/slow-second"));
+    await sleep(100);
+    const closed = stop === "drain" ? (server.drain(), undefined) : new Promise<void>((resolve) => server.close(() => resolve()));
+    await client.closed;
+    try {
+      assert.equal(ran, ["/slow", "/slow-second"], stop);
+      const [first, second] = client.received().split(/(?=HTTP\/1\.1 )/);
+      assert.match(first ?? "", /^HTTP\/1\.1 200 [^]*keep-alive[^]*answer \/slow$/i, `${stop}: ${client.received()}`);
+      assert.match(second ?? "", /^HTTP\/1\.1 200 [^]*connection: close[^]*answer \/slow-second$/i, `${stop}: ${client.received()}`);
+    } finally {
+      if (closed === undefined) server.close();
+      else await closed;
+    }
+  }
+});
+
 test.run();
