@@ -147,19 +147,31 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
     return false;
   };
   /**
-   * Has each HTTP/1.1 connection close after its last answer
+   * Has an HTTP/1.1 connection close after its last answer
    * (`Connection: close`), when that answer's head is still to be written.
    * Only after its last: a request pipelined behind an answer that closes
    * the connection has been run already, and its own answer would never be
    * sent. One whose last head has gone out keep-alive is closed otherwise
-   * (the drain's sweep, or release).
+   * (the drain's sweep, release, or endRefused).
    */
-  const closeAfterLastAnswers = (): void => {
-    for (const socket of h1Sockets) {
-      let last: http.ServerResponse | undefined;
-      for (const res of unfinished.get(socket) ?? []) last = res;
-      if (last !== undefined && !last.headersSent) last.shouldKeepAlive = false;
-    }
+  const closeAfterLastAnswer = (socket: net.Socket): void => {
+    let last: http.ServerResponse | undefined;
+    for (const res of unfinished.get(socket) ?? []) last = res;
+    if (last !== undefined && !last.headersSent) last.shouldKeepAlive = false;
+  };
+  // Connections on which a request could not be read: none after it is.
+  const refused = new WeakSet<stream.Duplex>();
+  /**
+   * Ends a refused connection, after `data` (its refusal) if given. Ended,
+   * not destroyed at once: what the client is still sending is read (and
+   * dropped) for a while, so that what it was sent is not lost to a reset;
+   * past that, nobody holds the connection by sending on.
+   */
+  const endRefused = (socket: stream.Duplex, data?: string): void => {
+    socket.end(data);
+    const linger = setTimeout(() => socket.destroy(), refusedLingerMs);
+    linger.unref();
+    socket.once("close", () => clearTimeout(linger));
   };
   if (unreadable !== undefined) {
     // Fastify answers "clientError" on the server it is given, the outer
@@ -167,15 +179,25 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
     // As Node's own answer is, only on a connection still open on which no
     // answer has begun (the error can come mid-body), and once: the parser
     // reports each later chunk again. A request timeout or a reset has
-    // nobody to answer. Nor has a bad request pipelined after a complete
-    // one still being answered: the client would take the refusal for that
-    // one's answer, which may have taken effect; the connection is closed.
-    const refused = new WeakSet<stream.Duplex>();
+    // nobody to answer.
     h1.on("clientError", (error: NodeJS.ErrnoException, socket: stream.Duplex) => {
       if (refused.has(socket)) return;
-      const begun = [...(unfinished.get(socket as net.Socket) ?? [])].some((res) => res.headersSent || res.req.complete);
-      if (error.code === "ECONNRESET" || error.code === "ERR_HTTP_REQUEST_TIMEOUT" || !socket.writable || begun) return void socket.destroy();
+      const open = [...(unfinished.get(socket as net.Socket) ?? [])];
+      // The request whose body the error is in, if it is in a body.
+      const reading = open.find((res) => !res.req.complete);
+      if (error.code === "ECONNRESET" || error.code === "ERR_HTTP_REQUEST_TIMEOUT" || !socket.writable || (reading !== undefined && (reading.headersSent || open[0] !== reading))) {
+        return void socket.destroy();
+      }
       refused.add(socket);
+      if (reading === undefined && open.length > 0) {
+        // A bad request pipelined behind complete ones still being
+        // answered: it is not answered, as the client would take its
+        // refusal for theirs, which may have taken effect. Their answers
+        // are sent, the last with Connection: close, and the connection
+        // then ended (endRefused, when the last went out keep-alive).
+        closeAfterLastAnswer(socket as net.Socket);
+        return;
+      }
       const { status, headers, body } = refusal(
         unreadable(
           error.code === "HPE_HEADER_OVERFLOW"
@@ -183,13 +205,7 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
             : { kind: "malformed", problem: `its request line or headers are not HTTP/1.1 as RFC 9112 writes it (${error.message.replace(/^Parse Error: /, "")})` },
         ),
       );
-      // Ended, not destroyed at once: what the client is still sending is
-      // read (and dropped) for a while, so that the answer is not lost to a
-      // reset; past that, nobody holds the connection by sending on.
-      socket.end(`HTTP/1.1 ${status} ${http.STATUS_CODES[status] ?? ""}\r\n${Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join("")}\r\n${body}`);
-      const linger = setTimeout(() => socket.destroy(), refusedLingerMs);
-      linger.unref();
-      socket.once("close", () => clearTimeout(linger));
+      endRefused(socket, `HTTP/1.1 ${status} ${http.STATUS_CODES[status] ?? ""}\r\n${Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join("")}\r\n${body}`);
     });
   }
   // An HTTP/1.1 connection on which nothing moved for an idle period is
@@ -296,6 +312,7 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
       lastUsed.set(socket, Date.now());
       open.delete(res);
       if (closing) release(socket);
+      else if (open.size === 0 && refused.has(socket) && !socket.writableEnded) endRefused(socket);
     });
   });
   h2.on("session", (session) => {
@@ -374,7 +391,7 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
   outer.drain = () => {
     if (draining || closing) return;
     draining = true;
-    closeAfterLastAnswers();
+    for (const socket of h1Sockets) closeAfterLastAnswer(socket);
     // A connection in use is closed by its next answer (`Connection:
     // close`); one gone quiet, by this sweep. Not ended as its answer ends,
     // as closing does: that could cut a request its client has already sent on it.
@@ -391,7 +408,7 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
   outer.close = (callback?: (err?: Error) => void) => {
     closing = true;
     clearInterval(drainSweep);
-    closeAfterLastAnswers();
+    for (const socket of h1Sockets) closeAfterLastAnswer(socket);
     close(callback);
     outer.closeIdleConnections();
     return outer;
