@@ -256,7 +256,11 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
         error.code === "FST_ERR_MAX_PARAM_LENGTH"
           ? apiError("INVALID_ARGUMENT", { field: "path", problem: "a path segment is longer than 512 characters" })
           : apiError("MALFORMED_REQUEST", { problem: `the URL ${shownPath(req.url)}${req.url.includes("?") ? "?…" : ""} is not valid: percent-encode it as RFC 3986 says (a "%" that starts no escape is written %25)` });
-      void sendRestError(reply as unknown as FastifyReply, refusal, { "x-request-id": req.id });
+      // Its body is unread: the next request on an HTTP/1.1 connection
+      // could not be told from it (as the onSend hook does, which this
+      // answer does not pass through).
+      const closing: Record<string, string> = !(req.raw instanceof http2.Http2ServerRequest) && !req.raw.complete ? { connection: "close" } : {};
+      void sendRestError(reply as unknown as FastifyReply, refusal, { "x-request-id": req.id, ...closing });
       req.log.info({ method: shown(req.method), path: shownPath(req.url), reason: reasonOf(refusal), status: reply.statusCode }, "request");
     },
     requestIdHeader: false,

@@ -139,6 +139,8 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
   );
   // Answers not yet closed, by HTTP/1.1 connection, in the order of their requests.
   const unfinished = new WeakMap<net.Socket, Set<http.ServerResponse>>();
+  // The answer to each HTTP/1.1 connection's latest request, closed or not.
+  const latestAnswer = new WeakMap<net.Socket, http.ServerResponse>();
   /** Whether an answer ahead of `res` on its connection closes the connection. */
   const behindClosingAnswer = (socket: net.Socket, res: http.ServerResponse): boolean => {
     const open = unfinished.get(socket);
@@ -183,8 +185,13 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
     h1.on("clientError", (error: NodeJS.ErrnoException, socket: stream.Duplex) => {
       if (refused.has(socket)) return;
       const open = [...(unfinished.get(socket as net.Socket) ?? [])];
-      // The request whose body the error is in, if it is in a body.
-      const reading = open.find((res) => !res.req.complete);
+      // The answer to the request whose body the error is in, if it is in
+      // one: the latest request given to the handler, while incomplete. Its
+      // answer may have been sent already (one given before the body was
+      // read, keep-alive), or have begun: no second answer follows it. Nor
+      // is one written ahead of the answers to requests before it.
+      const latest = latestAnswer.get(socket as net.Socket);
+      const reading = latest !== undefined && !latest.req.complete ? latest : undefined;
       if (error.code === "ECONNRESET" || error.code === "ERR_HTTP_REQUEST_TIMEOUT" || !socket.writable || (reading !== undefined && (reading.headersSent || open[0] !== reading))) {
         return void socket.destroy();
       }
@@ -292,6 +299,7 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
     if (closing || draining) res.shouldKeepAlive = false;
     const socket = req.socket;
     lastUsed.set(socket, Date.now());
+    latestAnswer.set(socket, res);
     let open = unfinished.get(socket);
     if (open === undefined) {
       const mine = (open = new Set());

@@ -295,6 +295,32 @@ export function protocolsSuite(backend: Backend) {
     assert.match(await send("GET /healthz HTTP/1.0\r\n\r\n"), /^HTTP\/1\.1 200 /);
   });
 
+  s("a URL refused before routing, its chunked HTTP/1.1 body unread, is answered with Connection: close, and that is the one answer its request gets when its client then stops sending", async ({ svc }) => {
+    const port = Number(new URL(svc.url).port);
+    const cases: Array<[string, string, string]> = [
+      ["a bad escape", "/api/entities/%zz/versions/upload-url", "MALFORMED_REQUEST"],
+      ["a path segment past 512 characters", `/api/entities/${"a".repeat(600)}/versions/upload-url`, "INVALID_ARGUMENT"],
+    ];
+    for (const [label, path, code] of cases) {
+      const socket = net.connect({ port, host: "127.0.0.1", allowHalfOpen: true });
+      let got = "";
+      socket.on("data", (d: Buffer) => (got += d.toString()));
+      const closed = new Promise<boolean>((resolve) => {
+        socket.once("close", () => resolve(true));
+        setTimeout(() => resolve(false), 5_000).unref();
+      });
+      socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: ${svc.rest.defaultHeaders["authorization"]}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n`);
+      for (let i = 0; i < 100 && !got.includes("}"); i++) await new Promise((resolve) => setTimeout(resolve, 20));
+      // The client gives up on its body.
+      socket.end();
+      assert.ok(await closed, `${label}: closed`);
+      socket.destroy();
+      assert.is(got.match(/HTTP\/1\.1 \d{3} /g)?.length, 1, `${label}: ${got}`);
+      assert.match(got, /^HTTP\/1\.1 400 [^]*\r\nconnection: close\r\n/i, `${label}: ${got}`);
+      assert.match(got, `"code":"${code}"`, label);
+    }
+  });
+
   s("no body is no body, whatever Content-Type says (clients that set it on every request, or label even nothing text/plain): a rule without a body is served, one with a body reads the empty message", async ({ svc }) => {
     const e = newEntityId();
     const v1 = (await push(svc, e, { setAsActive: true })).confirm!.body.version.id as string;
