@@ -51,7 +51,7 @@ import { clientTimeoutMs, deadlineHeader } from "./rpc/timeout-headers.js";
 import { AbandonedWork, abandonedWorkInterceptor, abandonedWorkKey } from "./rpc/abandoned-work.js";
 import { errorInterceptor, requestLogKey, toCatalogError } from "./rpc/error-interceptor.js";
 import { createInProcessCaller, createInProcessStreamCaller } from "./rpc/in-process-caller.js";
-import { noteRefusal, observeInterceptor, type RpcOutcome, recordRpc, rpcOutcomeKey } from "./rpc/observe-interceptor.js";
+import { codeName, noteRefusal, observeInterceptor, type RpcOutcome, recordRpc, rpcOutcomeKey } from "./rpc/observe-interceptor.js";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -221,6 +221,9 @@ function rpcRoute(req: FastifyRequest): RpcRouteConfig | undefined {
  */
 export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   const { http: limits } = deps;
+  // Requests the one-port server refused as their body came (its chunked
+  // framing broken), after the handler had them, and how.
+  const refusedInBody = new WeakMap<object, { code: string; reason: string | undefined; status: number }>();
   // Fastify's types know only its own server kinds; the one-port server is
   // an HTTP/1.1 server to Fastify, with HTTP/2 requests as compatible objects.
   const app: FastifyInstance = Fastify({
@@ -235,7 +238,12 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
           const refusal =
             request.kind === "too-large" ? apiError("REQUEST_HEADERS_TOO_LARGE", { limitBytes: request.limitBytes }) : apiError("MALFORMED_REQUEST", { problem: request.problem });
           const answer = renderRestError(refusal);
-          deps.logger.info({ reason: reasonOf(refusal), status: answer.status }, "request");
+          const reason = reasonOf(refusal);
+          // One the handler had: its log line (and its count) is this one,
+          // rather than the 499 of an answer never sent (finishRequest).
+          const given = request.kind === "malformed" ? request.request : undefined;
+          if (given !== undefined) refusedInBody.set(given, { code: codeName(refusal.code), reason, status: answer.status });
+          deps.logger.info({ ...(given === undefined ? {} : { method: shown(given.method ?? ""), path: shownPath(given.url ?? "") }), reason, status: answer.status }, "request");
           return answer;
         },
       })) as unknown as FastifyServerFactory,
@@ -550,17 +558,21 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     // stream it reset ends the response too): the call may still be
     // running, and whatever it answers reaches nobody.
     const gone = !reply.raw.writableEnded;
+    // Refused by the one-port server as its body came: its client got that
+    // refusal, and its log line is already written.
+    const refusedAs = gone ? refusedInBody.get(req.raw) : undefined;
     // A call refused before any interceptor saw it, or cut off by its
     // client, is counted here (once: see recordRpc).
     if (route !== undefined && o.rpc === undefined) {
       recordRpc(deps.metrics, o, {
         rpc: route.rpc,
         protocol: o.protocol ?? route.gateway,
-        code: o.code ?? (gone ? "canceled" : "unknown"),
-        reason: o.reason,
+        code: refusedAs?.code ?? o.code ?? (gone ? "canceled" : "unknown"),
+        reason: refusedAs === undefined ? o.reason : refusedAs.reason,
         seconds: reply.elapsedTime / 1000,
       });
     }
+    if (refusedAs !== undefined) return;
     req.log.info(
       {
         method: shown(req.method),

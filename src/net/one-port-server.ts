@@ -26,19 +26,26 @@ export interface OnePortOptions {
    */
   readonly maxConnections?: number;
   /**
-   * The answer to an HTTP/1.1 request refused before the handler sees it:
-   * one Node's parser cannot read, or without Host. Without it, Node
-   * answers them itself, with a bare status and no body.
+   * The answer to an HTTP/1.1 request refused before the handler sees it
+   * (one Node's parser cannot read, or without Host), or as its chunked
+   * body comes. Without it, Node answers them itself, with a bare status
+   * and no body.
    */
   readonly unreadable?: (request: UnreadableRequest) => RefusalAnswer;
 }
 
-/** An HTTP/1.1 request refused before it reached the handler. */
+/** An HTTP/1.1 request refused before it reached the handler, or as its body came. */
 export type UnreadableRequest =
   /** Its request line and headers together are past Node's limit (`http.maxHeaderSize`). */
   | { readonly kind: "too-large"; readonly limitBytes: number }
-  /** What is wrong with it: Node's parser refused it (a header line without a colon, two Content-Lengths), or it has no Host. */
-  | { readonly kind: "malformed"; readonly problem: string };
+  /**
+   * What is wrong with it: Node's parser refused it (a header line without
+   * a colon, two Content-Lengths, a chunked body's framing), or it has no
+   * Host. `request` is the request when it was given to the handler
+   * already (its chunked body could not be read): the handler's answer to
+   * it is never sent.
+   */
+  | { readonly kind: "malformed"; readonly problem: string; readonly request?: http.IncomingMessage };
 
 /** An answer the server writes itself: its status, headers, and a JSON body. */
 export interface RefusalAnswer {
@@ -205,11 +212,21 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
         closeAfterLastAnswer(socket as net.Socket);
         return;
       }
+      const why = error.message.replace(/^Parse Error: /, "");
       const { status, headers, body } = refusal(
         unreadable(
-          error.code === "HPE_HEADER_OVERFLOW"
-            ? { kind: "too-large", limitBytes: http.maxHeaderSize }
-            : { kind: "malformed", problem: `its request line or headers are not HTTP/1.1 as RFC 9112 writes it (${error.message.replace(/^Parse Error: /, "")})` },
+          // In a body, the error is in its chunked framing (a chunk size, a
+          // chunk's end, trailer fields past the header limit): a request
+          // with a Content-Length has no framing to break.
+          reading !== undefined
+            ? {
+                kind: "malformed",
+                problem: `its body's chunked framing is not valid as RFC 9112 (7.1) writes it (${error.code === "HPE_HEADER_OVERFLOW" ? `trailer fields past ${http.maxHeaderSize} bytes` : why})`,
+                request: reading.req,
+              }
+            : error.code === "HPE_HEADER_OVERFLOW"
+              ? { kind: "too-large", limitBytes: http.maxHeaderSize }
+              : { kind: "malformed", problem: `its request line or headers are not HTTP/1.1 as RFC 9112 writes it (${why})` },
         ),
       );
       endRefused(socket, `HTTP/1.1 ${status} ${http.STATUS_CODES[status] ?? ""}\r\n${Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join("")}\r\n${body}`);

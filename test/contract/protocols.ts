@@ -6,7 +6,7 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import * as assert from "uvu/assert";
 import { GetVersionRequestSchema, GetVersionResponseSchema } from "../../gen/entityversions/v1/entity_versions_pb.js";
 import type { Backend } from "../support/env.js";
-import { newEntityId, push } from "../support/service.js";
+import { memoryLogger, newEntityId, push, startService } from "../support/service.js";
 import { serviceSuite } from "../support/suite.js";
 import { answerOf } from "../support/raw-h2.js";
 
@@ -318,6 +318,50 @@ export function protocolsSuite(backend: Backend) {
       assert.is(got.match(/HTTP\/1\.1 \d{3} /g)?.length, 1, `${label}: ${got}`);
       assert.match(got, /^HTTP\/1\.1 400 [^]*\r\nconnection: close\r\n/i, `${label}: ${got}`);
       assert.match(got, `"code":"${code}"`, label);
+    }
+  });
+
+  s("a chunked HTTP/1.1 body whose framing breaks as it comes (a bad chunk size, trailer fields past 16 KiB) is refused 400 MALFORMED_REQUEST saying so, not as a request line or headers, and logged once", async () => {
+    const { logger, text } = memoryLogger("info");
+    const svc = await startService(backend, { logger });
+    try {
+      const port = Number(new URL(svc.url).port);
+      // Each case its own path: its log lines are told apart by it.
+      const cases: Array<[string, string, string]> = [
+        ["a bad chunk size (REST)", `/api/entities/${newEntityId()}/active-version`, '5\r\n{"ver\r\nzz\r\n'],
+        ["trailer fields past 16 KiB (REST)", `/api/entities/${newEntityId()}/active-version`, `2\r\n{}\r\n0\r\nX-T: ${"a".repeat(20_000)}\r\n\r\n`],
+        ["a bad chunk size (Connect)", "/entityversions.v1.EntityAccessService/GetEntityAccess", '5\r\n{"ent\r\nzz\r\n'],
+      ];
+      for (const [label, path, body] of cases) {
+        const socket = net.connect(port, "127.0.0.1");
+        socket.on("error", () => {});
+        let got = "";
+        socket.on("data", (d: Buffer) => (got += d.toString()));
+        const closed = new Promise<boolean>((resolve) => {
+          socket.once("close", () => resolve(true));
+          setTimeout(() => resolve(false), 5_000).unref();
+        });
+        const method = path.startsWith("/api/") ? "PUT" : "POST";
+        socket.write(`${method} ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: ${svc.rest.defaultHeaders["authorization"]}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`);
+        // The handler has it, reading its body, when the body breaks.
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        socket.write(body);
+        assert.ok(await closed, `${label}: closed`);
+        const split = got.indexOf("\r\n\r\n");
+        assert.match(got.slice(0, split), /^HTTP\/1\.1 400 [^]*\r\nconnection: close/i, `${label}: ${got}`);
+        const json = JSON.parse(got.slice(split + 4)) as { code: string; error: string };
+        assert.is(json.code, "MALFORMED_REQUEST", label);
+        assert.match(json.error, "The request could not be read: its body's chunked framing is not valid as RFC 9112 (7.1) writes it (", label);
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        const lines = text()
+          .split("\n")
+          .filter((l) => l !== "")
+          .map((l) => JSON.parse(l) as { msg: string; path?: string; status?: number })
+          .filter((l) => l.msg === "request" && l.path === path);
+        assert.equal(lines.map((l) => l.status), [400], `${label}: one log line, the refusal's: ${JSON.stringify(lines)}`);
+      }
+    } finally {
+      await svc.close();
     }
   });
 
