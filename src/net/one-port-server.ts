@@ -118,11 +118,12 @@ export const maxHeaderListBytes = 64 * 1024;
  */
 export function createOnePortServer(handler: RequestHandler, options: OnePortOptions = {}): OnePortServer {
   const idleTimeoutMs = options.idleTimeoutMs ?? 65_000;
+  const headersTimeoutMs = options.headersTimeoutMs ?? 20_000;
   const { unreadable } = options;
   const h1 = http.createServer(
     {
       keepAliveTimeout: idleTimeoutMs,
-      headersTimeout: options.headersTimeoutMs ?? 20_000,
+      headersTimeout: headersTimeoutMs,
       requestTimeout: options.requestTimeoutMs ?? 120_000,
       // Node would answer a request without Host with a bare 400 itself.
       requireHostHeader: unreadable === undefined,
@@ -290,6 +291,8 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
   const h1Sockets = new Set<net.Socket>();
   // When each HTTP/1.1 connection last began a request or ended an answer.
   const lastUsed = new WeakMap<net.Socket, number>();
+  // How many bytes each had read when its last answer ended (none: 0).
+  const readByLastAnswer = new WeakMap<net.Socket, number>();
   let drainSweep: NodeJS.Timeout | undefined;
   let closing = false;
   let draining = false;
@@ -335,6 +338,7 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
     open.add(res);
     res.once("close", () => {
       lastUsed.set(socket, Date.now());
+      readByLastAnswer.set(socket, socket.bytesRead);
       open.delete(res);
       if (closing) release(socket);
       else if (open.size === 0 && refused.has(socket) && !socket.writableEnded) endRefused(socket);
@@ -420,9 +424,19 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
     // A connection in use is closed by its next answer (`Connection:
     // close`); one gone quiet, by this sweep. Not ended as its answer ends,
     // as closing does: that could cut a request its client has already sent on it.
+    // One that has read bytes since its last answer is not quiet whatever
+    // its pace: a request is on its way (its head, sent slowly), which
+    // closing would cut. Node's headersTimeout bounds how long a head may
+    // take; past that long, bytes that began no request (a stray line
+    // break after a body) keep it no longer.
     const sweep = (): void => {
-      const quietSince = Date.now() - drainIdleMs;
-      for (const socket of h1Sockets) if ((lastUsed.get(socket) ?? 0) <= quietSince) release(socket);
+      const now = Date.now();
+      for (const socket of h1Sockets) {
+        const used = lastUsed.get(socket) ?? 0;
+        if (used > now - drainIdleMs) continue;
+        if (used > now - headersTimeoutMs && socket.bytesRead !== (readByLastAnswer.get(socket) ?? 0)) continue;
+        release(socket);
+      }
     };
     sweep();
     drainSweep = setInterval(sweep, drainIdleMs / 4);

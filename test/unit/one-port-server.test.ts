@@ -305,4 +305,28 @@ test("drain, close: requests pipelined before it are all answered, the connectio
   }
 });
 
+test("drain: a connection partway through sending a request head is not closed as quiet, however slowly it sends; one idle after its answer is", async () => {
+  const server = createOnePortServer((_req, res) => res.end("ok"), { idleTimeoutMs: 60_000, headersTimeoutMs: 60_000 });
+  await listening(server);
+  const idle = await rawConnection(server);
+  const slow = await rawConnection(server);
+  try {
+    idle.socket.write(`POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}`);
+    for (let i = 0; i < 50 && !idle.received().endsWith("ok"); i++) await sleep(20);
+    slow.socket.write("POST /upload HTTP/1.1\r\nHost: x\r\n");
+    server.drain();
+    const started = Date.now();
+    await sleep(1_800);
+    assert.ok((await Promise.race([idle.closed, sleep(0).then(() => 0)])) > 0, "the idle connection is closed");
+    assert.ok((await Promise.race([slow.closed, sleep(0).then(() => 0)])) === 0, `the one sending a head is open after ${Date.now() - started} ms`);
+    slow.socket.write("Content-Length: 0\r\n\r\n");
+    await slow.closed;
+    assert.match(slow.received(), /^HTTP\/1\.1 200 [^]*connection: close[^]*ok$/i, slow.received());
+  } finally {
+    idle.socket.destroy();
+    slow.socket.destroy();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+});
+
 test.run();
