@@ -22,17 +22,21 @@ const base64Text = /^[A-Za-z0-9+/_\-=\n\r\t ]*$/;
 /**
  * The bytes a query value stands for: URLSearchParams reads them as UTF-8,
  * with U+FFFD for any that are not, which Connect then encodes back.
- * (Characters other than escapes are already UTF-8: the URL parser
- * escapes them so.)
+ * Characters other than escapes are each one byte as sent: HTTP/1.1's
+ * parser refuses a raw byte past 0x7E in a URL, and HTTP/2's `:path`
+ * reaches Node as Latin-1, a character per byte. Such a byte is read as
+ * REST reads one in a path or a query over HTTP/2, as its Latin-1
+ * character, not refused; but a message whose bytes as sent are not
+ * UTF-8 is refused, as any JSON message is.
  */
 function queryValueBytes(raw: string): Buffer {
   const parts: Buffer[] = [];
   let last = 0;
   for (const escapes of raw.matchAll(/(?:%[0-9A-Fa-f]{2})+/g)) {
-    parts.push(Buffer.from(raw.slice(last, escapes.index)), Buffer.from(escapes[0].replaceAll("%", ""), "hex"));
+    parts.push(Buffer.from(raw.slice(last, escapes.index), "latin1"), Buffer.from(escapes[0].replaceAll("%", ""), "hex"));
     last = escapes.index + escapes[0].length;
   }
-  parts.push(Buffer.from(raw.slice(last)));
+  parts.push(Buffer.from(raw.slice(last), "latin1"));
   return Buffer.concat(parts);
 }
 

@@ -85,6 +85,17 @@ export function protocolsSuite(backend: Backend) {
       assert.match(body.message, `Content-Type ${shown} is not one this RPC takes: call a unary RPC with application/json or application/proto (Connect`, shown);
       assert.is(body.details[0]?.type, "google.rpc.ErrorInfo");
     }
+    // A raw byte in an HTTP/2 URL is that byte, as REST reads it (HTTP/1.1's parser refuses one): a
+    // message whose bytes as sent are not UTF-8 is refused, as any JSON message is.
+    const rawGet = (bytes: number[]) =>
+      `/entityversions.v1.EntityVersionsService/GetVersion?connect=v1&encoding=json&message=${encodeURIComponent(`{"entityId":"${e}","versionId":"`)}${Buffer.from(bytes).toString("latin1")}${encodeURIComponent('"}')}`;
+    const rawNotUtf8 = await h2Request(svc.url, rawGet([0xff]), auth);
+    assert.is(rawNotUtf8.status, 400, rawNotUtf8.body);
+    assert.equal([JSON.parse(rawNotUtf8.body).code, JSON.parse(rawNotUtf8.body).message], ["invalid_argument", "The request could not be read: a request message is not UTF-8: send JSON encoded in UTF-8, as RFC 8259 asks"]);
+    // Bytes that are UTF-8 pass, each read as its Latin-1 character, as REST reads them.
+    const rawUtf8 = await h2Request(svc.url, rawGet([0xc3, 0xa9]), auth);
+    assert.equal([rawUtf8.status, JSON.parse(rawUtf8.body).code], [400, "invalid_argument"], rawUtf8.body);
+    assert.match(JSON.parse(rawUtf8.body).message, 'Invalid version_id: "Ã©" is not a version id');
     // A gzipped body is read, whatever case its coding's name is in (RFC 9110, 8.4.1).
     for (const coding of ["gzip", "GZip"]) {
       const zipped = await fetch(`${svc.url}/entityversions.v1.EntityVersionsService/GetVersion`, {
