@@ -26,24 +26,26 @@ export interface OnePortOptions {
    */
   readonly maxConnections?: number;
   /**
-   * The answer to an HTTP/1.1 request refused before the handler sees it
-   * (one Node's parser cannot read, or without Host), or as its chunked
-   * body comes. Without it, Node answers them itself, with a bare status
-   * and no body.
+   * The answer to a request refused before the handler sees it (over
+   * HTTP/1.1 one Node's parser cannot read, or without Host; one whose
+   * Host or HTTP/2 `:authority` is not a host and port), or as its chunked
+   * body comes. Without it, Node answers the HTTP/1.1 ones itself, with a
+   * bare status and no body, and lets the others through.
    */
   readonly unreadable?: (request: UnreadableRequest) => RefusalAnswer;
 }
 
-/** An HTTP/1.1 request refused before it reached the handler, or as its body came. */
+/** A request refused before it reached the handler, or as its body came. */
 export type UnreadableRequest =
   /** Its request line and headers together are past Node's limit (`http.maxHeaderSize`). */
   | { readonly kind: "too-large"; readonly limitBytes: number }
   /**
    * What is wrong with it: Node's parser refused it (a header line without
    * a colon, two Content-Lengths, a chunked body's framing), or it has no
-   * Host. `request` is the request when it was given to the handler
-   * already (its chunked body could not be read): the handler's answer to
-   * it is never sent.
+   * Host, or one (or an HTTP/2 `:authority`) that is not a host and port.
+   * `request` is the request when it was given to the handler already (its
+   * chunked body could not be read): the handler's answer to it is never
+   * sent.
    */
   | { readonly kind: "malformed"; readonly problem: string; readonly request?: http.IncomingMessage };
 
@@ -82,6 +84,29 @@ function refusal(answer: RefusalAnswer): { status: number; headers: Record<strin
     headers: { ...answer.headers, "content-type": "application/json; charset=utf-8", "content-length": String(Buffer.byteLength(body)), connection: "close" },
     body,
   };
+}
+
+/**
+ * Whether a Host header (or HTTP/2 `:authority`) is a host and optional
+ * port (RFC 3986, 3.2.2), as a URL reads one: Connect builds each request's
+ * URL on it (`new URL(path, "http://" + host)`), and answers an error
+ * INTERNAL when that throws (empty, a space, a port past 65535, a bare
+ * IPv6 address). The last that passed is kept: the next request's,
+ * nearly always the same, costs a comparison.
+ */
+let knownAuthority: string | undefined;
+function isAuthority(value: string): boolean {
+  if (value === knownAuthority) return true;
+  // The URL parser would end the host at these (or drop white space) and read the rest as a path, a query or userinfo.
+  if (/[\s/?#@\\]/.test(value) || !URL.canParse(`http://${value}`)) return false;
+  knownAuthority = value;
+  return true;
+}
+
+/** The problem with a Host header or `:authority` that is not one. */
+function notAuthority(name: string, value: string): string {
+  const shown = JSON.stringify(value.length > 100 ? `${value.slice(0, 100)}…` : value);
+  return `its ${name} ${shown} is not a host name or address with an optional port (RFC 9110, 7.2): send the server's name, or its address (an IPv6 one in brackets), and its port`;
 }
 
 /** How long a connection whose request could not be read is read on (and dropped) after its answer, before it is cut. */
@@ -139,6 +164,11 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
       if (req.socket.writableEnded || behindClosingAnswer(req.socket, res)) return;
       if (unreadable !== undefined && req.httpVersion === "1.1" && req.headers.host === undefined) {
         const { status, headers, body } = refusal(unreadable({ kind: "malformed", problem: "it has no Host header, which every HTTP/1.1 request carries (RFC 9112, 3.2)" }));
+        res.writeHead(status, headers).end(body);
+        return;
+      }
+      if (unreadable !== undefined && req.headers.host !== undefined && !isAuthority(req.headers.host)) {
+        const { status, headers, body } = refusal(unreadable({ kind: "malformed", problem: notAuthority("Host header", req.headers.host) }));
         res.writeHead(status, headers).end(body);
         return;
       }
@@ -248,7 +278,18 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
     // none, 2^32-1, yet nghttp2 refuses a block of 64 KiB), so that clients
     // learn the limit before they pass it.
     { settings: { maxConcurrentStreams: options.maxConcurrentStreams ?? 100, maxHeaderListSize: maxHeaderListBytes } },
-    handler as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void,
+    (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => {
+      // `:authority`, or Host in its place.
+      const authority = req.authority as string | undefined;
+      if (unreadable !== undefined && authority !== undefined && !isAuthority(authority)) {
+        // HTTP/2 has no Connection header (Node refuses one): the stream ends with the answer.
+        const { status, headers, body } = refusal(unreadable({ kind: "malformed", problem: notAuthority(":authority", authority) }));
+        const { connection: _, ...streamHeaders } = headers;
+        res.writeHead(status, streamHeaders).end(body);
+        return;
+      }
+      handler(req, res);
+    },
   );
   // Node applies the server's timeout to each session. An idle one is
   // closed (GOAWAY). One with a stream open is not idle, only quiet (a

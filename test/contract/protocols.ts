@@ -271,7 +271,7 @@ export function protocolsSuite(backend: Backend) {
     assert.match(negative.body.error, "must not be negative: give 1 to 1000, or 0 (or none) for the default of 50");
   });
 
-  s("HTTP/1.1 requests Node's parser refuses (a URL past the header limit, a header line without a colon, two Content-Lengths) and one without Host get the JSON error shape and Connection: close, not a bare status", async ({ svc }) => {
+  s("HTTP/1.1 requests Node's parser refuses (a URL past the header limit, a header line without a colon, two Content-Lengths), one without Host and one whose Host is not a host and port get the JSON error shape and Connection: close, not a bare status (or a 500)", async ({ svc }) => {
     const port = Number(new URL(svc.url).port);
     const send = (text: string) =>
       new Promise<string>((resolve, reject) => {
@@ -291,6 +291,12 @@ export function protocolsSuite(backend: Backend) {
       ["two Content-Lengths", `POST /api/entities/${e}/versions/upload-url HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}`, 400, "MALFORMED_REQUEST", malformed],
       ["no Host", `GET /api/entities/${e}/versions HTTP/1.1\r\n\r\n`, 400, "MALFORMED_REQUEST", "The request could not be read: it has no Host header"],
     ];
+    // A Host that is not a host and port: Connect, which builds a URL on it, answered these 500 INTERNAL.
+    const connectCall = (host: string) =>
+      `POST /entityversions.v1.EntityAccessService/GetEntityAccess HTTP/1.1\r\n${host}Authorization: ${svc.rest.defaultHeaders["authorization"]}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`;
+    for (const [host, shown] of [["Host:\r\n", '""'], ["Host: a b\r\n", '"a b"'], ["Host: x:99999\r\n", '"x:99999"'], ["Host: exa%mple\r\n", '"exa%mple"'], ["Host: [::1\r\n", '"[::1"']]) {
+      cases.push([`Host ${shown}`, connectCall(host!), 400, "MALFORMED_REQUEST", `The request could not be read: its Host header ${shown} is not a host name or address with an optional port`]);
+    }
     for (const [label, text, status, code, message] of cases) {
       const answer = await send(text);
       const split = answer.indexOf("\r\n\r\n");
@@ -304,6 +310,17 @@ export function protocolsSuite(backend: Backend) {
     }
     // HTTP/1.0 has no Host to require.
     assert.match(await send("GET /healthz HTTP/1.0\r\n\r\n"), /^HTTP\/1\.1 200 /);
+    // A Host that is one, however written, is served.
+    for (const host of ["Host: [::1]:8080\r\n", "Host: 127.0.0.1\r\n", "Host: Example.COM.:80\r\n"]) {
+      assert.match(await send(connectCall(host).replace("HTTP/1.1\r\n", "HTTP/1.1\r\nConnection: close\r\n")), /^HTTP\/1\.1 400 [^]*"code":"invalid_argument","message":"Invalid entity_id: is required"/, host);
+    }
+    // Over HTTP/2 the same for :authority (an IPv6 address unbracketed).
+    const h2Unbracketed = await h2Request(svc.url, `/entityversions.v1.EntityAccessService/GetEntityAccess`, { ":authority": "::1", "content-type": "application/json", authorization: svc.rest.defaultHeaders["authorization"]! }, "POST");
+    assert.is(h2Unbracketed.status, 400, h2Unbracketed.body);
+    assert.equal(JSON.parse(h2Unbracketed.body), {
+      error: 'The request could not be read: its :authority "::1" is not a host name or address with an optional port (RFC 9110, 7.2): send the server\'s name, or its address (an IPv6 one in brackets), and its port',
+      code: "MALFORMED_REQUEST",
+    });
   });
 
   s("a URL refused before routing, its chunked HTTP/1.1 body unread, is answered with Connection: close, and that is the one answer its request gets when its client then stops sending", async ({ svc }) => {
