@@ -1,3 +1,4 @@
+import os from "node:os";
 import { createApp } from "./app.js";
 import { ConfigError, loadConfig } from "./config.js";
 import { databaseHintSettings, messageWithCauses, startupHint } from "./ops/startup-hint.js";
@@ -22,11 +23,29 @@ try {
 
 // A stop asked for while the service starts (a rollout superseded, a node
 // drained) is taken between two migrations, so that it never leaves their
-// lock held for every later start to wait on; a second signal kills.
+// lock held for every later start to wait on. Once it serves, a signal
+// drains and stops it; a second signal, at either stage, ends it at once.
+// One listener per signal for the whole run, never swapped for another:
+// Node stops watching a signal when its last listener is removed, and one
+// that had arrived but was not yet read (the event loop reads signals
+// between callbacks) was then lost, leaving the service running.
 const startStop = new AbortController();
-const stopWhileStarting = (signal: NodeJS.Signals) => startStop.abort(new StoppedWhileStarting(signal));
-process.once("SIGTERM", stopWhileStarting);
-process.once("SIGINT", stopWhileStarting);
+let stop: ((signal: NodeJS.Signals) => void) | undefined;
+let signalled = false;
+const onSignal = (signal: NodeJS.Signals) => {
+  if (signalled) {
+    process.stderr.write(`entity-versions: ${signal} again: stopping at once, without finishing the calls in flight.\n`);
+    // The shell's code for a death by this signal; an exit (not the signal's
+    // default action) also stops the embedded Azurite, and it happens even
+    // as a container's PID 1, which a signal without a handler never kills.
+    process.exit(128 + os.constants.signals[signal]);
+  }
+  signalled = true;
+  if (stop === undefined) startStop.abort(new StoppedWhileStarting(signal));
+  else stop(signal);
+};
+process.on("SIGTERM", onSignal);
+process.on("SIGINT", onSignal);
 
 let app;
 let address;
@@ -64,31 +83,28 @@ if (app.devToken !== undefined) {
 }
 
 // Before the line that says the service is up: whoever reads it (a
-// supervisor, a test) may signal at once, and a signal that arrives with no
-// handler kills the process without a graceful stop.
+// supervisor, a test) may signal at once, and that signal must drain it.
+const running = app;
 let stopping = false;
-const stop = (signal: string, exitCode = 0) => {
+const stopRunning = (signal: string, exitCode = 0) => {
   if (stopping) return;
   stopping = true;
-  app.server.log.info({ signal }, "shutting down");
-  app.close().then(
+  running.server.log.info({ signal }, "shutting down");
+  running.close().then(
     () => process.exit(exitCode),
     (error: unknown) => {
-      app.server.log.error({ err: error }, "shutdown failed");
+      running.server.log.error({ err: error }, "shutdown failed");
       process.exit(1);
     },
   );
 };
-process.removeListener("SIGTERM", stopWhileStarting);
-process.removeListener("SIGINT", stopWhileStarting);
-process.once("SIGTERM", () => stop("SIGTERM"));
-process.once("SIGINT", () => stop("SIGINT"));
+stop = stopRunning;
 // Asked after the migrations, while the port opened: stopped as any running service is.
-if (startStop.signal.aborted) stop((startStop.signal.reason as StoppedWhileStarting).signal);
+if (startStop.signal.aborted) stopRunning((startStop.signal.reason as StoppedWhileStarting).signal);
 void app.fatal.then((why) => {
-  app.server.log.fatal(why);
+  running.server.log.fatal(why);
   process.stderr.write(`entity-versions: stopping: ${why}.\n`);
-  stop("FATAL", 1);
+  stopRunning("FATAL", 1);
 });
 
 app.server.log.info(

@@ -170,6 +170,33 @@ s("a SIGTERM while the service starts stops it cleanly (exit 0, its Azurite stop
   }
 });
 
+s("a SIGTERM that arrives as the service opens its port, the end of its start, drains and stops it (exit 0) instead of being lost", async () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-late-stop-"));
+  // The fixture signals the process from inside its listen(): the signal is
+  // read by the event loop only after the rest of the start has run.
+  const child = spawn(process.execPath, ["--import", "tsx", "--import", "./test/fixtures/sigterm-at-listen.ts", "src/main.ts"], {
+    env: { PATH: process.env["PATH"] ?? "", PORT: "0", DATA_DIR: dataDir, SHUTDOWN_DRAIN_MS: "0" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout.on("data", (d: Buffer) => (output += d.toString()));
+  child.stderr.on("data", (d: Buffer) => (output += d.toString()));
+  const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.once("exit", (code, signal) => resolve([code, signal])));
+  try {
+    const ended = await Promise.race([exited, new Promise<string>((resolve) => setTimeout(() => resolve("still running"), 30_000))]);
+    assert.equal(ended, [0, null], output);
+    assert.match(output, "entity-versions listening on");
+    assert.match(output, '"signal":"SIGTERM","msg":"shutting down"');
+    for (let waited = 0; emulatorsOn(dataDir).length > 0 && waited < 5_000; waited += 100) await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.equal(emulatorsOn(dataDir), [], "its emulator is stopped");
+    assert.not.ok(fs.existsSync(path.join(dataDir, "service.pid")), "the data folder is given back");
+  } finally {
+    child.kill("SIGKILL");
+    for (const pid of emulatorsOn(dataDir)) process.kill(pid, "SIGKILL");
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
 s("an embedded Azurite that exits under the running service stops it, saying so, instead of failing every upload from then on", async () => {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-azurite-gone-"));
   const emulators = () => emulatorsOn(dataDir);
