@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { makeDirectory } from "./make-directory.js";
@@ -151,6 +152,59 @@ export interface DataDirLock {
   lost(): string | undefined;
 }
 
+/**
+ * Creates `target` holding `text`, or fails with EEXIST when it exists. The
+ * text is written to a file of its own first and then linked under the
+ * name, so that the file is never seen empty or half written: a reader
+ * cannot take another start's claim, made but not yet written, for one
+ * left by a start that was killed. Where the file system has no hard links,
+ * the file is created and written in two steps, as earlier versions did.
+ */
+function createWhole(target: string, text: string): void {
+  const written = `${target}.${process.pid}-${randomBytes(4).toString("hex")}.tmp`;
+  fs.writeFileSync(written, text, { flag: "wx" });
+  try {
+    fs.linkSync(written, target);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== "EPERM" && code !== "ENOTSUP" && code !== "EOPNOTSUPP" && code !== "ENOSYS") throw error;
+    fs.writeFileSync(target, text, { flag: "wx" });
+  } finally {
+    removeIfThere(written);
+  }
+}
+
+/** Removes a file; one already gone is no error. */
+function removeIfThere(file: string): void {
+  try {
+    fs.unlinkSync(file);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+  }
+}
+
+/**
+ * How long an empty `service.pid` (or takeover file) is taken for one
+ * being made by a start of an earlier version, which created the file and
+ * then wrote it: past this age, and once watched for this long, it is one
+ * left by such a start killed between the two steps. This version never
+ * makes one (see createWhole).
+ */
+const emptyClaimMs = 1_000;
+
+/** Whether an empty file is one still being written: new, and not yet watched for long (when watched). */
+function beingWritten(file: string, watchedSince?: number): boolean {
+  let age: number;
+  try {
+    age = Date.now() - fs.statSync(file).mtimeMs;
+  } catch {
+    return false;
+  }
+  // A clock behind the file system's (a network mount) makes a new file look
+  // older, or younger than nothing: the time watched bounds the wait.
+  return age < emptyClaimMs && (watchedSince === undefined || Date.now() - watchedSince < emptyClaimMs);
+}
+
 const unreadable = Symbol("unreadable");
 /** Waited on, never woken: a short pause in code that is synchronous. */
 const pause = new Int32Array(new SharedArrayBuffer(4));
@@ -188,10 +242,12 @@ export function lockDataDir(dir: string): DataDirLock {
     return typeof text === "string" ? parse(text) : text;
   };
   const mine = (holder: Holder | undefined | typeof unreadable) => typeof holder === "object" && same(holder, ownHolder());
+  // When an empty file was first seen: see beingWritten.
+  let emptySince: number | undefined;
   // Written unless this process holds it already (and it is still there).
   for (let attempt = 0; claims.get(file) === undefined || !mine(readHolder()); attempt++) {
     try {
-      fs.writeFileSync(file, format(ownHolder()), { flag: "wx" });
+      createWhole(file, format(ownHolder()));
       break;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
@@ -206,11 +262,17 @@ export function lockDataDir(dir: string): DataDirLock {
       if (text === unreadable) {
         throw new DataDirInUseError(`DATA_DIR ${dir} may be in use: ${file} exists but cannot be read; check it (its owner, its permissions), and delete it if no service runs there.`);
       }
-      // Created but not yet written (the two steps of a write): another
-      // start's claim being made, unless it stays so (a start killed between them).
-      if (text === "" && attempt < 50) {
-        Atomics.wait(pause, 0, 0, 10);
-        continue;
+      // Created but not yet written: a claim an earlier version's start is
+      // making, or one left by such a start killed between the two steps,
+      // told apart by age. Never a claim of this version, made whole.
+      if (text === "") {
+        emptySince ??= Date.now();
+        if (beingWritten(file, emptySince)) {
+          Atomics.wait(pause, 0, 0, 10);
+          continue;
+        }
+      } else {
+        emptySince = undefined;
       }
       const holder = parse(text);
       if (mine(holder)) break;
@@ -262,15 +324,15 @@ export function lockDataDir(dir: string): DataDirLock {
 function takeOver(file: string, seen: string): boolean {
   const guard = `${file}.takeover`;
   try {
-    fs.writeFileSync(guard, format(ownHolder()), { flag: "wx" });
+    createWhole(guard, format(ownHolder()));
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
     // One left by a start killed between its writing and its removal below
     // is judged as `service.pid` is (removing it is a race of its own, but
-    // only when that rare death meets two starts at once); one not yet
-    // written is another start's, being made.
+    // only when that rare death meets two starts at once); an empty one is
+    // an earlier version's, being made while it is new.
     const text = readOrUndefined(() => fs.readFileSync(guard, "utf8"));
-    if (text !== undefined && text !== "" && !mayRun(parse(text))) fs.rmSync(guard, { force: true });
+    if (text !== undefined && (text === "" ? !beingWritten(guard) : !mayRun(parse(text)))) removeIfThere(guard);
     return false;
   }
   try {

@@ -227,12 +227,54 @@ test("an empty pid file (another start's claim, made but not yet written) is wai
   lockDataDir(dir).release();
 });
 
+test("an empty pid file seen after a long wait on another start's takeover is still waited on, not taken for a killed start's and removed", () => {
+  const dir = fresh();
+  fs.mkdirSync(dir, { recursive: true });
+  // A stale claim, which another start (the shell) is taking over: it holds
+  // the takeover file, then, 0.6 s on, puts its claim in place, created (an
+  // earlier version made a claim in two steps) but written only 0.3 s later.
+  // Meanwhile this start has waited on the takeover some 60 times.
+  fs.writeFileSync(pidFile(dir), `${spawnSync("true").pid}\n`);
+  const other = spawn(
+    "sh",
+    ["-c", `printf '%s\n' $$ > "$0.takeover"; sleep 0.6; : > "$0"; rm "$0.takeover"; sleep 0.3; printf '%s\n' $$ > "$0"; sleep 30`, pidFile(dir)],
+    { stdio: "ignore" },
+  );
+  try {
+    for (let waited = 0; !fs.existsSync(`${pidFile(dir)}.takeover`) && waited < 5000; waited += 10) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
+    refused(dir, "the other start's claim, empty for a moment, names a live process once written");
+    assert.is(pidIn(dir), String(other.pid), "the other start's claim is left as it is");
+  } finally {
+    other.kill();
+  }
+});
+
+test("an empty pid file left long ago (by an earlier version's start, killed) is taken over at once; a claim is linked in place whole, leaving no other file", () => {
+  const dir = fresh();
+  fs.mkdirSync(dir, { recursive: true });
+  // Left by a start of an earlier version killed between creating its claim and writing it.
+  fs.writeFileSync(pidFile(dir), "");
+  const longAgo = new Date(Date.now() - 60_000);
+  fs.utimesSync(pidFile(dir), longAgo, longAgo);
+  const startedAt = Date.now();
+  const lock = lockDataDir(dir);
+  assert.ok(Date.now() - startedAt < 500, `taken over in ${Date.now() - startedAt} ms, not waited on`);
+  assert.is(pidIn(dir), String(process.pid));
+  assert.is(fs.statSync(pidFile(dir)).nlink, 1, "the file it was written as is gone");
+  assert.equal(fs.readdirSync(dir), ["service.pid"]);
+  lock.release();
+  assert.equal(fs.readdirSync(dir), []);
+});
+
 test("starts that find the same stale file at once: one takes it over, the others are refused", async () => {
   const rounds = 20;
   const base = fs.mkdtempSync(path.join(os.tmpdir(), "ev-lock-race-"));
   for (let round = 0; round < rounds; round++) {
     fs.mkdirSync(path.join(base, String(round)));
-    fs.writeFileSync(path.join(base, String(round), "service.pid"), `${spawnSync("true").pid}\n`);
+    // Half of them empty: left by an earlier version's start killed between creating and writing it.
+    const left = path.join(base, String(round), "service.pid");
+    fs.writeFileSync(left, round % 2 === 0 ? `${spawnSync("true").pid}\n` : "");
+    fs.utimesSync(left, new Date(Date.now() - 60_000), new Date(Date.now() - 60_000));
   }
   // Each process claims folder r at the same moment as the others (a busy
   // wait: a timer's lateness would spread them), and holds what it took
