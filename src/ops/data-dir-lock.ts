@@ -8,6 +8,14 @@ export class DataDirInUseError extends Error {
   override name = "DataDirInUseError";
 }
 
+/**
+ * The data directory's `service.pid` is not one this service can judge or
+ * replace: not a plain file, or a stale one this user may not delete.
+ */
+export class ServicePidError extends Error {
+  override name = "ServicePidError";
+}
+
 /** Whether a process with this id runs (one of another user counts). */
 function alive(pid: number): boolean {
   try {
@@ -205,6 +213,47 @@ function beingWritten(file: string, watchedSince?: number): boolean {
   return age < emptyClaimMs && (watchedSince === undefined || Date.now() - watchedSince < emptyClaimMs);
 }
 
+/**
+ * What `file` is when it is not a plain file (a link, a folder, a pipe a
+ * read would wait on forever), said for a message; undefined when it is one
+ * or is not there.
+ */
+function notPlainFile(file: string): string | undefined {
+  let stats: fs.Stats;
+  try {
+    stats = fs.lstatSync(file);
+  } catch {
+    return undefined;
+  }
+  if (stats.isFile()) return undefined;
+  if (stats.isSymbolicLink()) {
+    const target = readOrUndefined(() => fs.readlinkSync(file));
+    return `a symbolic link${target === undefined ? "" : ` to ${target}`}${fs.existsSync(file) ? "" : ", which does not exist"}`;
+  }
+  return stats.isDirectory() ? "a folder" : "not a regular file";
+}
+
+/**
+ * Removes a claim (or takeover file) judged stale. One this user may not
+ * delete (another user's, in a folder where only a file's owner may delete
+ * it) is reported as such: no start by this user can go on.
+ */
+function removeStale(file: string, seen: string): void {
+  try {
+    removeIfThere(file);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== "EPERM" && code !== "EACCES") throw error;
+    const pid = parse(seen).pid;
+    throw new ServicePidError(
+      `DATA_DIR ${path.dirname(file)} holds a stale ${path.basename(file)} (${Number.isInteger(pid) ? `pid ${pid}, which no longer runs` : "empty, left by a start that was killed"}), ` +
+        `which this user may not delete (${code}): it belongs to another user, in a folder where only a file's owner may delete it (the sticky bit, as on /tmp), or this user may not write the folder. ` +
+        `That user (or root) must delete ${file}; or give this service a DATA_DIR of its own.`,
+      { cause: error },
+    );
+  }
+}
+
 const unreadable = Symbol("unreadable");
 /** Waited on, never woken: a short pause in code that is synchronous. */
 const pause = new Int32Array(new SharedArrayBuffer(4));
@@ -251,8 +300,14 @@ export function lockDataDir(dir: string): DataDirLock {
       break;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
-      // Some 2 s of another start taking the file over: one killed while it
-      // wrote its takeover file, which stays empty.
+      // Nothing a service writes: a link (one to nothing reads as no file at
+      // all, which would be retried until the bound below), a folder, a pipe.
+      const what = notPlainFile(file);
+      if (what !== undefined) {
+        throw new ServicePidError(`DATA_DIR ${dir} cannot be claimed: ${file} is ${what}, not the plain file a service writes there. If no service runs on this DATA_DIR, delete ${file}; the start then writes its own.`);
+      }
+      // Some 2 s of another start taking the file over: one stopped while it
+      // held its takeover file.
       if (attempt > 200) {
         throw new DataDirInUseError(`DATA_DIR ${dir} is being taken over by another start, or was by one that was killed: if no other start is under way, delete ${file}.takeover.`);
       }
@@ -298,7 +353,7 @@ export function lockDataDir(dir: string): DataDirLock {
         return;
       }
       claims.delete(file);
-      if (mine(readHolder())) fs.rmSync(file, { force: true });
+      if (mine(readHolder())) removeIfThere(file);
     },
     lost: () => {
       if (released) return undefined;
@@ -332,13 +387,13 @@ function takeOver(file: string, seen: string): boolean {
     // only when that rare death meets two starts at once); an empty one is
     // an earlier version's, being made while it is new.
     const text = readOrUndefined(() => fs.readFileSync(guard, "utf8"));
-    if (text !== undefined && (text === "" ? !beingWritten(guard) : !mayRun(parse(text)))) removeIfThere(guard);
+    if (text !== undefined && (text === "" ? !beingWritten(guard) : !mayRun(parse(text)))) removeStale(guard, text);
     return false;
   }
   try {
-    if (readOrUndefined(() => fs.readFileSync(file, "utf8")) === seen) fs.rmSync(file, { force: true });
+    if (readOrUndefined(() => fs.readFileSync(file, "utf8")) === seen) removeStale(file, seen);
   } finally {
-    fs.rmSync(guard, { force: true });
+    removeIfThere(guard);
   }
   return true;
 }

@@ -4,7 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import { test } from "uvu";
 import * as assert from "uvu/assert";
-import { DataDirInUseError, lockDataDir } from "../../src/ops/data-dir-lock.js";
+import { DataDirInUseError, lockDataDir, ServicePidError } from "../../src/ops/data-dir-lock.js";
 
 const fresh = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "ev-lock-")), "data");
 const pidFile = (dir: string) => path.join(dir, "service.pid");
@@ -67,11 +67,54 @@ test("a process out of file descriptors does not take its folder for deleted", (
   assert.is(result.lost, null);
 });
 
-test("a pid file that cannot be read is not taken over: whose it is cannot be told", () => {
+test("a pid file that is a folder is not taken over, and the start says what it is and what to do", () => {
   const dir = fresh();
   fs.mkdirSync(pidFile(dir), { recursive: true });
-  assert.throws(() => lockDataDir(dir), (error: Error) => error instanceof DataDirInUseError && /exists but cannot be read/.test(error.message));
+  assert.throws(() => lockDataDir(dir), (error: Error) => error instanceof ServicePidError && error.message.includes(`${pidFile(dir)} is a folder, not the plain file a service writes there. If no service runs on this DATA_DIR, delete ${pidFile(dir)}`));
   assert.ok(fs.statSync(pidFile(dir)).isDirectory(), "left as it was");
+});
+
+test("a pid file that is a link to nothing is refused at once, saying so, not retried as a takeover under way", () => {
+  const dir = fresh();
+  fs.mkdirSync(dir, { recursive: true });
+  fs.symlinkSync(path.join(dir, "gone"), pidFile(dir));
+  const startedAt = Date.now();
+  try {
+    lockDataDir(dir);
+    assert.unreachable("claimed through a link");
+  } catch (error) {
+    assert.instance(error, ServicePidError, String(error));
+    assert.match((error as Error).message, `${pidFile(dir)} is a symbolic link to ${path.join(dir, "gone")}, which does not exist, not the plain file a service writes there`);
+  }
+  assert.ok(Date.now() - startedAt < 500, `refused after ${Date.now() - startedAt} ms`);
+  assert.not.ok(fs.existsSync(`${pidFile(dir)}.takeover`), "no takeover file named, none left");
+  assert.is(fs.readlinkSync(pidFile(dir)), path.join(dir, "gone"), "left as it was");
+});
+
+test("a stale pid file of another user in a folder where only a file's owner may delete it (sticky, as /tmp) names that and who must delete it", () => {
+  // Another user's file needs two users: root makes it, a child run as nobody meets it.
+  if (process.getuid?.() !== 0) {
+    console.log("(skipped: needs root, to make a file of another user)");
+    return;
+  }
+  const base = fs.mkdtempSync(path.join(os.tmpdir(), "ev-lock-sticky-"));
+  fs.chmodSync(base, 0o755);
+  const dir = path.join(base, "data");
+  fs.mkdirSync(dir);
+  fs.chmodSync(dir, 0o1777);
+  fs.writeFileSync(pidFile(dir), `${spawnSync("true").pid}\n`);
+  const script = `
+    import { lockDataDir } from ${JSON.stringify(path.resolve("src/ops/data-dir-lock.ts"))};
+    try { lockDataDir(${JSON.stringify(dir)}); console.log("took it"); } catch (error) { console.log(error.name + ": " + error.message); }
+  `;
+  const run = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], { encoding: "utf8", uid: 65534, gid: 65534 });
+  assert.is(run.status, 0, run.stderr);
+  assert.match(run.stdout, `ServicePidError: DATA_DIR ${dir} holds a stale service.pid (pid `);
+  assert.match(run.stdout, `which this user may not delete (EPERM): it belongs to another user, in a folder where only a file's owner may delete it`);
+  assert.match(run.stdout, `That user (or root) must delete ${pidFile(dir)}`);
+  assert.not.match(run.stdout, "folder is needed");
+  assert.equal(fs.readdirSync(dir), ["service.pid"], "the takeover file and the claim's own file are removed");
+  fs.rmSync(base, { recursive: true, force: true });
 });
 
 test("a directory another live process holds is refused, naming it and what to do", () => {
