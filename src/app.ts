@@ -18,7 +18,7 @@ import { type Config, ConfigError } from "./config.js";
 import { EventHub } from "./events/event-hub.js";
 import { BlobDeleter } from "./jobs/blob-deleter.js";
 import { OrphanSweeper } from "./jobs/sweeper.js";
-import { localSecret } from "./local-secret.js";
+import { devTokensSigned, localSecret } from "./local-secret.js";
 import { isLoopbackHost } from "./net/loopback.js";
 import type { OnePortServer } from "./net/one-port-server.js";
 import { lockDataDir } from "./ops/data-dir-lock.js";
@@ -101,7 +101,7 @@ const devTokenTtlSeconds = 30 * 24 * 3600;
 async function authentication(config: Config, logger: KeySetLogger): Promise<{ authenticator: Authenticator; devToken: string | undefined }> {
   const { auth } = config;
   if (auth.mode === "jwt") return { authenticator: new JwtAuthenticator(auth, logger), devToken: undefined };
-  const secret = localSecret(path.join(config.dataDir, "auth-dev-secret")).toString("base64");
+  const secret = localSecret(path.join(config.dataDir, "auth-dev-secret"), devTokensSigned).toString("base64");
   const devToken = await mintToken(secret, {
     sub: "dev",
     roles: [publisherRole, adminRole],
@@ -267,7 +267,7 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     }, events);
     const { authenticator, devToken } = await authentication(config, logger);
     const pageTokenSecret =
-      config.pageTokenSecret === undefined ? localSecret(path.join(config.dataDir, "page-token-secret")) : Buffer.from(config.pageTokenSecret);
+      config.pageTokenSecret === undefined ? localSecret(path.join(config.dataDir, "page-token-secret"), "page tokens (the page_token of listings under way)") : Buffer.from(config.pageTokenSecret);
     const previousPageTokenSecrets = config.pageTokenSecretPrevious === undefined ? [] : [Buffer.from(config.pageTokenSecretPrevious)];
     const server = await buildServer({
       access: new EntityAccessServiceImpl({ access, clock }),

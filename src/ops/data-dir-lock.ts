@@ -1,6 +1,6 @@
-import { randomBytes } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
+import { createWhole, removeIfThere } from "./create-whole.js";
 import { makeDirectory } from "./make-directory.js";
 
 /** Another live process holds the data directory. */
@@ -158,37 +158,6 @@ export interface DataDirLock {
    * while it does. Cheap: one small read.
    */
   lost(): string | undefined;
-}
-
-/**
- * Creates `target` holding `text`, or fails with EEXIST when it exists. The
- * text is written to a file of its own first and then linked under the
- * name, so that the file is never seen empty or half written: a reader
- * cannot take another start's claim, made but not yet written, for one
- * left by a start that was killed. Where the file system has no hard links,
- * the file is created and written in two steps, as earlier versions did.
- */
-function createWhole(target: string, text: string): void {
-  const written = `${target}.${process.pid}-${randomBytes(4).toString("hex")}.tmp`;
-  fs.writeFileSync(written, text, { flag: "wx" });
-  try {
-    fs.linkSync(written, target);
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code !== "EPERM" && code !== "ENOTSUP" && code !== "EOPNOTSUPP" && code !== "ENOSYS") throw error;
-    fs.writeFileSync(target, text, { flag: "wx" });
-  } finally {
-    removeIfThere(written);
-  }
-}
-
-/** Removes a file; one already gone is no error. */
-function removeIfThere(file: string): void {
-  try {
-    fs.unlinkSync(file);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
-  }
 }
 
 /**

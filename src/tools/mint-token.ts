@@ -10,7 +10,7 @@ import { claimsProblem } from "../auth/claims.js";
 import { adminRole, publisherRole } from "../auth/policy.js";
 import { mintToken } from "../auth/tokens.js";
 import { ConfigError, loadAuthConfig } from "../config.js";
-import { existingLocalSecret } from "../local-secret.js";
+import { devTokensSigned, existingLocalSecret } from "../local-secret.js";
 
 const usage = `Prints a signed HS256 token on stdout.
 
@@ -35,7 +35,7 @@ const knownRoles: readonly string[] = [publisherRole, adminRole];
  * service refuses (TOKEN_BAD_SIGNATURE) with nothing saying why.
  */
 function developmentSecret(file: string): string {
-  const secret = existingLocalSecret(file);
+  const secret = existingLocalSecret(file, devTokensSigned);
   if (secret === undefined) {
     throw new ConfigError(`no development secret in ${file}: start the service once with \`npm start\` (it writes it), or set DATA_DIR to the folder the service uses`);
   }
