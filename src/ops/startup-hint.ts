@@ -17,13 +17,22 @@ export interface StartupSettings {
 
 /**
  * What the hints need to know of the database settings: its kind, the
- * MySQL database's name as written in the URL (decoding could itself fail
- * on a stray "%"), or the SQLite file and the setting that named it. One
- * reading, for every command that stops on a database error.
+ * MySQL database's name as the server knows it (decoded from the URL, as
+ * the connection decodes it: a hint's CREATE DATABASE of the name as
+ * written, "%C3%A9" for "é", would make another database), or the SQLite
+ * file and the setting that named it. One reading, for every command that
+ * stops on a database error.
  */
 export function databaseHintSettings(database: DatabaseConfig): Pick<StartupSettings, "databaseKind" | "databaseName" | "sqlite"> {
   if (database.kind === "sqlite") return { databaseKind: "sqlite", sqlite: { file: database.file, setting: database.setting ?? "DATABASE_URL" } };
-  const databaseName = new URL(database.url).pathname.slice(1);
+  const written = new URL(database.url).pathname.slice(1);
+  let databaseName: string;
+  try {
+    databaseName = decodeURIComponent(written);
+  } catch {
+    // A stray "%" is refused with the configuration; never here, but a hint never fails.
+    databaseName = written;
+  }
   return { databaseKind: "mysql", ...(databaseName ? { databaseName } : {}) };
 }
 

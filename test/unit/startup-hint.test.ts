@@ -1,7 +1,8 @@
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { BlobStoreUnavailableError } from "../../src/blob/blob-store.js";
-import { messageWithCauses, startupHint } from "../../src/ops/startup-hint.js";
+import { loadDatabaseConfig } from "../../src/config.js";
+import { databaseHintSettings, messageWithCauses, startupHint } from "../../src/ops/startup-hint.js";
 import { isLockContention } from "../../src/store/migrate.js";
 
 const s = suite("start-up hints: an error that stops the start says what to do");
@@ -18,6 +19,13 @@ s("Knex names every failure to take its migration lock MigrationLocked: only a l
   assert.not.match(hint, "migrate:unlock");
   assert.match(startupHint(Object.assign(new Error("x"), { code: "ER_OPTION_PREVENTS_STATEMENT" }), settings), "read-only");
   assert.is(startupHint(Object.assign(new Error("connect ECONNREFUSED"), { name: "MigrationLocked" }), { ...settings, databaseKind: "sqlite" }).includes("migrate:unlock"), false);
+});
+
+s("a MySQL database's name is given to the hints as the server knows it, decoded from DATABASE_URL as the connection decodes it", () => {
+  const named = databaseHintSettings(loadDatabaseConfig({ DATABASE_URL: "mysql://root@127.0.0.1:3306/revops_%C3%A9%20v2" }));
+  assert.equal(named, { databaseKind: "mysql", databaseName: "revops_é v2" });
+  assert.match(startupHint(failure("ER_BAD_DB_ERROR"), { ...settings, ...named }), "CREATE DATABASE `revops_é v2`");
+  assert.match(startupHint(failure("ER_DBACCESS_DENIED_ERROR"), { ...settings, ...named }), "GRANT ALL ON `revops_é v2`.*");
 });
 
 s("each known cause gets its fix, naming the setting", () => {
