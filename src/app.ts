@@ -10,6 +10,7 @@ import { JwtAuthenticator, type KeySetLogger } from "./auth/jwt-authenticator.js
 import { adminRole, publisherRole } from "./auth/policy.js";
 import { mintToken } from "./auth/tokens.js";
 import { AzureBlobStore } from "./blob/azure-blob-store.js";
+import { claimContainer } from "./blob/container-claim.js";
 import type { BlobStore } from "./blob/blob-store.js";
 import { type EmbeddedAzurite, startEmbeddedAzurite } from "./blob/embedded-azurite.js";
 import { type LostPackage, lostPackages } from "./blob/lost-packages.js";
@@ -175,6 +176,10 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     await azure.ensureContainer();
     const blobs: BlobStore = overrides.blobStore?.(azure) ?? azure;
 
+    // Read before the migrations: a container that already records this
+    // database needs none of its package paths looked up.
+    const recordedOwner = await azure.recordedOwner();
+
     // Migrations on connections of their own, with no bound on a
     // statement's time or a connection's silence: a schema change or a
     // measuring pass over a large table takes as long as it takes.
@@ -185,27 +190,14 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     try {
       await migrateLatest(migrator.knex, undefined, (message) => logger.warn({}, message), overrides.startStop);
       databaseId = await databaseIdentity(migrator.knex);
-      ownPackages = await somePackagePaths(migrator.knex);
+      ownPackages = recordedOwner?.databaseId === databaseId ? [] : await somePackagePaths(migrator.knex);
       if (azurite !== undefined) recorded = await recordedPackages(migrator.knex, lostPackageCheckMax);
     } finally {
       await migrator.knex.destroy();
     }
     // Before the sweeper first runs: a second database on this container
     // would take the first one's packages for strays and delete them.
-    let owner = await azure.claimFor(databaseId);
-    if (owner.databaseId !== databaseId && (await anyExists(azure, ownPackages))) {
-      // It holds this database's own packages: the same database, given a
-      // new id (restored from a backup taken before it had one).
-      logger.warn({ container: config.blob.container, recorded: owner.databaseId, databaseId }, "the blob container recorded another database id, but holds this database's packages: it is claimed for this one");
-      owner = await azure.reclaimFor(databaseId, owner.databaseId);
-    }
-    if (owner.databaseId !== databaseId) {
-      throw new ConfigError(
-        `the blob container "${config.blob.container}" holds another database's packages (database ${owner.databaseId}, since ${owner.claimedAt}), and two databases on one container delete each other's packages (each one's sweeper takes the other's for strays): give this database its own container with AZURE_STORAGE_CONTAINER${
-          config.blob.kind === "embedded-azurite" ? `, or its own DATA_DIR (and with it its own embedded Azurite), e.g. DATA_DIR=./data-${config.database.kind}` : ""
-        }.`,
-      );
-    }
+    await claimContainer(azure, config, logger, { databaseId, recorded: recordedOwner, ownPackages });
     // Only the embedded emulator loses blobs it has acknowledged (see
     // warnOfLostPackages); a configured store is not checked.
     if (azurite !== undefined) await warnOfLostPackages(azure, recorded, logger);
@@ -377,10 +369,4 @@ async function warnOfLostPackages(store: BlobStore, recorded: readonly RecordedP
       "It saves its index of blobs every 5 s and when stopped, so it was most likely killed (SIGKILL: the out-of-memory killer, a container's processes killed together) within 5 s of their confirm. " +
       "Their downloads answer 404: delete each (entity-versions delete ENTITY VERSION_ID; an active one after activating another) and push it again.",
   );
-}
-
-/** Whether the store holds any of these blobs. */
-async function anyExists(store: BlobStore, paths: readonly string[]): Promise<boolean> {
-  for (const path of paths) if ((await store.stat(path)) !== undefined) return true;
-  return false;
 }

@@ -31,9 +31,16 @@ export type DatabaseConfig =
     };
 
 /** Where packages are stored. */
-export type BlobConfig =
+export type BlobConfig = (
   | { readonly kind: "azure"; readonly connectionString: string; readonly container: string }
-  | { readonly kind: "embedded-azurite"; readonly location: string; readonly port: number; readonly container: string };
+  | { readonly kind: "embedded-azurite"; readonly location: string; readonly port: number; readonly container: string }
+) & {
+  /**
+   * CLAIM_EMPTY_CONTAINER named the container: a database with versions may
+   * claim it though it holds none of their packages (they are lost).
+   */
+  readonly claimEmpty: boolean;
+};
 
 /**
  * How callers authenticate. "dev" (no auth configured, not production): a
@@ -626,6 +633,16 @@ function blob(env: Env, dataDir: string, production: boolean): BlobConfig {
   if (!/^(?=.{3,63}$)[a-z0-9]+(-[a-z0-9]+)*$/.test(container)) {
     p.problem(`AZURE_STORAGE_CONTAINER "${container}" is not a valid container name: 3 to 63 lowercase letters, digits and single hyphens.`);
   }
+  // It names the container, not "on": left set after its one start, it
+  // cannot let the database claim another empty container a later mistake
+  // points the service at (that start is refused here).
+  const claimEmptyName = optional(env, "CLAIM_EMPTY_CONTAINER");
+  if (claimEmptyName !== undefined && claimEmptyName !== container) {
+    p.problem(
+      `CLAIM_EMPTY_CONTAINER names "${claimEmptyName}", but the container is "${container}" (AZURE_STORAGE_CONTAINER): it lets a database claim an empty container, and only the one it names; name this one, or unset it.`,
+    );
+  }
+  const claimEmpty = claimEmptyName !== undefined;
   const connectionString = env["AZURE_STORAGE_CONNECTION_STRING"]?.trim();
   if (connectionString !== undefined && connectionString !== "") {
     // The SDK finds these only spelled exactly so, and takes a blank key
@@ -683,11 +700,11 @@ function blob(env: Env, dataDir: string, production: boolean): BlobConfig {
       }
     }
     p.done();
-    return { kind: "azure", connectionString, container };
+    return { kind: "azure", connectionString, container, claimEmpty };
   }
   const port = p.check(() => integer(env, "AZURITE_PORT", 0, 0, 65535));
   p.done();
-  return { kind: "embedded-azurite", location: path.join(dataDir, "azurite"), port: port!, container };
+  return { kind: "embedded-azurite", location: path.join(dataDir, "azurite"), port: port!, container, claimEmpty };
 }
 
 /**

@@ -507,7 +507,8 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
       for (const until = Date.now() + 20_000; gatewayAnswers < 2 && Date.now() < until; ) await sleep(50);
       gateway.close();
       assert.ok(gatewayAnswers >= 2, "both watches met the gateway's 502");
-      svc = await startService(backend, { db, env: { AUTH_CLOCK_SKEW_SECONDS: "0" } });
+      // The same container too: the database's packages are there.
+      svc = await startService(backend, { db, env: { AUTH_CLOCK_SKEW_SECONDS: "0", AZURE_STORAGE_CONTAINER: svc.env["AZURE_STORAGE_CONTAINER"]! } });
       proxy.retarget(svc.url);
       proxy.cut();
       const stale = await cli(["activate", entity, v1.id, "--expect-active", v1.id], { cwd: work, env: { ...env, ENTITY_VERSIONS_URL: svc.url } });

@@ -6,13 +6,14 @@ import fs from "node:fs";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
+import { BlobServiceClient, StorageSharedKeyCredential } from "@azure/storage-blob";
 import knexFactory from "knex";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { AzureBlobStore } from "../src/blob/azure-blob-store.js";
 import { uploadPaths } from "../src/blob/blob-paths.js";
 import { azuriteAccount, azuriteKey, startEmbeddedAzurite } from "../src/blob/embedded-azurite.js";
-import { sharedAzurite } from "./support/env.js";
+import { createTestDatabase, mysqlAvailable, sharedAzurite } from "./support/env.js";
 import { newEntityId, push, spawnService } from "./support/service.js";
 import { RestClient } from "./support/rest.js";
 import { testAuth } from "./support/tokens.js";
@@ -422,6 +423,80 @@ s("a second database on a blob container that holds another's packages is refuse
     fs.rmSync(second, { recursive: true, force: true });
   }
 });
+
+for (const backend of ["sqlite", ...((await mysqlAvailable()) ? ["mysql" as const] : [])] as const) {
+  s(`${backend}: a database with versions on a new, empty blob container (a mistyped connection string or container) is refused, naming it and what to check; one that holds its packages but no owner record is claimed; CLAIM_EMPTY_CONTAINER claims an empty one`, async () => {
+    const azurite = await sharedAzurite();
+    const db = await createTestDatabase(backend);
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-empty-container-"));
+    const suffix = randomBytes(4).toString("hex");
+    const home = `ev-home-${suffix}`;
+    const empty = `ev-empty-${suffix}`;
+    const other = `ev-other-${suffix}`;
+    const env = (container: string, extra: Record<string, string> = {}) => ({
+      PORT: "0",
+      DATA_DIR: dataDir,
+      DATABASE_URL: db.url,
+      AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString,
+      AZURE_STORAGE_CONTAINER: container,
+      AUTH_JWT_SECRET: testAuth.secret,
+      AUTH_ISSUER: testAuth.issuer,
+      AUTH_AUDIENCE: testAuth.audience,
+      ...extra,
+    });
+    const store = (container: string) => new AzureBlobStore({ connectionString: azurite.connectionString, container });
+    try {
+      const a = await spawnService(env(home), db);
+      const e = newEntityId();
+      const published = (await push(a, e)).confirm!.body.version;
+      await a.close();
+
+      const refused = run(env(empty));
+      assert.is(refused.status, 2, refused.output);
+      assert.match(
+        refused.output,
+        `configuration error: the blob container "${empty}" (at ${azurite.blobEndpoint}/${empty}) holds none of this database's packages: it holds no packages at all, while the database records versions`,
+      );
+      assert.match(refused.output, `Check AZURE_STORAGE_CONNECTION_STRING (its account is "${azuriteAccount}") and AZURE_STORAGE_CONTAINER, and DATABASE_URL`);
+      assert.match(refused.output, `start it once with CLAIM_EMPTY_CONTAINER=${empty}.`);
+      assert.not.match(refused.output, azuriteKey, "no secret in the message");
+      assert.is(await store(empty).recordedOwner(), undefined, "the empty container was not claimed");
+
+      // A container that holds other packages and records no owner: never claimed, CLAIM_EMPTY_CONTAINER or not.
+      await store(other).ensureContainer();
+      const stray = new URL(store(other).signUploadUrl(`versions/${e}/00000000-0000-4000-8000-000000000000/package`, new Date(Date.now() + 60_000)));
+      assert.is((await fetch(stray, { method: "PUT", headers: { "x-ms-blob-type": "BlockBlob" }, body: "not ours" })).status, 201);
+      const elsewhere = run(env(other, { CLAIM_EMPTY_CONTAINER: other }));
+      assert.is(elsewhere.status, 2, elsewhere.output);
+      assert.match(elsewhere.output, `it holds 1 blob under uploads/ and versions/, none of them this database's`);
+      assert.match(elsewhere.output, "this container cannot be claimed for this database");
+
+      // Its own container, whose owner record is gone (as one a release before owner records filled): it holds the packages, and is claimed.
+      await new BlobServiceClient(`${azurite.blobEndpoint}`, new StorageSharedKeyCredential(azuriteAccount, azuriteKey)).getContainerClient(home).deleteBlob("entity-versions-owner.json");
+      const b = await spawnService(env(home), db);
+      try {
+        assert.is((await b.rest.get(`/api/entities/${e}/versions/${published.id}/download`)).status, 200);
+      } finally {
+        await b.close();
+      }
+      assert.ok((await store(home).recordedOwner()) !== undefined, "claimed again");
+
+      // Said to be lost, the packages are given up: the empty container is claimed, with a warning, and the version answers 404 from the store.
+      assert.match(run(env(empty, { CLAIM_EMPTY_CONTAINER: home })).output, `CLAIM_EMPTY_CONTAINER names "${home}", but the container is "${empty}"`);
+      const c = await spawnService(env(empty, { CLAIM_EMPTY_CONTAINER: empty }), db);
+      try {
+        assert.match(c.output(), "CLAIM_EMPTY_CONTAINER: the blob container holds none of this database's packages and is claimed for it");
+        const dl = await c.rest.get(`/api/entities/${e}/versions/${published.id}/download`);
+        assert.is((await fetch(dl.body.download_url)).status, 404);
+      } finally {
+        await c.close();
+      }
+    } finally {
+      await db.drop();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+}
 
 s("a port already taken stops the start with a message that says to set PORT", async () => {
   const taken = net.createServer();

@@ -113,6 +113,27 @@ export class AzureBlobStore implements BlobStore {
     }
   }
 
+  /** The container's URL: where its blobs are, with no credential in it (a start's refusal names it). */
+  get url(): string {
+    return this.#container.url;
+  }
+
+  /** The database the container records as its owner (see claimFor), or undefined when it records none. */
+  async recordedOwner(): Promise<ContainerOwner | undefined> {
+    return this.#call("read the container's owner", async (abortSignal) => {
+      try {
+        const recorded = JSON.parse((await this.#container.getBlockBlobClient(ownerBlobName).downloadToBuffer(0, undefined, { abortSignal })).toString("utf8")) as {
+          database_id?: unknown;
+          claimed_at?: unknown;
+        };
+        return { databaseId: String(recorded.database_id), claimedAt: String(recorded.claimed_at) };
+      } catch (error) {
+        if ((error as { statusCode?: number }).statusCode === 404) return undefined;
+        throw error;
+      }
+    });
+  }
+
   /**
    * Records that this container holds the packages of database
    * `databaseId`, unless it already holds another's: returns the owner it

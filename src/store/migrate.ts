@@ -297,9 +297,18 @@ export async function databaseIdentity(knex: Knex): Promise<string> {
   return row.id;
 }
 
-/** A few of this database's package paths, if it has versions: a container that holds them holds this database's packages. */
+/**
+ * A few of this database's package paths, none when it has no versions: a
+ * container that holds one of them holds this database's packages. The
+ * newest five (whatever removed older blobs left them) and five read in no
+ * order (the first ones kept, where the embedded Azurite lost the last
+ * seconds' blobs). Finding the newest reads every version: it is asked
+ * only of a container that does not already record this database.
+ */
 export async function somePackagePaths(knex: Knex): Promise<string[]> {
-  return (await knex<{ storage_path: string }>("versions").select("storage_path").limit(5)).map((row) => row.storage_path);
+  const newest = await knex<{ storage_path: string }>("versions").select("storage_path").orderBy("created_at", "desc").limit(5);
+  const others = await knex<{ storage_path: string }>("versions").select("storage_path").limit(5);
+  return [...new Set([...newest, ...others].map((row) => row.storage_path))];
 }
 
 /** Where one version's blobs are recorded: what a start on the embedded Azurite checks the emulator still holds. */

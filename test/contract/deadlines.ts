@@ -18,6 +18,13 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  * not when some timeout of the dependency runs out, and the work left
  * behind never lands once the caller has been told it failed.
  */
+/**
+ * The suite service's blob container, for another service on its database:
+ * one on a container of its own, which holds none of the versions'
+ * packages, is refused at start, as a replica given the wrong one would be.
+ */
+const sameContainer = (svc: TestService) => ({ AZURE_STORAGE_CONTAINER: svc.env["AZURE_STORAGE_CONTAINER"]! });
+
 export function deadlinesSuite() {
   const s = suite<{ mariadb: PrivateMariaDb; svc: TestService }>("mysql: deadlines: a hung database never holds a caller past its deadline");
   // Every dependency timeout far beyond the deadlines tested, so only a deadline can answer.
@@ -203,11 +210,11 @@ export function deadlinesSuite() {
     assert.is(states.status, 201, "the upload is still there to confirm");
   });
 
-  s("a database gone silent: a connection waiting on it is dropped once it has been silent past any statement's bound, so the call is answered DATABASE_UNAVAILABLE and the pool frees its place", async ({ mariadb }) => {
+  s("a database gone silent: a connection waiting on it is dropped once it has been silent past any statement's bound, so the call is answered DATABASE_UNAVAILABLE and the pool frees its place", async ({ svc, mariadb }) => {
     // Statements bounded at 1 s and lock waits at 1 s: a connection silent for 7 s is waiting on nothing alive.
     const quick = await startService("mysql", {
       db: { url: mariadb.url(), drop: async () => undefined },
-      env: { ...env, REQUEST_DEADLINE_MS: "20000", DATABASE_STATEMENT_TIMEOUT_MS: "1000", DATABASE_LOCK_WAIT_TIMEOUT_SECONDS: "1" },
+      env: { ...env, ...sameContainer(svc), REQUEST_DEADLINE_MS: "20000", DATABASE_STATEMENT_TIMEOUT_MS: "1000", DATABASE_LOCK_WAIT_TIMEOUT_SECONDS: "1" },
     });
     try {
       const e = newEntityId();
@@ -228,13 +235,13 @@ export function deadlinesSuite() {
     }
   });
 
-  s("work a call stopped waiting for keeps its place at the call gate until it ends: short deadlines cannot start work without bound", async ({ mariadb }) => {
+  s("work a call stopped waiting for keeps its place at the call gate until it ends: short deadlines cannot start work without bound", async ({ svc, mariadb }) => {
     // Each call's own deadline is long enough for it to reach the lock on a
     // loaded machine too: one that passed on the way would end its work
     // there, giving its place back for a reason that is not the one tested.
     // The server's deadline, which also bounds how long answered work keeps
     // its place, is well past the whole test.
-    const capped = await startService("mysql", { db: { url: mariadb.url(), drop: async () => undefined }, env: { ...env, REQUEST_DEADLINE_MS: "20000", HTTP_MAX_CALLS_PER_CALLER: "3" } });
+    const capped = await startService("mysql", { db: { url: mariadb.url(), drop: async () => undefined }, env: { ...env, ...sameContainer(svc), REQUEST_DEADLINE_MS: "20000", HTTP_MAX_CALLS_PER_CALLER: "3" } });
     const holder = knexFactory({ client: "mysql2", connection: mariadb.url(), pool: { min: 0, max: 1 } });
     const status = knexFactory({ client: "mysql2", connection: mariadb.url(), pool: { min: 0, max: 1 } });
     // InnoDB refreshes what INNODB_TRX shows only when it was last read more
@@ -308,8 +315,8 @@ export function deadlinesSuite() {
     }
   });
 
-  s("a watch reset while its start read waits keeps its place until the read ends: resets cannot start reads without bound", async ({ mariadb }) => {
-    const capped = await startService("mysql", { db: { url: mariadb.url(), drop: async () => undefined }, env: { ...env, WATCH_MAX_PER_CALLER: "2" } });
+  s("a watch reset while its start read waits keeps its place until the read ends: resets cannot start reads without bound", async ({ svc, mariadb }) => {
+    const capped = await startService("mysql", { db: { url: mariadb.url(), drop: async () => undefined }, env: { ...env, ...sameContainer(svc), WATCH_MAX_PER_CALLER: "2" } });
     try {
       const e = newEntityId();
       await push(capped, e);

@@ -1,0 +1,105 @@
+import type { FastifyBaseLogger } from "fastify";
+import { type Config, ConfigError } from "../config.js";
+import type { AzureBlobStore, ContainerOwner } from "./azure-blob-store.js";
+import { areaPrefixes } from "./blob-paths.js";
+import { connectionStringPart } from "./connection-string.js";
+
+/** Blobs a refusal counts under the service's areas before it says "at least": a count, not a listing of a large container. */
+const countedBlobsMax = 1_000;
+
+/** What a start knows when it claims the blob container: see claimContainer. */
+export interface ClaimFacts {
+  /** This database's id (migration 0011). */
+  readonly databaseId: string;
+  /** The owner the container recorded before this start's migrations; undefined: none. */
+  readonly recorded: ContainerOwner | undefined;
+  /** A few of this database's package paths (somePackagePaths); none: it has no versions. */
+  readonly ownPackages: readonly string[];
+}
+
+/**
+ * Makes the blob container this database's before the sweeper first runs,
+ * or refuses the start (ConfigError, exit 2) where going on would lose
+ * packages or hide that they are lost:
+ * - a container that records another database and holds none of this
+ *   one's packages: each database's sweeper would take the other's
+ *   packages for strays and delete them;
+ * - a database with versions on a container that records no owner and
+ *   holds none of their packages: most likely a connection string or
+ *   container name that points at another store than the one that holds
+ *   them, where every download would answer 404 with nothing said; unless
+ *   CLAIM_EMPTY_CONTAINER names the container and it is empty (the
+ *   packages are lost, and the operator says so).
+ * A container that holds this database's packages is claimed for it, also
+ * when it records another id (a database restored from a backup taken
+ * before it had one, which got a new one) or none (filled by a release
+ * before owner records).
+ */
+export async function claimContainer(store: AzureBlobStore, config: Config, logger: FastifyBaseLogger, facts: ClaimFacts): Promise<void> {
+  const { databaseId, ownPackages } = facts;
+  if (facts.recorded?.databaseId === databaseId) return;
+  const holdsOwn = ownPackages.length > 0 && (await anyExists(store, ownPackages));
+  let owner = facts.recorded;
+  if (owner === undefined) {
+    if (ownPackages.length > 0 && !holdsOwn) {
+      const held = await countPackages(store);
+      if (held > 0 || !config.blob.claimEmpty) throw new ConfigError(noneOfItsPackages(store, config, held, ownPackages.length));
+      logger.warn(
+        { container: config.blob.container, databaseId },
+        "CLAIM_EMPTY_CONTAINER: the blob container holds none of this database's packages and is claimed for it; its versions answer downloads with 404 until each is deleted and pushed again (unset CLAIM_EMPTY_CONTAINER now: the container records this database)",
+      );
+    }
+    // Claimed, or the database that claimed it since it was read.
+    owner = await store.claimFor(databaseId);
+    if (owner.databaseId === databaseId) return;
+  }
+  if (holdsOwn) {
+    logger.warn({ container: config.blob.container, recorded: owner.databaseId, databaseId }, "the blob container recorded another database id, but holds this database's packages: it is claimed for this one");
+    owner = await store.reclaimFor(databaseId, owner.databaseId);
+    if (owner.databaseId === databaseId) return;
+  }
+  throw new ConfigError(
+    `the blob container "${config.blob.container}" holds another database's packages (database ${owner.databaseId}, since ${owner.claimedAt}), and two databases on one container delete each other's packages (each one's sweeper takes the other's for strays): give this database its own container with AZURE_STORAGE_CONTAINER${
+      config.blob.kind === "embedded-azurite" ? `, or its own DATA_DIR (and with it its own embedded Azurite), e.g. DATA_DIR=./data-${config.database.kind}` : ""
+    }.`,
+  );
+}
+
+/** The refusal of a database with versions on a container that holds none of their packages. */
+function noneOfItsPackages(store: AzureBlobStore, config: Config, held: number, checked: number): string {
+  const { container } = config.blob;
+  const where = config.blob.kind === "azure" ? `at ${store.url}` : `the embedded Azurite's, in ${config.blob.location}`;
+  const holds = held === 0 ? "it holds no packages at all" : `it holds ${heldText(held)} under ${areaPrefixes.staging} and ${areaPrefixes.final}, none of them this database's`;
+  const database = config.database.kind === "mysql" ? "DATABASE_URL" : `${config.database.setting ?? "DATABASE_URL"} (the SQLite file ${config.database.file})`;
+  const storeSettings =
+    config.blob.kind === "azure"
+      ? `AZURE_STORAGE_CONNECTION_STRING (its account is "${connectionStringPart(config.blob.connectionString, "AccountName") ?? ""}") and AZURE_STORAGE_CONTAINER`
+      : `DATA_DIR (the embedded Azurite keeps the packages in ${config.blob.location}: a database file moved without that folder, or that folder deleted, leaves them behind) and AZURE_STORAGE_CONTAINER`;
+  const way =
+    held === 0
+      ? ` If those packages are lost and this database is to go on without them (each of its versions then answers downloads with 404 until it is deleted and pushed again), start it once with CLAIM_EMPTY_CONTAINER=${container}.`
+      : " Its sweeper would also delete those other packages as strays: this container cannot be claimed for this database.";
+  return (
+    `the blob container "${container}" (${where}) holds none of this database's packages: ${holds}, while the database records versions (${checked === 1 ? "its one version's package is not there" : `none of the ${checked} checked, its newest among them, is there`}), and started on it, every version's download would answer 404. ` +
+    `Check ${storeSettings}, and ${database}: they most likely name another store, or another database, than the one that holds this database's packages.${way}`
+  );
+}
+
+function heldText(held: number): string {
+  return held >= countedBlobsMax ? `at least ${countedBlobsMax} blobs` : `${held} blob${held === 1 ? "" : "s"}`;
+}
+
+/** How many blobs the container holds under the service's own areas (uploads/, versions/), counted up to countedBlobsMax. */
+async function countPackages(store: AzureBlobStore): Promise<number> {
+  let held = 0;
+  for (const prefix of [areaPrefixes.staging, areaPrefixes.final]) {
+    for await (const _ of store.list(prefix)) if (++held >= countedBlobsMax) return held;
+  }
+  return held;
+}
+
+/** Whether the store holds at least one of these blobs. */
+async function anyExists(store: AzureBlobStore, paths: readonly string[]): Promise<boolean> {
+  for (const path of paths) if ((await store.stat(path)) !== undefined) return true;
+  return false;
+}
