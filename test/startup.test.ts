@@ -498,6 +498,55 @@ for (const backend of ["sqlite", ...((await mysqlAvailable()) ? ["mysql" as cons
   });
 }
 
+s("a database file deleted to start over (SQLite and the embedded Azurite in one DATA_DIR): the new database claims the emulator's container when it holds no packages, and is told to delete DATA_DIR/azurite when it does", async () => {
+  // The service runs from here: a DATA_DIR named as the README's example names a second one.
+  const cwd = fs.mkdtempSync(path.join(os.tmpdir(), "ev-start-over-"));
+  const dataDir = path.join(cwd, "data-sqlite");
+  const env = { PORT: "0", DATA_DIR: dataDir, AUTH_JWT_SECRET: testAuth.secret, AUTH_ISSUER: testAuth.issuer, AUTH_AUDIENCE: testAuth.audience };
+  const none = { url: "", drop: async () => undefined };
+  const dbFile = path.join(dataDir, "entity-versions.db");
+  const deleteDatabase = () => {
+    for (const file of [dbFile, `${dbFile}-wal`, `${dbFile}-shm`]) fs.rmSync(file, { force: true });
+  };
+  try {
+    await (await spawnService(env, none)).close();
+    deleteDatabase();
+    const fresh = await spawnService(env, none);
+    try {
+      assert.match(fresh.output(), "the blob container recorded another database, but holds no packages: it is claimed for this one");
+      assert.is((await push(fresh, newEntityId())).confirm?.status, 201);
+    } finally {
+      await fresh.close();
+    }
+    // The other way round, the emulator's folder moved away: its versions' packages are not there.
+    const azuriteDir = path.join(dataDir, "azurite");
+    fs.renameSync(azuriteDir, `${azuriteDir}.kept`);
+    const lost = run(env);
+    assert.is(lost.status, 2, lost.output);
+    assert.match(lost.output, `the blob container "entity-versions" (the embedded Azurite's, in ${azuriteDir}) holds none of this database's packages: it holds no packages at all`);
+    assert.match(lost.output, `Check DATA_DIR (the embedded Azurite keeps the packages in ${azuriteDir}`);
+    fs.rmSync(azuriteDir, { recursive: true, force: true });
+    fs.renameSync(`${azuriteDir}.kept`, azuriteDir);
+    deleteDatabase();
+    const refused = spawnSync(process.execPath, ["--import", import.meta.resolve("tsx"), path.resolve("src/main.ts")], {
+      cwd,
+      env: { PATH: process.env["PATH"] ?? "", ...env, DATA_DIR: "./data-sqlite" },
+      encoding: "utf8",
+      timeout: 60_000,
+    });
+    const output = `${refused.stdout}${refused.stderr}`;
+    assert.is(refused.status, 2, output);
+    assert.match(output, /holds another database's packages \(database [0-9a-f-]+, since [^)]+: \d+ blobs? under uploads\/ and versions\/\)/);
+    assert.match(output, "or its own DATA_DIR (and with it its own embedded Azurite), e.g. DATA_DIR=./data-sqlite-2.", "a folder other than the one in use");
+    assert.match(output, `To start over instead, delete the packages left there by the database that recorded it: the folder ${dataDir}/azurite (the embedded Azurite's), or the whole DATA_DIR (${dataDir}).`);
+    // As it says: without the emulator's folder, the database starts.
+    fs.rmSync(path.join(dataDir, "azurite"), { recursive: true, force: true });
+    await (await spawnService(env, none)).close();
+  } finally {
+    fs.rmSync(cwd, { recursive: true, force: true });
+  }
+});
+
 s("a port already taken stops the start with a message that says to set PORT", async () => {
   const taken = net.createServer();
   await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));

@@ -1,3 +1,4 @@
+import path from "node:path";
 import type { FastifyBaseLogger } from "fastify";
 import { type Config, ConfigError } from "../config.js";
 import type { AzureBlobStore, ContainerOwner } from "./azure-blob-store.js";
@@ -21,11 +22,11 @@ export interface ClaimFacts {
  * Makes the blob container this database's before the sweeper first runs,
  * or refuses the start (ConfigError, exit 2) where going on would lose
  * packages or hide that they are lost:
- * - a container that records another database and holds none of this
- *   one's packages: each database's sweeper would take the other's
+ * - a container that records another database and holds packages, none
+ *   of them this one's: each database's sweeper would take the other's
  *   packages for strays and delete them;
- * - a database with versions on a container that records no owner and
- *   holds none of their packages: most likely a connection string or
+ * - a database with versions on a container that holds none of their
+ *   packages and records no owner, or holds no packages at all: most likely a connection string or
  *   container name that points at another store than the one that holds
  *   them, where every download would answer 404 with nothing said; unless
  *   CLAIM_EMPTY_CONTAINER names the container and it is empty (the
@@ -33,7 +34,10 @@ export interface ClaimFacts {
  * A container that holds this database's packages is claimed for it, also
  * when it records another id (a database restored from a backup taken
  * before it had one, which got a new one) or none (filled by a release
- * before owner records).
+ * before owner records). One that holds no packages at all is claimed for
+ * a database without versions, whatever it records: nothing of another
+ * database's is there to lose (a development database deleted to start
+ * over, its emulator's folder kept).
  */
 export async function claimContainer(store: AzureBlobStore, config: Config, logger: FastifyBaseLogger, facts: ClaimFacts): Promise<void> {
   const { databaseId, ownPackages } = facts;
@@ -58,18 +62,53 @@ export async function claimContainer(store: AzureBlobStore, config: Config, logg
     owner = await store.reclaimFor(databaseId, owner.databaseId);
     if (owner.databaseId === databaseId) return;
   }
-  throw new ConfigError(
-    `the blob container "${config.blob.container}" holds another database's packages (database ${owner.databaseId}, since ${owner.claimedAt}), and two databases on one container delete each other's packages (each one's sweeper takes the other's for strays): give this database its own container with AZURE_STORAGE_CONTAINER${
-      config.blob.kind === "embedded-azurite" ? `, or its own DATA_DIR (and with it its own embedded Azurite), e.g. DATA_DIR=./data-${config.database.kind}` : ""
-    }.`,
+  const held = await countPackages(store);
+  if (held === 0) {
+    // It holds none of the other database's packages, so none is lost to
+    // this one's sweeper: a development database deleted to start over,
+    // its emulator's folder kept.
+    if (ownPackages.length > 0 && !config.blob.claimEmpty) throw new ConfigError(noneOfItsPackages(store, config, held, ownPackages.length, owner));
+    logger.warn(
+      { container: config.blob.container, recorded: owner.databaseId, databaseId },
+      ownPackages.length > 0
+        ? "CLAIM_EMPTY_CONTAINER: the blob container recorded another database and holds no packages; it is claimed for this one, whose versions answer downloads with 404 until each is deleted and pushed again (unset CLAIM_EMPTY_CONTAINER now)"
+        : "the blob container recorded another database, but holds no packages: it is claimed for this one",
+    );
+    owner = await store.reclaimFor(databaseId, owner.databaseId);
+    if (owner.databaseId === databaseId) return;
+  }
+  throw new ConfigError(anotherDatabase(config, owner, held, ownPackages.length > 0));
+}
+
+/** The refusal of a container that holds another database's packages. */
+function anotherDatabase(config: Config, owner: ContainerOwner, held: number, hasVersions: boolean): string {
+  const embedded = config.blob.kind === "embedded-azurite";
+  const holds = held === 0 ? "" : `: ${heldText(held)} under ${areaPrefixes.staging} and ${areaPrefixes.final}`;
+  // A development database deleted (or moved) to start over leaves its packages behind in the emulator's folder.
+  const startOver =
+    embedded && !hasVersions
+      ? ` To start over instead, delete the packages left there by the database that recorded it: the folder ${config.blob.location} (the embedded Azurite's), or the whole DATA_DIR (${config.dataDir}).`
+      : "";
+  return (
+    `the blob container "${config.blob.container}" holds another database's packages (database ${owner.databaseId}, since ${owner.claimedAt}${holds}), and two databases on one container delete each other's packages (each one's sweeper takes the other's for strays): give this database its own container with AZURE_STORAGE_CONTAINER${
+      embedded ? `, or its own DATA_DIR (and with it its own embedded Azurite), e.g. DATA_DIR=${otherDataDir(config)}` : ""
+    }.${startOver}`
   );
 }
 
+/** A data folder to suggest for a database of its own: never the one in use. */
+function otherDataDir(config: Config): string {
+  const suggested = `./data-${config.database.kind}`;
+  return path.resolve(suggested) === path.resolve(config.dataDir) ? `${suggested}-2` : suggested;
+}
+
 /** The refusal of a database with versions on a container that holds none of their packages. */
-function noneOfItsPackages(store: AzureBlobStore, config: Config, held: number, checked: number): string {
+function noneOfItsPackages(store: AzureBlobStore, config: Config, held: number, checked: number, owner?: ContainerOwner): string {
   const { container } = config.blob;
   const where = config.blob.kind === "azure" ? `at ${store.url}` : `the embedded Azurite's, in ${config.blob.location}`;
-  const holds = held === 0 ? "it holds no packages at all" : `it holds ${heldText(held)} under ${areaPrefixes.staging} and ${areaPrefixes.final}, none of them this database's`;
+  const recorded = owner === undefined ? "" : `, though it records database ${owner.databaseId} (since ${owner.claimedAt})`;
+  const holds =
+    held === 0 ? `it holds no packages at all${recorded}` : `it holds ${heldText(held)} under ${areaPrefixes.staging} and ${areaPrefixes.final}, none of them this database's`;
   const database = config.database.kind === "mysql" ? "DATABASE_URL" : `${config.database.setting ?? "DATABASE_URL"} (the SQLite file ${config.database.file})`;
   const storeSettings =
     config.blob.kind === "azure"
