@@ -11,8 +11,11 @@
 // process.exit(), a loop that never yields, a child left running, a line
 // that looks like a summary) can end the run without the line, or print
 // after it. Counted as failures, each said on stderr:
-// - a failed test, and each test a throwing before() hook kept from
-//   running, and an after() hook that throws (which ends uvu's run);
+// - a failed test, and each test a throwing before() or after.each() hook
+//   kept from running (uvu swallows the hook's error: test/runner/uvu.ts
+//   prints it), and an after() hook that throws (the run goes on);
+// - test.only() and test.skip() (a test left out proves nothing), and a
+//   file that runs no test (no run() call) unless it skips on purpose;
 // - an error thrown outside a test's await (a timer, a callback), or a
 //   rejection nobody handled, until a grace after the last test;
 // - a worker that ends before it says it is done (process.exit() anywhere),

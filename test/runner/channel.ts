@@ -1,8 +1,10 @@
 // What a test worker (test/runner/worker.ts) tells the runner that started
 // it (test/run.ts): one JSON line per event on fd 3, written synchronously,
 // so that what a worker said before a process.exit() or a crash is never
-// lost. Also which file is loading or running. Outside a worker (a test
-// file run on its own) nothing is sent.
+// lost. Also the little the worker, its uvu wrapper (test/runner/uvu.ts)
+// and the test helpers share: which file is loading or running, and what
+// it should report when it runs. Outside a worker (a test file run on its
+// own) nothing is sent and nothing is counted.
 import fs from "node:fs";
 
 /** One thing a worker tells the runner. */
@@ -57,4 +59,38 @@ export const place: { loading?: string; running?: string } = {};
 /** The file being run, or else loaded. */
 export function currentFile(): string | undefined {
   return place.running ?? place.loading;
+}
+
+/** Hooks that threw in the suite running now, until its end counts them. */
+export const hookFailures = { stopping: 0, after: 0 };
+
+const notices = new Map<string, string[]>();
+
+/** A failure found while `file` loaded, said and counted when it runs (so a file a later worker loads again is not counted twice). */
+export function noticeFor(file: string, message: string): void {
+  notices.set(file, [...(notices.get(file) ?? []), message]);
+}
+
+/** The failures `file` left for its run, once. */
+export function takeNotices(file: string): string[] {
+  const found = notices.get(file) ?? [];
+  notices.delete(file);
+  return found;
+}
+
+const skippedOnPurpose = new Map<string, string>();
+
+/**
+ * Marks the current test file as leaving its tests out on purpose (a
+ * loud skip outside CI, such as the MySQL suites without a MySQL): a file
+ * that runs no test is otherwise a failure.
+ */
+export function skippingOnPurpose(reason: string): void {
+  const file = currentFile();
+  if (file !== undefined) skippedOnPurpose.set(file, reason);
+}
+
+/** Why `file` left its tests out on purpose, if it said so. */
+export function skipReason(file: string): string | undefined {
+  return skippedOnPurpose.get(file);
 }

@@ -8,12 +8,25 @@
 // What uvu writes is copied to stdout as it is and read here one write at
 // a time (uvu writes each mark and each line whole): a file starting, each
 // test's mark, each suite's "(passed / total)" line, its summary.
+import { register } from "node:module";
 import type { Suite } from "uvu/parse";
-import { currentFile, failure, openChannel, place, send } from "./channel.js";
+import { currentFile, failure, hookFailures, openChannel, place, send, skipReason, takeNotices } from "./channel.js";
 
 const files = JSON.parse(process.argv[2] ?? "[]") as Suite[];
 const names = files.map((s) => s.name);
 openChannel(3);
+
+// Test files import "uvu"; they get test/runner/uvu.ts, which is uvu with
+// its hooks' failures, .only and .skip said. That module itself imports
+// the real one. Only what is imported after this line is redirected, and
+// only ES modules (this repository's files are): a CommonJS test file
+// would get uvu itself.
+const wrapper = new URL("./uvu.ts", import.meta.url).href;
+const hooks = `export async function resolve(specifier, context, next) {
+  if (specifier === "uvu" && context.parentURL !== ${JSON.stringify(wrapper)}) return next(${JSON.stringify(wrapper)}, context);
+  return next(specifier, context);
+}`;
+register(`data:text/javascript,${encodeURIComponent(hooks)}`);
 
 type Phase = "load" | "run" | "grace";
 let phase: Phase = "load";
@@ -25,27 +38,46 @@ const withoutColours = (text: string) => text.replace(/\u001b\[[0-9;]*m/g, "");
 // The suite running now and the file running now, until their ends count them.
 const suiteMarks = { passed: 0, failed: 0 };
 const counted = { passed: 0, failed: 0, total: 0 };
+let file = { tests: 0, failed: 0 };
 
 // The event loop ran dry while a test waited: something the loop does not
 // see (an unref()'d timer) may still settle it, so the loop is kept up
 // until a test finishes; test/run.ts ends a wait that finishes nothing.
 let keptUp: NodeJS.Timeout | undefined;
 
+const fileEnds = () => {
+  const name = place.running;
+  if (name === undefined) return;
+  if (file.tests === 0 && file.failed === 0 && skipReason(name) === undefined) {
+    failure(`${name} ran no test: it defines none, or never calls its suite's run() (a deliberate skip says so: skippingOnPurpose() in test/runner/channel.ts)`);
+  }
+};
+
 const fileStarts = (name: string) => {
+  fileEnds();
   place.running = name;
+  file = { tests: 0, failed: 0 };
   progress();
   send({ t: "file", file: name });
+  for (const notice of takeNotices(name)) {
+    file.failed++;
+    failure(notice);
+  }
 };
 
 const suiteEnds = (passed: number, total: number) => {
-  // Tests a throwing before() hook kept from running: uvu does not count them as failed.
   const notRun = total - passed - suiteMarks.failed;
-  const failed = suiteMarks.failed + notRun;
+  // A hook that stopped the suite (before(), after.each()) fails it even when it had no test to keep from running.
+  const failed = suiteMarks.failed + Math.max(notRun, hookFailures.stopping > 0 ? 1 : 0) + hookFailures.after;
+  hookFailures.stopping = 0;
+  hookFailures.after = 0;
   suiteMarks.passed = 0;
   suiteMarks.failed = 0;
   counted.passed += passed;
   counted.failed += failed;
   counted.total += total;
+  file.tests += total;
+  file.failed += failed;
   send({ t: "suite", passed, failed });
 };
 
@@ -126,13 +158,13 @@ const watched = files.map((s) => ({
 try {
   await run(watched, { bail: false });
 } catch (error) {
-  // Once tests run, uvu's run fails only when an after() hook throws (uvu
-  // 0.5: a suite's runner returns from its finally block, which swallows
-  // any other error, after running the after() hooks).
-  failure(phase === "load" ? `${place.loading ?? "a test file"} could not be loaded; the other files run in a new process:` : `an after() hook in ${place.running ?? "a test file"} threw, which ends uvu's run; the files after it run in a new process:`, error);
+  // Once tests run, uvu's run fails only when an after() hook throws, which
+  // test/runner/uvu.ts does not let happen.
+  failure(phase === "load" ? `${place.loading ?? "a test file"} could not be loaded; the other files run in a new process:` : `uvu's run failed ${where()}:`, error);
   send({ t: "givingUp" });
   process.exit(1);
 }
+fileEnds();
 process.stdout.write = write;
 const uvuExitCode = process.exitCode;
 process.exitCode = undefined;

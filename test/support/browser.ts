@@ -4,6 +4,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { type BrowserContext, chromium } from "playwright-core";
+import { skippingOnPurpose } from "../runner/channel.js";
 
 const executable = process.env["CHROMIUM_PATH"] ?? "/usr/bin/chromium";
 const inCi = process.env["CI"] !== undefined && process.env["CI"] !== "" && process.env["CI"] !== "false";
@@ -18,6 +19,7 @@ export function chromiumAvailable(): boolean {
   if (inCi) throw new Error(`CI is set and there is no Chromium at ${executable}: install it (apt-get install -y chromium) or set CHROMIUM_PATH`);
   const line = "!".repeat(78);
   console.error(`\n${line}\n!! No Chromium at ${executable}: SKIPPING THE BROWSER TESTS.\n!! apt-get install -y chromium, or set CHROMIUM_PATH; CI requires them.\n${line}\n`);
+  skippingOnPurpose(`no Chromium at ${executable}`);
   return false;
 }
 

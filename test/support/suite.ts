@@ -9,18 +9,13 @@ export interface ServiceContext {
 
 /**
  * A uvu suite with a fresh service (and database) on the backend, started
- * before its tests and stopped after. A failure to start is printed, since
- * uvu would swallow it.
+ * before its tests and stopped after. A failure to start is printed by
+ * test/run.ts, as every before() hook's is.
  */
 export function serviceSuite(name: string, backend: Backend, env?: Record<string, string>): Test<ServiceContext> {
   const s = suite<ServiceContext>(`${backend}: ${name}`, {} as ServiceContext);
   s.before(async (ctx) => {
-    try {
-      ctx.svc = await startService(backend, env === undefined ? {} : { env });
-    } catch (error) {
-      console.error(`\n  ${backend}: ${name}: could not start the service:`, error);
-      throw error;
-    }
+    ctx.svc = await startService(backend, env === undefined ? {} : { env });
   });
   s.after(async (ctx) => {
     await ctx.svc?.close();

@@ -116,15 +116,18 @@ test.run();
   assert.match(stderr, /after the last test.*: Error: a late rejection/);
 });
 
-test("a throwing after() hook and a test that waits forever fail the run, and the files after them run", async () => {
+test("a throwing after() hook fails the run, which goes on; a test that waits forever fails it, and the files after it run", async () => {
   const { code, stdout, stderr } = await runner(
     {
-      "a-after.test.ts": `import { test } from "uvu";
+      "a-after.test.ts": `import { suite, test } from "uvu";
 test.after(() => { throw new Error("the after hook failed"); });
 test("one", () => {});
 test("two", () => {});
 test("three", () => {});
 test.run();
+const later = suite("later in the same file");
+later("runs too", () => {});
+later.run();
 `,
       "b-hang.test.ts": `import { test } from "uvu";
 test("waits forever", async () => { await new Promise(() => {}); });
@@ -134,9 +137,9 @@ test.run();
     },
     { TEST_RUN_STALL_AFTER_ERROR_SECONDS: "1" },
   );
-  assert.is(lastLine(stdout), "4 passed, 2 failed");
+  assert.is(lastLine(stdout), "5 passed, 2 failed");
   assert.is(code, 1);
-  assert.match(stderr, /an after\(\) hook in a-after\.test\.ts threw, which ends uvu's run/);
+  assert.match(stderr, /the after\(\) hook of a-after\.test\.ts threw, counted as a failure; the run goes on: Error: the after hook failed/);
   assert.not.match(stderr, /could not be loaded/);
   assert.match(stderr, /no test finished in the 1 s \(TEST_RUN_STALL_AFTER_ERROR_SECONDS\) after the event loop ran dry with a test waiting .*: a hang in b-hang\.test\.ts/);
 });
@@ -239,6 +242,37 @@ test.run();
   assert.is(code, 1);
   assert.match(stderr, /the run passed 0\.05 minutes \(TEST_RUN_TIMEOUT_MINUTES\): a hang in a\.test\.ts/);
   assert.ok(ms < 20_000, `took ${ms} ms`);
+});
+
+test("tests left out fail the run, each named: test.only, test.skip, a file that never calls run(), a throwing before() hook (its reason said)", async () => {
+  const { code, stdout, stderr } = await runner({
+    "a-only.test.ts": `import { test } from "uvu";
+test.only("only this", () => {});
+test("left out", () => {});
+test.run();
+`,
+    "b-skip.test.ts": `import { test } from "uvu";
+test("runs", () => {});
+test.skip("skipped", () => {});
+test.run();
+`,
+    "c-no-run.test.ts": `import { test } from "uvu";
+test("never queued", () => {});
+`,
+    "d-before.test.ts": `import { suite } from "uvu";
+const s = suite("set-up");
+s.before(() => { throw new Error("why the set-up failed"); });
+s("one", () => {});
+s("two", () => {});
+s.run();
+`,
+  });
+  assert.is(lastLine(stdout), "2 passed, 5 failed");
+  assert.is(code, 1);
+  assert.match(stderr, 'test.only("only this") in a-only.test.ts');
+  assert.match(stderr, 'test.skip("skipped") in b-skip.test.ts');
+  assert.match(stderr, "c-no-run.test.ts ran no test");
+  assert.match(stderr, /the before\(\) hook of suite "set-up" in d-before\.test\.ts threw.*: Error: why the set-up failed/);
 });
 
 test("a process a test left running is reported and stopped, not waited for", async () => {
