@@ -219,7 +219,9 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
     // As Node's own answer is, only on a connection still open on which no
     // answer has begun (the error can come mid-body), and once: the parser
     // reports each later chunk again. A request timeout or a reset has
-    // nobody to answer.
+    // nobody to answer, nor has a client that hung up (FIN) partway
+    // through a request (HPE_INVALID_EOF_STATE): it gave the request up,
+    // as one that resets does, and the request is canceled, not malformed.
     h1.on("clientError", (error: NodeJS.ErrnoException, socket: stream.Duplex) => {
       if (refused.has(socket)) return;
       const open = [...(unfinished.get(socket as net.Socket) ?? [])];
@@ -230,7 +232,7 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
       // is one written ahead of the answers to requests before it.
       const latest = latestAnswer.get(socket as net.Socket);
       const reading = latest !== undefined && !latest.req.complete ? latest : undefined;
-      if (error.code === "ECONNRESET" || error.code === "ERR_HTTP_REQUEST_TIMEOUT" || !socket.writable || (reading !== undefined && (reading.headersSent || open[0] !== reading))) {
+      if (error.code === "ECONNRESET" || error.code === "HPE_INVALID_EOF_STATE" || error.code === "ERR_HTTP_REQUEST_TIMEOUT" || !socket.writable || (reading !== undefined && (reading.headersSent || open[0] !== reading))) {
         return void socket.destroy();
       }
       refused.add(socket);
@@ -246,13 +248,16 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
       const why = error.message.replace(/^Parse Error: /, "");
       const { status, headers, body } = refusal(
         unreadable(
-          // In a body, the error is in its chunked framing (a chunk size, a
-          // chunk's end, trailer fields past the header limit): a request
-          // with a Content-Length has no framing to break.
+          // In a chunked body, the error is in its framing (a chunk size, a
+          // chunk's end, trailer fields past the header limit); a body with
+          // a Content-Length has no framing to break, and is said to be
+          // unreadable only.
           reading !== undefined
             ? {
                 kind: "malformed",
-                problem: `its body's chunked framing is not valid as RFC 9112 (7.1) writes it (${error.code === "HPE_HEADER_OVERFLOW" ? `trailer fields past ${http.maxHeaderSize} bytes` : why})`,
+                problem: /\bchunked\s*$/i.test(reading.req.headers["transfer-encoding"] ?? "")
+                  ? `its body's chunked framing is not valid as RFC 9112 (7.1) writes it (${error.code === "HPE_HEADER_OVERFLOW" ? `trailer fields past ${http.maxHeaderSize} bytes` : why})`
+                  : `its body could not be read as RFC 9112 (6) writes it (${why})`,
                 request: reading.req,
               }
             : error.code === "HPE_HEADER_OVERFLOW"

@@ -393,6 +393,53 @@ export function protocolsSuite(backend: Backend) {
     }
   });
 
+  s("an HTTP/1.1 client that hangs up partway through a request body (a half-close or a reset; a Content-Length or a chunked body) is not answered, and its call is counted and logged canceled (499), not MALFORMED_REQUEST", async () => {
+    const { logger, text } = memoryLogger("info");
+    const svc = await startService(backend, { logger });
+    try {
+      const port = Number(new URL(svc.url).port);
+      for (const hangUp of ["half-close", "reset"] as const) {
+        for (const framing of ["content-length", "chunked"] as const) {
+          const path = "/entityversions.v1.EntityAccessService/GetEntityAccess";
+          // Its log lines are those written from here.
+          const logged = text().length;
+          const label = `${hangUp}, ${framing}`;
+          const socket = net.connect({ port, host: "127.0.0.1", allowHalfOpen: true });
+          socket.on("error", () => {});
+          let got = "";
+          socket.on("data", (d: Buffer) => (got += d.toString()));
+          const closed = new Promise<boolean>((resolve) => {
+            socket.once("close", () => resolve(true));
+            setTimeout(() => resolve(false), 5_000).unref();
+          });
+          socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: ${svc.rest.defaultHeaders["authorization"]}\r\nContent-Type: application/json\r\n${framing === "chunked" ? "Transfer-Encoding: chunked" : "Content-Length: 100"}\r\n\r\n`);
+          // The handler has it, reading its body, when its client hangs up.
+          await new Promise((resolve) => setTimeout(resolve, 100));
+          socket.write(framing === "chunked" ? '5\r\n{"ent\r\n' : '{"ent');
+          await new Promise((resolve) => setTimeout(resolve, 50));
+          if (hangUp === "half-close") socket.end();
+          else socket.resetAndDestroy();
+          assert.ok(await closed, `${label}: closed`);
+          assert.is(got, "", `${label}: no answer`);
+          await new Promise((resolve) => setTimeout(resolve, 200));
+          const lines = text()
+            .slice(logged)
+            .split("\n")
+            .filter((l) => l !== "")
+            .map((l) => JSON.parse(l) as { msg: string; path?: string; status?: number; code?: string; reason?: string })
+            .filter((l) => l.msg === "request" && l.path === path);
+          assert.equal(lines.map((l) => [l.status, l.code, l.reason]), [[499, "canceled", undefined]], `${label}: ${JSON.stringify(lines)}`);
+        }
+      }
+      const metrics = await (await fetch(`${svc.url}/metrics`)).text();
+      const count = (code: string) =>
+        Number(new RegExp(`entity_versions_rpc_requests_total\\{rpc="entityversions.v1.EntityAccessService/GetEntityAccess",protocol="connect",code="${code}"\\} (\\d+)`).exec(metrics)?.[1] ?? 0);
+      assert.equal([count("canceled"), count("invalid_argument")], [4, 0], metrics.split("\n").filter((l) => l.includes("GetEntityAccess") && l.includes("_total")).join("\n"));
+    } finally {
+      await svc.close();
+    }
+  });
+
   s("no body is no body, whatever Content-Type says (clients that set it on every request, or label even nothing text/plain): a rule without a body is served, one with a body reads the empty message", async ({ svc }) => {
     const e = newEntityId();
     const v1 = (await push(svc, e, { setAsActive: true })).confirm!.body.version.id as string;
