@@ -192,12 +192,22 @@ function authorizationHeaders(req: FastifyRequest): number {
 }
 
 /**
+ * Has an HTTP/1.1 connection close after this answer: by shouldKeepAlive,
+ * on which Node writes Connection: close, rather than by the header alone,
+ * so that the one-port server does not run a request pipelined behind it
+ * (whose answer would never be sent).
+ */
+function closeHttp1After(res: http.ServerResponse): void {
+  res.shouldKeepAlive = false;
+}
+
+/**
  * Ends the connection once this answer is written: an HTTP/2 session gets
  * GOAWAY (its other streams finish), HTTP/1.1 answers with Connection: close.
  */
 function closeConnectionAfter(req: FastifyRequest, reply: FastifyReply): void {
   if (req.raw instanceof http2.Http2ServerRequest) req.raw.stream.session?.close();
-  else reply.header("connection", "close");
+  else closeHttp1After(reply.raw as http.ServerResponse);
 }
 
 /** The RPC route config of a request, when its route serves an RPC. */
@@ -267,8 +277,8 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       // Its body is unread: the next request on an HTTP/1.1 connection
       // could not be told from it (as the onSend hook does, which this
       // answer does not pass through).
-      const closing: Record<string, string> = !(req.raw instanceof http2.Http2ServerRequest) && !req.raw.complete ? { connection: "close" } : {};
-      void sendRestError(reply as unknown as FastifyReply, refusal, { "x-request-id": req.id, ...closing });
+      if (!(req.raw instanceof http2.Http2ServerRequest) && !req.raw.complete) closeHttp1After(reply.raw as http.ServerResponse);
+      void sendRestError(reply as unknown as FastifyReply, refusal, { "x-request-id": req.id });
       req.log.info({ method: shown(req.method), path: shownPath(req.url), reason: reasonOf(refusal), status: reply.statusCode }, "request");
     },
     requestIdHeader: false,
@@ -539,7 +549,8 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     // HTTP/1.1 cannot read the next request on this connection before the
     // rest of an unread body: close the connection after this answer.
     if (!(req.raw instanceof http2.Http2ServerRequest)) {
-      if (!req.raw.complete) reply.header("connection", "close");
+      // (Fastify's own Connection: close on a body its parser refused is one too.)
+      if (!req.raw.complete || /\bclose\b/i.test(String(reply.getHeader("connection") ?? ""))) closeHttp1After(reply.raw as http.ServerResponse);
     } else if (reply.hasHeader("connection")) {
       // HTTP/2 has no such header (Fastify sets it on a body its parser
       // refused): Node would drop it with a process warning.

@@ -162,13 +162,18 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
       // connection (draining, closing, or its client's Connection: close),
       // after which Node sends nothing more.
       if (req.socket.writableEnded || behindClosingAnswer(req.socket, res)) return;
+      // An answer that closes its connection says so with shouldKeepAlive
+      // (Node then writes Connection: close), not the header alone: a
+      // request pipelined behind it is then not run (behindClosingAnswer).
       if (unreadable !== undefined && req.httpVersion === "1.1" && req.headers.host === undefined) {
         const { status, headers, body } = refusal(unreadable({ kind: "malformed", problem: "it has no Host header, which every HTTP/1.1 request carries (RFC 9112, 3.2)" }));
+        res.shouldKeepAlive = false;
         res.writeHead(status, headers).end(body);
         return;
       }
       if (unreadable !== undefined && req.headers.host !== undefined && !isAuthority(req.headers.host)) {
         const { status, headers, body } = refusal(unreadable({ kind: "malformed", problem: notAuthority("Host header", req.headers.host) }));
+        res.shouldKeepAlive = false;
         res.writeHead(status, headers).end(body);
         return;
       }
@@ -179,7 +184,11 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
   const unfinished = new WeakMap<net.Socket, Set<http.ServerResponse>>();
   // The answer to each HTTP/1.1 connection's latest request, closed or not.
   const latestAnswer = new WeakMap<net.Socket, http.ServerResponse>();
-  /** Whether an answer ahead of `res` on its connection closes the connection. */
+  /**
+   * Whether an answer ahead of `res` on its connection closes the
+   * connection. Told by shouldKeepAlive, which whatever closes a connection
+   * after its answer sets (a Connection: close header alone is not seen).
+   */
   const behindClosingAnswer = (socket: net.Socket, res: http.ServerResponse): boolean => {
     const open = unfinished.get(socket);
     if (open === undefined || open.size < 2) return false;

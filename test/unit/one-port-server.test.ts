@@ -177,6 +177,30 @@ test("a bad request pipelined behind an answer whose head went out keep-alive: t
   }
 });
 
+test("a request pipelined behind the refusal of one without Host, or with a Host that is not one, is not run: its client sees the refusal and the close, and may send it again", async () => {
+  const ran: string[] = [];
+  const server = await refusingServer((req, res) => {
+    ran.push((req as http.IncomingMessage).url ?? "");
+    (res as http.ServerResponse).end("ran");
+  });
+  try {
+    for (const [label, head] of [
+      ["no Host", "GET /first HTTP/1.1\r\n\r\n"],
+      ["a Host that is not one", "GET /first HTTP/1.1\r\nHost: a b\r\n\r\n"],
+    ] as const) {
+      ran.length = 0;
+      const client = await server.connect();
+      client.socket.write(head + "POST /second HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+      assert.ok((await client.closed) >= 0, `${label}: the connection is closed`);
+      assert.equal(ran, [], label);
+      assert.is(client.got().match(/HTTP\/1\.1 \d{3} /g)?.length, 1, `${label}: ${client.got()}`);
+      assert.match(client.got(), /^HTTP\/1\.1 400 [^]*connection: close/i, label);
+    }
+  } finally {
+    await server.close();
+  }
+});
+
 /** A raw HTTP/1.1 connection to `server` that keeps what it is sent, and when it closed. */
 async function rawConnection(server: net.Server) {
   const socket = net.connect((server.address() as net.AddressInfo).port, "127.0.0.1");
