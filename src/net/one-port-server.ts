@@ -241,10 +241,21 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
       // is one written ahead of the answers to requests before it.
       const latest = latestAnswer.get(socket as net.Socket);
       const reading = latest !== undefined && !latest.req.complete ? latest : undefined;
-      if (error.code === "ECONNRESET" || error.code === "HPE_INVALID_EOF_STATE" || error.code === "ERR_HTTP_REQUEST_TIMEOUT" || !socket.writable || (reading !== undefined && (reading.headersSent || open[0] !== reading))) {
+      if (error.code === "ECONNRESET" || error.code === "HPE_INVALID_EOF_STATE" || error.code === "ERR_HTTP_REQUEST_TIMEOUT" || !socket.writable || (reading !== undefined && (reading.headersSent || !open.includes(reading)))) {
         return void socket.destroy();
       }
       refused.add(socket);
+      const at = reading === undefined ? -1 : open.indexOf(reading);
+      if (at > 0) {
+        // Its body broke behind complete requests still being answered: as
+        // for a bad request behind them, it is not answered, theirs are,
+        // and the connection closes after the last of them (which Node
+        // then gives this request's answer, never to be written).
+        const ahead = open[at - 1]!;
+        if (!ahead.headersSent) ahead.shouldKeepAlive = false;
+        else ahead.once("finish", () => endRefused(socket));
+        return;
+      }
       if (reading === undefined && open.length > 0) {
         // A bad request pipelined behind complete ones still being
         // answered: it is not answered, as the client would take its

@@ -201,6 +201,33 @@ test("a request pipelined behind the refusal of one without Host, or with a Host
   }
 });
 
+test("a chunked body that breaks behind a complete request still being answered: that answer is sent whole (its head not yet out, or out keep-alive), the broken one never answered, then the connection is closed", async () => {
+  for (const headFirst of [false, true]) {
+    const server = await refusingServer((req, res) => {
+      req.resume();
+      const answer = res as http.ServerResponse;
+      if ((req as http.IncomingMessage).url !== "/a") return;
+      if (headFirst) answer.writeHead(200, { "content-type": "text/plain" }).write("first,");
+      setTimeout(() => answer.end("done"), 400);
+    });
+    const label = headFirst ? "its head out keep-alive" : "its head not yet out";
+    try {
+      const client = await server.connect();
+      client.socket.write("POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\nPOST /b HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n");
+      await sleep(100);
+      // Not a chunk size.
+      client.socket.write("zz\r\n");
+      const ms = await client.closed;
+      assert.ok(ms >= 0 && ms < 3_000, `${label}: closed after ${ms} ms`);
+      assert.is(client.got().match(/HTTP\/1\.1 \d{3} /g)?.length, 1, `${label}: ${client.got()}`);
+      assert.match(client.got(), /^HTTP\/1\.1 200 /, `${label}: ${client.got()}`);
+      assert.match(client.got(), headFirst ? /keep-alive[^]*done\r\n0\r\n\r\n$/i : /connection: close[^]*done$/i, `${label}: ${client.got()}`);
+    } finally {
+      await server.close();
+    }
+  }
+});
+
 /** A raw HTTP/1.1 connection to `server` that keeps what it is sent, and when it closed. */
 async function rawConnection(server: net.Server) {
   const socket = net.connect((server.address() as net.AddressInfo).port, "127.0.0.1");
