@@ -103,6 +103,12 @@ function isAuthority(value: string): boolean {
   return true;
 }
 
+/** The address and port a connection was made to, as a Host header writes them (an IPv6 address in brackets). */
+function localAuthority(socket: net.Socket): string {
+  const address = socket.localAddress ?? "localhost";
+  return `${address.includes(":") ? `[${address}]` : address}:${socket.localPort ?? 80}`;
+}
+
 /** The problem with a Host header or `:authority` that is not one. */
 function notAuthority(name: string, value: string): string {
   const shown = JSON.stringify(value.length > 100 ? `${value.slice(0, 100)}…` : value);
@@ -171,7 +177,12 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
         res.writeHead(status, headers).end(body);
         return;
       }
-      if (unreadable !== undefined && req.headers.host !== undefined && !isAuthority(req.headers.host)) {
+      // One that names no host (HTTP/1.0 without Host, or an empty Host,
+      // which RFC 9112 (3.2) allows) is taken to name the address it was
+      // sent to, on every route alike: Connect, which builds its URL on
+      // the Host, could otherwise only answer INTERNAL.
+      if (req.headers.host === undefined || req.headers.host === "") req.headers.host = localAuthority(req.socket);
+      if (unreadable !== undefined && !isAuthority(req.headers.host)) {
         const { status, headers, body } = refusal(unreadable({ kind: "malformed", problem: notAuthority("Host header", req.headers.host) }));
         res.shouldKeepAlive = false;
         res.writeHead(status, headers).end(body);

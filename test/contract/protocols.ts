@@ -294,7 +294,7 @@ export function protocolsSuite(backend: Backend) {
     // A Host that is not a host and port: Connect, which builds a URL on it, answered these 500 INTERNAL.
     const connectCall = (host: string) =>
       `POST /entityversions.v1.EntityAccessService/GetEntityAccess HTTP/1.1\r\n${host}Authorization: ${svc.rest.defaultHeaders["authorization"]}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`;
-    for (const [host, shown] of [["Host:\r\n", '""'], ["Host: a b\r\n", '"a b"'], ["Host: x:99999\r\n", '"x:99999"'], ["Host: exa%mple\r\n", '"exa%mple"'], ["Host: [::1\r\n", '"[::1"']]) {
+    for (const [host, shown] of [["Host: a b\r\n", '"a b"'], ["Host: x:99999\r\n", '"x:99999"'], ["Host: exa%mple\r\n", '"exa%mple"'], ["Host: [::1\r\n", '"[::1"']]) {
       cases.push([`Host ${shown}`, connectCall(host!), 400, "MALFORMED_REQUEST", `The request could not be read: its Host header ${shown} is not a host name or address with an optional port`]);
     }
     for (const [label, text, status, code, message] of cases) {
@@ -308,8 +308,16 @@ export function protocolsSuite(backend: Backend) {
       assert.is(body.code, code, label);
       assert.match(body.error, message, label);
     }
-    // HTTP/1.0 has no Host to require.
+    // HTTP/1.0 has no Host to require, and an empty Host is allowed (RFC 9112, 3.2): served on every
+    // route, RPC too (Connect, which builds a URL on the Host, answered those 500 INTERNAL).
     assert.match(await send("GET /healthz HTTP/1.0\r\n\r\n"), /^HTTP\/1\.1 200 /);
+    assert.match(await send("GET /healthz HTTP/1.1\r\nHost:\r\nConnection: close\r\n\r\n"), /^HTTP\/1\.1 200 /);
+    for (const [label, call] of [
+      ["an empty Host", connectCall("Host:\r\n").replace("HTTP/1.1\r\n", "HTTP/1.1\r\nConnection: close\r\n")],
+      ["HTTP/1.0 without Host", connectCall("").replace("HTTP/1.1\r\n", "HTTP/1.0\r\n")],
+    ]) {
+      assert.match(await send(call!), /^HTTP\/1\.1 400 [^]*"code":"invalid_argument","message":"Invalid entity_id: is required"/, label);
+    }
     // A Host that is one, however written, is served.
     for (const host of ["Host: [::1]:8080\r\n", "Host: 127.0.0.1\r\n", "Host: Example.COM.:80\r\n"]) {
       assert.match(await send(connectCall(host).replace("HTTP/1.1\r\n", "HTTP/1.1\r\nConnection: close\r\n")), /^HTTP\/1\.1 400 [^]*"code":"invalid_argument","message":"Invalid entity_id: is required"/, host);
