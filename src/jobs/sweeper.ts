@@ -117,7 +117,15 @@ export class OrphanSweeper {
           try {
             // Gone already (the deleter finished its upload since the
             // listing, or another replica swept it): not a stray we removed.
-            if (await this.#blobs.deleteIfExists(blob.name)) done.strayBlobs++;
+            if (await this.#blobs.deleteIfExists(blob.name)) {
+              done.strayBlobs++;
+              // A version's copy with no version: a confirm that failed after
+              // copying, or, in numbers, a database restored from a backup
+              // older than its container, whose newer packages these are
+              // (README, Backups). Said one by one, so that a restore gone
+              // wrong is seen in the log, not only in a counter.
+              if (path.area === "final") this.#log.warn({ path: blob.name, entity_id: path.entityId }, "deleted a package no version records (a confirm that failed after its copy, or a version a restored database does not know)");
+            }
           } catch (error) {
             this.#log.warn({ err: error, path: blob.name }, "could not delete a stray blob; the next sweep retries it");
           }
