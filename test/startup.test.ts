@@ -424,6 +424,56 @@ s("a second database on a blob container that holds another's packages is refuse
   }
 });
 
+s("two databases without versions given one configured blob container: the second is refused (the first may push at any time), legacy-layout packages count, and CLAIM_EMPTY_CONTAINER takes over only an empty one", async () => {
+  const azurite = await sharedAzurite();
+  const container = `ev-shared-${randomBytes(4).toString("hex")}`;
+  const first = fs.mkdtempSync(path.join(os.tmpdir(), "ev-shared-x-"));
+  const second = fs.mkdtempSync(path.join(os.tmpdir(), "ev-shared-z-"));
+  const env = (dataDir: string, extra: Record<string, string> = {}) => ({
+    PORT: "0",
+    DATA_DIR: dataDir,
+    AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString,
+    AZURE_STORAGE_CONTAINER: container,
+    AUTH_JWT_SECRET: testAuth.secret,
+    AUTH_ISSUER: testAuth.issuer,
+    AUTH_AUDIENCE: testAuth.audience,
+    ...extra,
+  });
+  const none = { url: "", drop: async () => undefined };
+  const store = new AzureBlobStore({ connectionString: azurite.connectionString, container });
+  try {
+    await (await spawnService(env(first), none)).close();
+    const claimed = await store.recordedOwner();
+    assert.ok(claimed !== undefined);
+    const refused = run(env(second));
+    assert.is(refused.status, 2, refused.output);
+    assert.match(refused.output, `the blob container "${container}" holds another database's packages (database ${claimed.databaseId}`);
+    assert.match(refused.output, `If that database is gone for good, start this one once with CLAIM_EMPTY_CONTAINER=${container}.`);
+    assert.equal(await store.recordedOwner(), claimed, "still the first database's");
+
+    // A package of the layout before uploads/ and versions/ is a package too.
+    const legacy = uploadPaths(newEntityId(), "00000000-0000-4000-8000-000000000000", "legacy").storagePath;
+    assert.is((await fetch(store.signUploadUrl(legacy, new Date(Date.now() + 60_000)), { method: "PUT", headers: { "x-ms-blob-type": "BlockBlob" }, body: "old" })).status, 201);
+    const legacyHeld = run(env(second, { CLAIM_EMPTY_CONTAINER: container }));
+    assert.is(legacyHeld.status, 2, legacyHeld.output);
+    assert.match(legacyHeld.output, ": 1 blob of packages, under uploads/, versions/ or the legacy {entity}/{upload}/)");
+    assert.equal(await store.recordedOwner(), claimed, "still the first database's");
+
+    // Said to be gone, the first database's empty container is taken over.
+    await new BlobServiceClient(azurite.blobEndpoint, new StorageSharedKeyCredential(azuriteAccount, azuriteKey)).getContainerClient(container).deleteBlob(legacy);
+    const z = await spawnService(env(second, { CLAIM_EMPTY_CONTAINER: container }), none);
+    try {
+      assert.match(z.output(), "CLAIM_EMPTY_CONTAINER: the blob container recorded another database, but holds no packages: it is claimed for this one");
+    } finally {
+      await z.close();
+    }
+    assert.is(run(env(first)).status, 2, "now the first one is refused");
+  } finally {
+    fs.rmSync(first, { recursive: true, force: true });
+    fs.rmSync(second, { recursive: true, force: true });
+  }
+});
+
 for (const backend of ["sqlite", ...((await mysqlAvailable()) ? ["mysql" as const] : [])] as const) {
   s(`${backend}: a database with versions on a new, empty blob container (a mistyped connection string or container) is refused, naming it and what to check; one that holds its packages but no owner record is claimed; CLAIM_EMPTY_CONTAINER claims an empty one`, async () => {
     const azurite = await sharedAzurite();
@@ -468,7 +518,7 @@ for (const backend of ["sqlite", ...((await mysqlAvailable()) ? ["mysql" as cons
       assert.is((await fetch(stray, { method: "PUT", headers: { "x-ms-blob-type": "BlockBlob" }, body: "not ours" })).status, 201);
       const elsewhere = run(env(other, { CLAIM_EMPTY_CONTAINER: other }));
       assert.is(elsewhere.status, 2, elsewhere.output);
-      assert.match(elsewhere.output, `it holds 1 blob under uploads/ and versions/, none of them this database's`);
+      assert.match(elsewhere.output, `it holds 1 blob of packages, under uploads/, versions/ or the legacy {entity}/{upload}/, none of them this database's`);
       assert.match(elsewhere.output, "this container cannot be claimed for this database");
 
       // Its own container, whose owner record is gone (as one a release before owner records filled): it holds the packages, and is claimed.
@@ -536,7 +586,7 @@ s("a database file deleted to start over (SQLite and the embedded Azurite in one
     });
     const output = `${refused.stdout}${refused.stderr}`;
     assert.is(refused.status, 2, output);
-    assert.match(output, /holds another database's packages \(database [0-9a-f-]+, since [^)]+: \d+ blobs? under uploads\/ and versions\/\)/);
+    assert.match(output, /holds another database's packages \(database [0-9a-f-]+, since [^)]+: \d+ blobs? of packages, under uploads\/, versions\/ or the legacy \{entity\}\/\{upload\}\/\)/);
     assert.match(output, "or its own DATA_DIR (and with it its own embedded Azurite), e.g. DATA_DIR=./data-sqlite-2.", "a folder other than the one in use");
     assert.match(output, `To start over instead, delete the packages left there by the database that recorded it: the folder ${dataDir}/azurite (the embedded Azurite's), or the whole DATA_DIR (${dataDir}).`);
     // As it says: without the emulator's folder, the database starts.

@@ -2,7 +2,7 @@ import path from "node:path";
 import type { FastifyBaseLogger } from "fastify";
 import { type Config, ConfigError } from "../config.js";
 import type { AzureBlobStore, ContainerOwner } from "./azure-blob-store.js";
-import { areaPrefixes } from "./blob-paths.js";
+import { areaPrefixes, parseUploadPath } from "./blob-paths.js";
 import { connectionStringPart } from "./connection-string.js";
 
 /** Blobs a refusal counts under the service's areas before it says "at least": a count, not a listing of a large container. */
@@ -35,9 +35,11 @@ export interface ClaimFacts {
  * when it records another id (a database restored from a backup taken
  * before it had one, which got a new one) or none (filled by a release
  * before owner records). One that holds no packages at all is claimed for
- * a database without versions, whatever it records: nothing of another
- * database's is there to lose (a development database deleted to start
- * over, its emulator's folder kept).
+ * a database without versions, whatever it records, only on the embedded
+ * Azurite (a development database deleted to start over, its emulator's
+ * folder kept: the DATA_DIR lock proves no other service uses it) or when
+ * CLAIM_EMPTY_CONTAINER names it: on a configured store another service
+ * may share the container and not have pushed yet.
  */
 export async function claimContainer(store: AzureBlobStore, config: Config, logger: FastifyBaseLogger, facts: ClaimFacts): Promise<void> {
   const { databaseId, ownPackages } = facts;
@@ -64,15 +66,21 @@ export async function claimContainer(store: AzureBlobStore, config: Config, logg
   }
   const held = await countPackages(store);
   if (held === 0) {
-    // It holds none of the other database's packages, so none is lost to
-    // this one's sweeper: a development database deleted to start over,
-    // its emulator's folder kept.
+    // It holds none of the other database's packages yet. With the
+    // embedded Azurite, the DATA_DIR lock proves no other service uses the
+    // emulator's folder: a development database deleted to start over, its
+    // folder kept. A configured store may be shared by a running service
+    // that has not pushed yet, whose packages this one's sweeper would
+    // delete: only CLAIM_EMPTY_CONTAINER takes it over.
     if (ownPackages.length > 0 && !config.blob.claimEmpty) throw new ConfigError(noneOfItsPackages(store, config, held, ownPackages.length, owner));
+    if (ownPackages.length === 0 && config.blob.kind !== "embedded-azurite" && !config.blob.claimEmpty) throw new ConfigError(anotherDatabase(config, owner, held, false));
     logger.warn(
       { container: config.blob.container, recorded: owner.databaseId, databaseId },
       ownPackages.length > 0
         ? "CLAIM_EMPTY_CONTAINER: the blob container recorded another database and holds no packages; it is claimed for this one, whose versions answer downloads with 404 until each is deleted and pushed again (unset CLAIM_EMPTY_CONTAINER now)"
-        : "the blob container recorded another database, but holds no packages: it is claimed for this one",
+        : config.blob.kind === "embedded-azurite"
+          ? "the blob container recorded another database, but holds no packages: it is claimed for this one"
+          : "CLAIM_EMPTY_CONTAINER: the blob container recorded another database, but holds no packages: it is claimed for this one (unset CLAIM_EMPTY_CONTAINER now)",
     );
     owner = await store.reclaimFor(databaseId, owner.databaseId);
     if (owner.databaseId === databaseId) return;
@@ -83,16 +91,21 @@ export async function claimContainer(store: AzureBlobStore, config: Config, logg
 /** The refusal of a container that holds another database's packages. */
 function anotherDatabase(config: Config, owner: ContainerOwner, held: number, hasVersions: boolean): string {
   const embedded = config.blob.kind === "embedded-azurite";
-  const holds = held === 0 ? "" : `: ${heldText(held)} under ${areaPrefixes.staging} and ${areaPrefixes.final}`;
+  const holds = held === 0 ? "" : `: ${heldText(held)} of packages, under ${areaPrefixes.staging}, ${areaPrefixes.final} or the legacy {entity}/{upload}/`;
   // A development database deleted (or moved) to start over leaves its packages behind in the emulator's folder.
   const startOver =
     embedded && !hasVersions
       ? ` To start over instead, delete the packages left there by the database that recorded it: the folder ${config.blob.location} (the embedded Azurite's), or the whole DATA_DIR (${config.dataDir}).`
       : "";
+  // Another service on it may not have pushed yet: only the operator knows that database is gone.
+  const notYet =
+    held === 0 && !embedded
+      ? ` It holds no packages yet, but that database's service may push some at any time. If that database is gone for good, start this one once with CLAIM_EMPTY_CONTAINER=${config.blob.container}.`
+      : "";
   return (
     `the blob container "${config.blob.container}" holds another database's packages (database ${owner.databaseId}, since ${owner.claimedAt}${holds}), and two databases on one container delete each other's packages (each one's sweeper takes the other's for strays): give this database its own container with AZURE_STORAGE_CONTAINER${
       embedded ? `, or its own DATA_DIR (and with it its own embedded Azurite), e.g. DATA_DIR=${otherDataDir(config)}` : ""
-    }.${startOver}`
+    }.${startOver}${notYet}`
   );
 }
 
@@ -108,7 +121,7 @@ function noneOfItsPackages(store: AzureBlobStore, config: Config, held: number, 
   const where = config.blob.kind === "azure" ? `at ${store.url}` : `the embedded Azurite's, in ${config.blob.location}`;
   const recorded = owner === undefined ? "" : `, though it records database ${owner.databaseId} (since ${owner.claimedAt})`;
   const holds =
-    held === 0 ? `it holds no packages at all${recorded}` : `it holds ${heldText(held)} under ${areaPrefixes.staging} and ${areaPrefixes.final}, none of them this database's`;
+    held === 0 ? `it holds no packages at all${recorded}` : `it holds ${heldText(held)} of packages, under ${areaPrefixes.staging}, ${areaPrefixes.final} or the legacy {entity}/{upload}/, none of them this database's`;
   const database = config.database.kind === "mysql" ? "DATABASE_URL" : `${config.database.setting ?? "DATABASE_URL"} (the SQLite file ${config.database.file})`;
   const storeSettings =
     config.blob.kind === "azure"
@@ -128,12 +141,16 @@ function heldText(held: number): string {
   return held >= countedBlobsMax ? `at least ${countedBlobsMax} blobs` : `${held} blob${held === 1 ? "" : "s"}`;
 }
 
-/** How many blobs the container holds under the service's own areas (uploads/, versions/), counted up to countedBlobsMax. */
+/**
+ * How many package blobs the container holds, counted up to
+ * countedBlobsMax: under the service's areas (uploads/, versions/) and in
+ * the legacy layout ({entity}/{upload}/…, versions confirmed before the
+ * staging area existed), or a container holding only old packages would
+ * look empty.
+ */
 async function countPackages(store: AzureBlobStore): Promise<number> {
   let held = 0;
-  for (const prefix of [areaPrefixes.staging, areaPrefixes.final]) {
-    for await (const _ of store.list(prefix)) if (++held >= countedBlobsMax) return held;
-  }
+  for await (const blob of store.list("")) if (parseUploadPath(blob.name) !== undefined && ++held >= countedBlobsMax) return held;
   return held;
 }
 
