@@ -161,7 +161,8 @@ export class AzureBlobStore implements BlobStore {
 
   /**
    * Records database `databaseId` as the container's owner in place of
-   * `previous`, unless the record changed since it named `previous`:
+   * `previous`, unless the record changed since it named `previous`
+   * (also while this call wrote it: two replicas starting at once):
    * returns the owner recorded now.
    */
   async reclaimFor(databaseId: string, previous: string): Promise<ContainerOwner> {
@@ -174,8 +175,16 @@ export class AzureBlobStore implements BlobStore {
       if (String(recorded.database_id) !== previous) return { databaseId: String(recorded.database_id), claimedAt: String(recorded.claimed_at) };
       const mine: ContainerOwner = { databaseId, claimedAt: new Date().toISOString() };
       const body = JSON.stringify({ database_id: mine.databaseId, claimed_at: mine.claimedAt });
-      await blob.upload(body, Buffer.byteLength(body), { abortSignal, conditions: { ifMatch: read.etag ?? "*" }, blobHTTPHeaders: { blobContentType: "application/json" } });
-      return mine;
+      try {
+        await blob.upload(body, Buffer.byteLength(body), { abortSignal, conditions: { ifMatch: read.etag ?? "*" }, blobHTTPHeaders: { blobContentType: "application/json" } });
+        return mine;
+      } catch (error) {
+        if ((error as { statusCode?: number }).statusCode !== 412) throw error;
+      }
+      // Another start (most likely a replica of this database) claimed it
+      // since it was read: what it records now is the answer, this id or another.
+      const now = JSON.parse((await blob.downloadToBuffer(0, undefined, { abortSignal })).toString("utf8")) as { database_id?: unknown; claimed_at?: unknown };
+      return { databaseId: String(now.database_id), claimedAt: String(now.claimed_at) };
     });
   }
 

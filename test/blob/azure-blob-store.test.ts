@@ -79,4 +79,24 @@ test("deleteIfExists deletes a blob its uploader leased for good or snapshotted"
   assert.equal(left, [], "no snapshot left");
 });
 
+test("two starts reclaiming a container at once both get the owner recorded, not a failed claim", async () => {
+  const azurite = await sharedAzurite();
+  const store = new AzureBlobStore({ connectionString: azurite.connectionString, container: `claim-${randomBytes(4).toString("hex")}` });
+  await store.ensureContainer();
+  assert.is((await store.claimFor("old")).databaseId, "old");
+  for (let round = 0; round < 5; round++) {
+    // Two replicas of one database: each sees its own id.
+    const same = await Promise.all([store.reclaimFor("new", "old"), store.reclaimFor("new", "old")]);
+    assert.equal(
+      same.map((owner) => owner.databaseId),
+      ["new", "new"],
+    );
+    // Two databases: both see the one that won.
+    const [a, b] = await Promise.all([store.reclaimFor("a", "new"), store.reclaimFor("b", "new")]);
+    assert.is(a.databaseId, b.databaseId);
+    assert.is((await store.recordedOwner())?.databaseId, a.databaseId);
+    assert.is((await store.reclaimFor("old", a.databaseId)).databaseId, "old");
+  }
+});
+
 test.run();
