@@ -132,7 +132,7 @@ function noneOfItsPackages(store: AzureBlobStore, config: Config, held: number, 
       ? ` If those packages are lost and this database is to go on without them (each of its versions then answers downloads with 404 until it is deleted and pushed again), start it once with CLAIM_EMPTY_CONTAINER=${container}.`
       : " Its sweeper would also delete those other packages as strays: this container cannot be claimed for this database.";
   return (
-    `the blob container "${container}" (${where}) holds none of this database's packages: ${holds}, while the database records versions (${checked === 1 ? "its one version's package is not there" : `none of the ${checked} checked, its newest among them, is there`}), and started on it, every version's download would answer 404. ` +
+    `the blob container "${container}" (${where}) holds none of this database's packages: ${holds}, while the database records versions (${checked === 1 ? "its one version's package is not there" : `none of the ${checked} checked, entities' newest and active versions among them, is there`}), and started on it, every version's download would answer 404. ` +
     `Check ${storeSettings}, and ${database}: they most likely name another store, or another database, than the one that holds this database's packages.${way}`
   );
 }

@@ -299,16 +299,19 @@ export async function databaseIdentity(knex: Knex): Promise<string> {
 
 /**
  * A few of this database's package paths, none when it has no versions: a
- * container that holds one of them holds this database's packages. The
- * newest five (whatever removed older blobs left them) and five read in no
- * order (the first ones kept, where the embedded Azurite lost the last
- * seconds' blobs). Finding the newest reads every version: it is asked
- * only of a container that does not already record this database.
+ * container that holds one of them holds this database's packages. Each of
+ * five entities' newest (tip) and active versions (whatever removed older
+ * blobs left them), and five versions read in no order (the first ones
+ * kept, where the embedded Azurite lost the last seconds' blobs). Each is
+ * a bounded read (entities joined to versions by primary key, stopping at
+ * the limit), never a sort of the versions table: a large one would cost
+ * every start on a container that does not record this database.
  */
 export async function somePackagePaths(knex: Knex): Promise<string[]> {
-  const newest = await knex<{ storage_path: string }>("versions").select("storage_path").orderBy("created_at", "desc").limit(5);
+  const newest = await knex({ e: "entities" }).join({ v: "versions" }, "v.id", "e.tip_version_id").select<Array<{ storage_path: string }>>("v.storage_path").limit(5);
+  const active = await knex({ e: "entities" }).join({ v: "versions" }, "v.id", "e.active_version_id").select<Array<{ storage_path: string }>>("v.storage_path").limit(5);
   const others = await knex<{ storage_path: string }>("versions").select("storage_path").limit(5);
-  return [...new Set([...newest, ...others].map((row) => row.storage_path))];
+  return [...new Set([...newest, ...active, ...others].map((row) => row.storage_path))];
 }
 
 /** Where one version's blobs are recorded: what a start on the embedded Azurite checks the emulator still holds. */
