@@ -25,22 +25,30 @@ try {
 // drained) is taken between two migrations, so that it never leaves their
 // lock held for every later start to wait on. Once it serves, a signal
 // drains and stops it; a second signal, at either stage, ends it at once.
+// A signal within a second of the first is the same stop, not a second
+// one: one Ctrl-C reaches the service twice under `npm start` (the
+// terminal signals npm and the service, and npm passes its own copy on),
+// as does a SIGTERM to a process group that npm leads (systemd, dumb-init).
 // One listener per signal for the whole run, never swapped for another:
 // Node stops watching a signal when its last listener is removed, and one
 // that had arrived but was not yet read (the event loop reads signals
 // between callbacks) was then lost, leaving the service running.
 const startStop = new AbortController();
 let stop: ((signal: NodeJS.Signals) => void) | undefined;
-let signalled = false;
+const sameStopMs = 1_000;
+let signalledAt: number | undefined;
 const onSignal = (signal: NodeJS.Signals) => {
-  if (signalled) {
+  const now = performance.now();
+  if (signalledAt !== undefined && now - signalledAt < sameStopMs) return;
+  if (signalledAt !== undefined) {
     process.stderr.write(`entity-versions: ${signal} again: stopping at once, without finishing the calls in flight.\n`);
     // The shell's code for a death by this signal; an exit (not the signal's
     // default action) also stops the embedded Azurite, and it happens even
     // as a container's PID 1, which a signal without a handler never kills.
+    // The data folder's claim is given back on exit too (see lockDataDir).
     process.exit(128 + os.constants.signals[signal]);
   }
-  signalled = true;
+  signalledAt = now;
   if (stop === undefined) startStop.abort(new StoppedWhileStarting(signal));
   else stop(signal);
 };

@@ -728,4 +728,75 @@ s("npm start, stopped by a SIGTERM to npm alone (a supervisor, a script's kill $
   }
 });
 
+/**
+ * Runs `npm start` in its own process group, as a terminal's foreground job
+ * is, so that a signal to the group reaches npm and the service both (and
+ * npm passes its own copy on), and sends SIGINT to the group: once, or again
+ * `againAfterMs` later. Answers how it ended and what it wrote.
+ */
+async function ctrlCOnNpmStart(dataDir: string, drainMs: number, againAfterMs?: number): Promise<{ ended: [number | null, NodeJS.Signals | null] | string; output: string }> {
+  let child: ReturnType<typeof spawn> | undefined;
+  try {
+    child = spawn("npm", ["start"], { env: { PATH: process.env["PATH"] ?? "", PORT: "0", DATA_DIR: dataDir, SHUTDOWN_DRAIN_MS: String(drainMs) }, stdio: ["ignore", "pipe", "pipe"], detached: true });
+    let output = "";
+    child.stdout!.on("data", (d: Buffer) => (output += d.toString()));
+    child.stderr!.on("data", (d: Buffer) => (output += d.toString()));
+    const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child!.once("exit", (code, signal) => resolve([code, signal])));
+    for (let waited = 0; !output.includes("entity-versions listening on") && waited < 60_000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.match(output, "entity-versions listening on");
+    process.kill(-child.pid!, "SIGINT");
+    if (againAfterMs !== undefined) {
+      await new Promise((resolve) => setTimeout(resolve, againAfterMs));
+      process.kill(-child.pid!, "SIGINT");
+    }
+    const ended = await Promise.race([exited, new Promise<string>((resolve) => setTimeout(() => resolve("still running"), 30_000))]);
+    // Its Azurite is stopped on the service's exit, not with it: a moment to go.
+    for (let waited = 0; emulatorsOn(dataDir).length > 0 && waited < 5_000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+    return { ended, output };
+  } finally {
+    try {
+      process.kill(-child!.pid!, "SIGKILL");
+    } catch {
+      // Already gone.
+    }
+    const left = fs.existsSync(path.join(dataDir, "service.pid")) ? Number(fs.readFileSync(path.join(dataDir, "service.pid"), "utf8").trim().split(/\s/)[0]) : undefined;
+    if (left !== undefined && Number.isInteger(left) && left > 1 && left !== process.pid) {
+      try {
+        process.kill(left, "SIGKILL");
+      } catch {
+        // Already gone.
+      }
+    }
+  }
+}
+
+s("npm start, stopped by one Ctrl-C (SIGINT to its process group: npm and the service each get it, and npm passes its copy on), drains once and exits 0", async () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-npm-ctrl-c-"));
+  try {
+    const { ended, output } = await ctrlCOnNpmStart(dataDir, 0);
+    assert.equal(ended, [0, null], output);
+    assert.is(output.split('"msg":"shutting down"').length - 1, 1, output);
+    assert.not.match(output, "again", "the copy npm passes on is the same Ctrl-C, not a second one");
+    assert.not.ok(fs.existsSync(path.join(dataDir, "service.pid")), "the service gave its data folder back");
+  } finally {
+    for (const pid of emulatorsOn(dataDir)) process.kill(pid, "SIGKILL");
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+s("npm start, given a second Ctrl-C while it drains, stops at once (exit 130) and still gives its data folder back and stops its Azurite", async () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-npm-ctrl-c-again-"));
+  try {
+    // A drain of 10 s: the second Ctrl-C, 1.5 s after the first, comes during it.
+    const { ended, output } = await ctrlCOnNpmStart(dataDir, 10_000, 1_500);
+    assert.equal(ended, [130, null], output);
+    assert.match(output, "SIGINT again: stopping at once");
+    assert.not.ok(fs.existsSync(path.join(dataDir, "service.pid")), "an exit at once gives the data folder back too");
+    assert.equal(emulatorsOn(dataDir), [], "an exit at once stops the embedded Azurite");
+  } finally {
+    for (const pid of emulatorsOn(dataDir)) process.kill(pid, "SIGKILL");
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
 s.run();

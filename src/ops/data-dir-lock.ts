@@ -231,6 +231,28 @@ const pause = new Int32Array(new SharedArrayBuffer(4));
 const claims = new Map<string, number>();
 
 /**
+ * Removes every `service.pid` this process still holds. Why: an exit that
+ * does not go through release (a second Ctrl-C's exit at once,
+ * `process.exit` after a fatal error) would otherwise leave it behind,
+ * and the next start on another pid namespace (a container restarted)
+ * would be refused or have to judge it. Synchronous, as an exit's
+ * listeners must be; one listener for every claim, so that many claims in
+ * one process (tests) do not add one each.
+ */
+let listeningForExit = false;
+function releaseAllOnExit(): void {
+  for (const file of claims.keys()) {
+    try {
+      const text = fs.readFileSync(file, "utf8");
+      if (same(parse(text), ownHolder())) removeIfThere(file);
+    } catch {
+      // Gone already, or unreadable: nothing this exit can do about it.
+    }
+  }
+  claims.clear();
+}
+
+/**
  * Claims `dir` for this process with a `service.pid` file. Why: the
  * embedded defaults (SQLite, the embedded Azurite's files) serve one
  * process; a second `npm start` in the same folder on another port would
@@ -311,6 +333,10 @@ export function lockDataDir(dir: string): DataDirLock {
     }
   }
   claims.set(file, (claims.get(file) ?? 0) + 1);
+  if (!listeningForExit) {
+    listeningForExit = true;
+    process.on("exit", releaseAllOnExit);
+  }
   let released = false;
   return {
     release: () => {
