@@ -76,6 +76,24 @@ export function messageWithCauses(error: unknown): string {
 }
 
 /**
+ * A database name as MySQL reads it in a statement: in backticks, a
+ * backtick inside doubled. The name comes from DATABASE_URL, decoded, and
+ * may hold any character.
+ */
+function mysqlIdentifier(name: string | undefined): string {
+  return name === undefined ? "`<name>`" : `\`${name.replaceAll("`", "``")}\``;
+}
+
+/**
+ * `text` as one word of a POSIX shell command, quoted so that nothing in it
+ * (a quote, a backtick, `$`) means anything to the shell: in single quotes,
+ * a single quote inside closed, given escaped and reopened.
+ */
+function shellQuoted(text: string): string {
+  return `'${text.replaceAll("'", `'\\''`)}'`;
+}
+
+/**
  * What to do about an error that stopped the start, appended to its
  * message: the first thing a newcomer sees is then the fix (another port,
  * a database to create), not a bare system error.
@@ -118,14 +136,13 @@ export function startupHint(error: unknown, settings: StartupSettings): string {
     return ` (HOST "${settings.host}" is not a name this machine resolves: set HOST to an address of this machine, or 0.0.0.0 for all)`;
   }
   if (code === "ER_BAD_DB_ERROR") {
-    const name = settings.databaseName ?? "<name>";
-    return ` (the database in DATABASE_URL does not exist: create it, e.g. mysql -e 'CREATE DATABASE \`${name}\`'; the service creates its tables itself)`;
+    return ` (the database in DATABASE_URL does not exist: create it, e.g. mysql -e ${shellQuoted(`CREATE DATABASE ${mysqlIdentifier(settings.databaseName)}`)}; the service creates its tables itself)`;
   }
   // 1698 is MariaDB's answer for a user that may log in only without a password, or only by socket.
   // 1044: no rights on the database at all; 1142, 1143: not this statement's (a CREATE, an ALTER) on a table, a column.
   if (code === "ER_DBACCESS_DENIED_ERROR" || code === "ER_TABLEACCESS_DENIED_ERROR" || code === "ER_COLUMNACCESS_DENIED_ERROR") {
-    const name = settings.databaseName ?? "<name>";
-    return ` (the user in DATABASE_URL lacks rights on the database \`${name}\`: grant it ${mysqlGrants}, e.g. GRANT ALL ON \`${name}\`.* TO 'user'@'host')`;
+    const name = mysqlIdentifier(settings.databaseName);
+    return ` (the user in DATABASE_URL lacks rights on the database ${name}: grant it ${mysqlGrants}, e.g. GRANT ALL ON ${name}.* TO 'user'@'host')`;
   }
   if (code === "ER_ACCESS_DENIED_ERROR" || code === "ER_ACCESS_DENIED_NO_PASSWORD_ERROR") return " (check the user and password in DATABASE_URL, and that the user may connect from this host)";
   if (settings.databaseKind === "sqlite" && typeof code === "string" && code.startsWith("SQLITE_CANTOPEN")) {

@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { BlobStoreUnavailableError } from "../../src/blob/blob-store.js";
@@ -110,6 +111,25 @@ s("the message names the causes it does not already say", () => {
   const timeout = Object.assign(new Error("Knex: Timeout acquiring a connection. The pool is probably full. Are you missing a .transacting(trx) call?"), { name: "KnexTimeoutError" });
   assert.is(messageWithCauses(timeout), "no connection to the database within DATABASE_ACQUIRE_TIMEOUT_MS");
   assert.match(startupHint(timeout, settings), "that MySQL is running and reachable");
+});
+
+s("a database name with a quote or a backtick gives a command a shell runs as written, and a statement MySQL reads as that name", () => {
+  for (const [url, name] of [
+    ["mysql://root@127.0.0.1:3306/x%27y", "x'y"],
+    ["mysql://root@127.0.0.1:3306/a%60b", "a`b"],
+    ["mysql://root@127.0.0.1:3306/%27%60%27%5C%24(id)", "'`'\\$(id)"],
+  ] as const) {
+    const named = databaseHintSettings(loadDatabaseConfig({ DATABASE_URL: url }));
+    assert.is(named.databaseName, name);
+    const quoted = `\`${name.replaceAll("`", "``")}\``;
+    // The command as given, run by a shell with printf in mysql's place: what mysql would be given.
+    const command = /e\.g\. (mysql -e .*); the service creates/.exec(startupHint(failure("ER_BAD_DB_ERROR"), { ...settings, ...named }))?.[1];
+    assert.ok(command !== undefined);
+    const run = spawnSync("sh", ["-c", command!.replace(/^mysql -e /, "printf %s ")], { encoding: "utf8" });
+    assert.is(run.status, 0, run.stderr);
+    assert.is(run.stdout, `CREATE DATABASE ${quoted}`);
+    assert.match(startupHint(failure("ER_DBACCESS_DENIED_ERROR"), { ...settings, ...named }), `GRANT ALL ON ${quoted}.* TO`);
+  }
 });
 
 s.run();
