@@ -280,7 +280,7 @@ test("an empty pid file seen after a long wait on another start's takeover is st
   fs.writeFileSync(pidFile(dir), `${spawnSync("true").pid}\n`);
   const other = spawn(
     "sh",
-    ["-c", `printf '%s\n' $$ > "$0.takeover"; sleep 0.6; : > "$0"; rm "$0.takeover"; sleep 0.3; printf '%s\n' $$ > "$0"; sleep 30`, pidFile(dir)],
+    ["-c", `printf '%s\n' $$ > "$0.takeover"; sleep 0.6; : > "$0"; rm "$0.takeover"; sleep 0.3; printf '%s\n' $$ > "$0"; exec sleep 30`, pidFile(dir)],
     { stdio: "ignore" },
   );
   try {
