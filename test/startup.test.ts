@@ -65,6 +65,13 @@ s("without auth configured, npm start prints a working token for user dev and wr
   }
 });
 
+/** A stopped service left nothing of its own running on its data folder: its emulator stopped (a moment after it), its claim removed. */
+async function assertGaveBack(dataDir: string): Promise<void> {
+  for (let waited = 0; emulatorsOn(dataDir).length > 0 && waited < 5_000; waited += 100) await new Promise((resolve) => setTimeout(resolve, 100));
+  assert.equal(emulatorsOn(dataDir), [], "its emulator is stopped");
+  assert.not.ok(fs.existsSync(path.join(dataDir, "service.pid")), "the data folder is given back");
+}
+
 /** The pids of the Azurite processes running on a data folder. */
 function emulatorsOn(dataDir: string): number[] {
   return spawnSync("ps", ["-eo", "pid=,args="], { encoding: "utf8" })
@@ -161,9 +168,7 @@ s("a SIGTERM while the service starts stops it cleanly (exit 0, its Azurite stop
     const ended = await Promise.race([exited, new Promise<string>((resolve) => setTimeout(() => resolve("still running"), 30_000))]);
     assert.equal(ended, [0, null], stderr);
     assert.match(stderr, "stopped by SIGTERM while starting");
-    for (let waited = 0; emulatorsOn(dataDir).length > 0 && waited < 5_000; waited += 100) await new Promise((resolve) => setTimeout(resolve, 100));
-    assert.equal(emulatorsOn(dataDir), [], "its emulator is stopped");
-    assert.not.ok(fs.existsSync(path.join(dataDir, "service.pid")), "the data folder is given back");
+    await assertGaveBack(dataDir);
   } finally {
     child.kill("SIGKILL");
     for (const pid of emulatorsOn(dataDir)) process.kill(pid, "SIGKILL");
@@ -188,9 +193,7 @@ s("a SIGTERM that arrives as the service opens its port, the end of its start, d
     assert.equal(ended, [0, null], output);
     assert.match(output, "entity-versions listening on");
     assert.match(output, '"signal":"SIGTERM","msg":"shutting down"');
-    for (let waited = 0; emulatorsOn(dataDir).length > 0 && waited < 5_000; waited += 100) await new Promise((resolve) => setTimeout(resolve, 100));
-    assert.equal(emulatorsOn(dataDir), [], "its emulator is stopped");
-    assert.not.ok(fs.existsSync(path.join(dataDir, "service.pid")), "the data folder is given back");
+    await assertGaveBack(dataDir);
   } finally {
     child.kill("SIGKILL");
     for (const pid of emulatorsOn(dataDir)) process.kill(pid, "SIGKILL");
