@@ -249,6 +249,7 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     const sweeper = new OrphanSweeper(uploads, blobs, deleter, clock, logger, {
       graceMs: config.orphanGraceSeconds * 1000,
       intervalMs: config.sweepIntervalSeconds * 1000,
+      deleteUnrecordedPackages: config.sweepUnrecordedPackages,
       eventRetentionMs: config.eventRetentionDays === 0 ? undefined : config.eventRetentionDays * 24 * 3600 * 1000,
       onSweep: (result, error) => {
         metrics.sweeps.inc({ result: error === undefined ? "ok" : "error" });

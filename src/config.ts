@@ -154,6 +154,8 @@ export interface Config {
   readonly orphanGraceSeconds: number;
   /** How often the orphan sweeper runs. */
   readonly sweepIntervalSeconds: number;
+  /** Whether the sweeper deletes packages no version records (off: kept and logged, for a restore). */
+  readonly sweepUnrecordedPackages: boolean;
   /** Events older than this many days are deleted by the sweeper; 0: kept for as long as their entity (the default). */
   readonly eventRetentionDays: number;
   /** Signs page tokens; replicas must share it. Undefined: a secret kept under dataDir. */
@@ -856,6 +858,7 @@ export function loadConfig(environment: Env = process.env): Config {
     blobDeletionIntervalMs: read(() => integer(env, "BLOB_DELETION_INTERVAL_MS", 30_000, 100, 3_600_000)),
     orphanGraceSeconds,
     sweepIntervalSeconds: read(() => integer(env, "SWEEP_INTERVAL_SECONDS", 3600, 1, 7 * 24 * 3600)),
+    sweepUnrecordedPackages: read(() => onOff(env, "SWEEP_UNRECORDED_PACKAGES", true)),
     eventRetentionDays: read(() => integer(env, "EVENT_RETENTION_DAYS", 0, 0, 100 * 366)),
     pageTokenSecret: read(() => pageTokenSecret(env, "PAGE_TOKEN_SECRET", production)),
     pageTokenSecretPrevious: read(() => pageTokenSecret(env, "PAGE_TOKEN_SECRET_PREVIOUS", production)),

@@ -4,6 +4,9 @@ import type { Clock } from "../clock.js";
 import type { UploadStore } from "../store/upload-store.js";
 import type { BlobDeleter, DeleterLogger } from "./blob-deleter.js";
 
+/** How many kept packages are named in the log one by one; past it, only counted. */
+const maxKeptNamed = 10_000;
+
 /** What one sweep did. */
 export interface SweepResult {
   /** Uploads issued but never confirmed within the grace period, now queued for deletion. */
@@ -12,6 +15,8 @@ export interface SweepResult {
   readonly strayBlobs: number;
   /** Events older than the retention period, deleted (0 when events are kept for good). */
   readonly prunedEvents: number;
+  /** Packages under `versions/` that no version records, left in place because the options say keep them. */
+  readonly keptPackages: number;
 }
 
 /** The event log, as far as the sweeper prunes it. */
@@ -27,6 +32,13 @@ export interface SweeperOptions {
   readonly intervalMs: number;
   /** Events older than this are deleted; undefined: kept for as long as their entity. */
   readonly eventRetentionMs?: number | undefined;
+  /**
+   * Whether a package under `versions/` that no version records is deleted
+   * (true) or kept and logged (false). Kept, they are what a database
+   * restored from a backup older than its container does not know: the
+   * operator who restored it wants them, to push them again.
+   */
+  readonly deleteUnrecordedPackages?: boolean | undefined;
   /** After each sweep, with what it did; with the error that ended it part-way, if one did. */
   readonly onSweep?: (result: SweepResult, error?: unknown) => void;
 }
@@ -55,6 +67,8 @@ export class OrphanSweeper {
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<unknown> = Promise.resolve();
   #stopping = false;
+  /** Kept packages already named in the log: each once per process, not once per sweep. */
+  readonly #keptNamed = new Set<string>();
 
   constructor(uploads: UploadStore, blobs: BlobStore, deleter: BlobDeleter, clock: Clock, log: DeleterLogger, options: SweeperOptions, events?: EventPruning) {
     this.#uploads = uploads;
@@ -80,7 +94,8 @@ export class OrphanSweeper {
   async runOnce(): Promise<SweepResult> {
     const now = this.#clock.now();
     const cutoff = new Date(now.getTime() - this.#options.graceMs);
-    const done = { abandonedUploads: 0, strayBlobs: 0, prunedEvents: 0 };
+    const done = { abandonedUploads: 0, strayBlobs: 0, prunedEvents: 0, keptPackages: 0 };
+    const keepUnrecorded = this.#options.deleteUnrecordedPackages === false;
     try {
       for (let marked = -1; marked !== 0 && !this.#stopping; ) {
         marked = await this.#uploads.abandonIssuedBefore(cutoff, now, 500);
@@ -114,6 +129,14 @@ export class OrphanSweeper {
               ? path.area !== "final" || !(await this.#uploads.versionExists(path.entityId, path.uploadId))
               : state === "confirmed" && path.area === "staging";
           if (!stray) continue;
+          if (keepUnrecorded && path.area === "final") {
+            done.keptPackages++;
+            if (this.#keptNamed.size < maxKeptNamed && !this.#keptNamed.has(blob.name)) {
+              this.#keptNamed.add(blob.name);
+              this.#log.warn({ path: blob.name, entity_id: path.entityId }, "kept a package no version records, as SWEEP_UNRECORDED_PACKAGES=off says (README, Backups)");
+            }
+            continue;
+          }
           try {
             // Gone already (the deleter finished its upload since the
             // listing, or another replica swept it): not a stray we removed.

@@ -95,6 +95,38 @@ export function sweeperSuite(backend: Backend) {
     }
   });
 
+  s("SWEEP_UNRECORDED_PACKAGES=off keeps a package no version records, naming it once, and still sweeps uploads", async () => {
+    const { logger, text } = memoryLogger();
+    const svc = await startService(backend, { logger, env: { ORPHAN_GRACE_SECONDS: "1", SWEEP_INTERVAL_SECONDS: "3600", SWEEP_UNRECORDED_PACKAGES: "off" } });
+    const app = (svc as TestService & { app: App }).app;
+    try {
+      const { BlobServiceClient } = await import("@azure/storage-blob");
+      const container = BlobServiceClient.fromConnectionString(svc.env["AZURE_STORAGE_CONNECTION_STRING"]!).getContainerClient(svc.env["AZURE_STORAGE_CONTAINER"]!);
+      const e = newEntityId();
+      // What a database restored from an older backup does not know: a version's package with no version.
+      const unrecorded = `versions/${e}/00000000-0000-4000-8000-000000000003/package`;
+      const staged = `uploads/${e}/00000000-0000-4000-8000-000000000004/package`;
+      for (const name of [unrecorded, staged]) await container.getBlockBlobClient(name).upload("stray", 5);
+      const abandoned = await uploadOnly(svc, e);
+      await sleep(1_500);
+      const first = await app.sweeper.runOnce();
+      const second = await app.sweeper.runOnce();
+      assert.is(await container.getBlockBlobClient(unrecorded).exists(), true, "the package is kept");
+      assert.is(first.keptPackages, 1);
+      assert.is(second.keptPackages, 1, "kept again by every sweep");
+      assert.is(first.strayBlobs, 1, "the upload with no record is swept all the same");
+      assert.is(await container.getBlockBlobClient(staged).exists(), false);
+      assert.is(first.abandonedUploads, 1);
+      assert.is(await container.getBlockBlobClient(abandoned.res.body.storage_path).exists(), false, "an abandoned upload is deleted");
+      const named = text().split("\n").filter((line) => line.includes("kept a package no version records"));
+      assert.is(named.length, 1, "named once per process, not once per sweep");
+      assert.match(named[0]!, `"path":"${unrecorded}"`);
+      assert.not.match(text(), "deleted a package no version records");
+    } finally {
+      await svc.close();
+    }
+  });
+
   s("confirms racing the sweeper: each upload ends either confirmed with its blob or swept, never both", async () => {
     const svc = await startService(backend, { env: { ORPHAN_GRACE_SECONDS: "1", SWEEP_INTERVAL_SECONDS: "3600" } });
     const app = (svc as TestService & { app: App }).app;
