@@ -285,6 +285,17 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     genReqId: (req) => requestIdFor(req.headers["x-request-id"]),
   });
 
+  // The methods of each fixed path (health, docs, metrics), so that one
+  // called with another method is answered 405 with Allow, as the API's
+  // routes are, rather than 404 as if the path did not exist.
+  const fixedPathMethods = new Map<string, string[]>();
+  app.addHook("onRoute", (route) => {
+    if (/[:*]/.test(route.url)) return;
+    const methods = fixedPathMethods.get(route.url) ?? [];
+    for (const method of [route.method].flat()) if (!methods.includes(method)) methods.push(method);
+    fixedPathMethods.set(route.url, methods);
+  });
+
   const budget = new BodyBudget({ perConnection: limits.maxConnectionBufferedBytes, total: limits.maxBufferedBytes });
   const gate = new CallGate({
     perConnection: limits.maxCallsPerConnection,
@@ -698,7 +709,8 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
 
   app.setNotFoundHandler((req, reply) => {
     const path = req.url.split("?", 1)[0]!;
-    const allowed = rpcMethods.get(path) ?? restRoutes.allowedMethods(path);
+    const apiAllowed = rpcMethods.get(path) ?? restRoutes.allowedMethods(path);
+    const allowed = apiAllowed.length > 0 ? apiAllowed : (fixedPathMethods.get(path) ?? []);
     if (allowed.length > 0) {
       const refusal = apiError("METHOD_NOT_ALLOWED", { method: shown(req.method), path: shownPath(path), allowed: allowed.join(", ") });
       // A Connect GET of a method with side effects: its client reads Connect's error JSON.

@@ -62,6 +62,18 @@ export function opsSuite(backend: Backend) {
     assert.equal(ready.body, { status: "ready", checks: { database: "ok", blob_store: "ok", ...folder } });
   });
 
+  s("a fixed path called with another method is 405 METHOD_NOT_ALLOWED with Allow, not 404", async ({ svc }) => {
+    for (const [method, path] of [["POST", "/healthz"], ["DELETE", "/readyz"], ["PUT", "/openapi.json"], ["POST", "/docs"]] as const) {
+      const res = await fetch(`${svc.url}${path}`, { method, headers: { "content-type": "application/json" }, body: method === "DELETE" ? undefined : "{}" });
+      const body = (await res.json()) as { code?: string; error?: string };
+      assert.is(res.status, 405, `${method} ${path}`);
+      assert.is(res.headers.get("allow"), "GET, HEAD", `${method} ${path}`);
+      assert.is(body.code, "METHOD_NOT_ALLOWED");
+      assert.match(body.error ?? "", "takes GET, HEAD");
+    }
+    assert.is((await fetch(`${svc.url}/healthz/nope`, { method: "POST" })).status, 404, "a path nothing serves is still 404");
+  });
+
   s("grpc.health.v1.Health: Check, an unknown service, Watch and List", async ({ svc }) => {
     const client = healthClient(svc);
     try {
