@@ -241,7 +241,7 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
     assert.match(again.stdout, `already published as ${v1.version.version} (id ${v1.version.id})`);
     const againJson = await cli(["push", app, "--entity", entity, "--json"], at);
     expectExit(againJson, 0, "repeated push, --json");
-    assert.equal(json(againJson), { version: v1.version, created: false });
+    assert.equal(json(againJson), { version: v1.version, created: false, already_confirmed: false });
 
     // Bob's folder is a copy of the tree at v1, with its record of v1 as the base.
     const bobDir = path.join(work, `${entity}-bob`);
@@ -391,6 +391,48 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
     assert.is(answer.version.id, v2.id);
     assert.ok(answer.download_url.startsWith("http") && !answer.download_url.includes("?"), answer.download_url);
     assert.not.match(download.stdout, "sig=");
+  });
+
+  s("a push whose confirm answer was lost: the retry finds the version the first confirm made, and the push says it published it", async ({ svc, work, alice }) => {
+    // An HTTP proxy that lets the first confirm reach the service, reads its
+    // answer through, and cuts the client off instead of passing it on.
+    let cut = 0;
+    const proxy = http.createServer((req, res) => {
+      const upstream = http.request(new URL(req.url ?? "/", svc.url), { method: req.method, headers: req.headers }, (answer) => {
+        const lose = req.method === "POST" && (req.url ?? "").endsWith("/versions/confirm") && cut === 0;
+        if (lose) {
+          cut++;
+          answer.resume().once("end", () => req.socket.destroy());
+          return;
+        }
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      });
+      req.pipe(upstream);
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+    try {
+      const entity = newEntityId("cli");
+      const app = path.join(work, `${entity}-lost`);
+      write(app, { "package.json": JSON.stringify({ name: "my-app" }), "src/index.js": "1\n" });
+      const env = { ...alice, ENTITY_VERSIONS_URL: `http://127.0.0.1:${(proxy.address() as net.AddressInfo).port}` };
+      const pushed = await cli(["push", app, "--entity", entity, "--json"], { cwd: work, env });
+      expectExit(pushed, 0, "a push whose first confirm answer was lost");
+      assert.is(cut, 1, "the first confirm's answer was cut");
+      const answer = json(pushed);
+      assert.equal([answer.created, answer.already_confirmed], [true, true], pushed.stdout);
+      const human = await cli(["list", entity, "--json"], { cwd: work, env: alice });
+      assert.equal(json(human).versions.map((v: { id: string }) => v.id), [answer.version.id], "one version");
+      write(app, { "src/index.js": "2\n" });
+      cut = 0;
+      const next = await cli(["push", app, "--entity", entity], { cwd: work, env });
+      expectExit(next, 0, "the next push, its confirm answer lost too");
+      assert.match(next.stdout, `Published ${entity} `);
+      assert.match(next.stdout, "the first confirm's answer was lost");
+      assert.match(next.stdout, `on top of ${answer.version.id}`, "the first push's version was recorded as the folder's base");
+    } finally {
+      await new Promise<void>((resolve) => proxy.close(() => resolve()));
+    }
   });
 
   s("with --json no progress bar is drawn, even on a terminal: stderr stays empty on success", async ({ work, alice }) => {

@@ -50,6 +50,8 @@ export interface RestUploadUrlAnswer {
 export interface RestConfirmAnswer {
   version: RestVersion;
   created: boolean;
+  /** Absent from services older than the field. */
+  already_confirmed?: boolean;
 }
 
 /** GetDownloadUrl's answer. */

@@ -146,7 +146,7 @@ export function pushSuite(backend: Backend) {
       file_size_bytes: Buffer.byteLength(p1.content),
     });
     assert.is(again.status, 200);
-    assert.equal(again.body, { version: v1, created: false });
+    assert.equal(again.body, { version: v1, created: false, already_confirmed: true });
     const list = await svc.rest.get(`/api/entities/${e}/versions`);
     assert.equal(list.body.versions.map((v: { id: string }) => v.id), [v2.id, v1.id]);
   });
@@ -384,7 +384,8 @@ export function pushSuite(backend: Backend) {
       // The answer was lost: the client sends the same confirm again (its base is no longer the tip).
       const retry = await svc.rest.post(`/api/entities/${e}/versions/confirm`, body);
       assert.is(retry.status, 200, `force ${force}: ${JSON.stringify(retry.body)}`);
-      assert.equal([retry.body.created, retry.body.version.id], [false, first.body.version.id]);
+      assert.equal([retry.body.created, retry.body.already_confirmed, retry.body.version.id], [false, true, first.body.version.id]);
+      assert.is(first.body.already_confirmed, false);
     }
     assert.is((await svc.rest.get(`/api/entities/${e}/versions`)).body.versions.length, 3);
   });
@@ -402,7 +403,7 @@ export function pushSuite(backend: Backend) {
     // "Re-confirming a version that is already published (same source hash, force not true) returns 200 with the existing version, not 409."
     for (const other of [{ version: nextVersionString() }, { file_size_bytes: v.file_size_bytes + 1 }]) {
       const r = await svc.rest.post(`/api/entities/${e}/versions/confirm`, { ...same, ...other, base_version_id: v.id });
-      assert.equal([r.status, r.body.created, r.body.version.id, r.body.version.is_active], [200, false, v.id, false], JSON.stringify(r.body));
+      assert.equal([r.status, r.body.created, r.body.already_confirmed, r.body.version.id, r.body.version.is_active], [200, false, false, v.id, false], JSON.stringify(r.body));
     }
     // Asking to activate it: the used upload cannot record that, a fresh upload of the source can.
     const activating = await svc.rest.post(`/api/entities/${e}/versions/confirm`, { ...same, version: nextVersionString(), set_as_active: true });
@@ -481,6 +482,7 @@ export function pushSuite(backend: Backend) {
       const confirms = await Promise.all(Array.from({ length: 6 }, () => svc.rest.post(`/api/entities/${e}/versions/confirm`, body)));
       assert.equal(confirms.map((c) => c.status).sort(), [200, 200, 200, 200, 200, 201], JSON.stringify(confirms.map((c) => c.body.code ?? c.status)));
       assert.is(new Set(confirms.map((c) => c.body.version.id)).size, 1);
+      assert.equal(confirms.map((c) => c.body.already_confirmed).sort(), [false, true, true, true, true, true], "each but the one that created it is a retry");
     }
   });
 
@@ -493,7 +495,7 @@ export function pushSuite(backend: Backend) {
     // A second upload of the same source (upload-url forced, to get URLs), confirmed with set_as_active.
     const again = await push(svc, e, { sourceHash: hash, content, base: v1.id, setAsActive: true, force: false, uploadForce: true });
     assert.is(again.confirm!.status, 200, JSON.stringify(again.confirm!.body));
-    assert.equal([again.confirm!.body.created, again.confirm!.body.version.id, again.confirm!.body.version.is_active], [false, v1.id, true]);
+    assert.equal([again.confirm!.body.created, again.confirm!.body.already_confirmed, again.confirm!.body.version.id, again.confirm!.body.version.is_active], [false, false, v1.id, true]);
     assert.is((await svc.rest.get(`/api/entities/${e}/active-version`)).body.id, v1.id);
   });
 

@@ -197,7 +197,7 @@ async function finishDeduplicated(api: ApiClient, output: Output, entity: string
     version = (await api.call<RestVersion>("PUT", apiPath("entities", entity, "active-version"), { version_id: existing.id })).body;
   }
   const closing = await settle();
-  output.result({ version, created: false }, () =>
+  output.result({ version, created: false, already_confirmed: false }, () =>
     [
       `${entity}: this source is already published as ${describeVersion(version)}; nothing was uploaded${version.is_active && !existing.is_active ? " (it is now active)" : ""}.`,
       "Use --force to publish it again as a new version.",
@@ -241,11 +241,15 @@ async function push(target: string, options: PushOptions): Promise<void> {
       { version, ...baseField, set_as_active: options.activate === true, ...force },
     );
     const v = confirmed.version;
-    const closing = await settleBase(api, output, pushed, v, confirmed.created);
-    output.result(confirmed, () =>
+    // A retry answered with the version this upload already made: the
+    // first confirm, whose answer was lost, was this push's, so this push
+    // created it (the service can only say it was not created by the retry).
+    const created = confirmed.created || (retried && confirmed.already_confirmed === true);
+    const closing = await settleBase(api, output, pushed, v, created);
+    output.result({ ...confirmed, created }, () =>
       [
-        confirmed.created
-          ? `Published ${entity} ${describeVersion(v)} ${base.id === undefined ? "as its first version" : `on top of ${base.id}`}${v.is_active ? ", now active" : ""}.`
+        created
+          ? `Published ${entity} ${describeVersion(v)} ${base.id === undefined ? "as its first version" : `on top of ${base.id}`}${v.is_active ? ", now active" : ""}${confirmed.created ? "" : " (the first confirm's answer was lost; the retry found the version)"}.`
           : `${entity}: this source is already published as ${describeVersion(v)}${retried ? " (the first confirm's answer was lost; the retry found the version)" : ""}.`,
         ...closing,
       ].join("\n"),
