@@ -268,6 +268,22 @@ export function grpcSuite(backend: Backend) {
     assert.ok(raw.headers["grpc-status-details-bin"] !== undefined, "with ErrorInfo");
     const web = await fetch(`${svc.url}/foo.v1.Bar/Baz`, { method: "POST", headers: { "content-type": "application/grpc-web+proto" }, body: new Uint8Array(5) });
     assert.equal([web.status, web.headers.get("grpc-status")], [200, "12"]);
+    // The answer names the request's codec: connect-go's clients take an answer in another
+    // (application/grpc to an application/grpc+json call) as INTERNAL "invalid content-type".
+    const json = Buffer.from([0, 0, 0, 0, 2, 0x7b, 0x7d]);
+    for (const [sent, answered] of [
+      ["application/grpc+json", "application/grpc+json"],
+      ["application/grpc+proto", "application/grpc+proto"],
+      ["application/grpc", "application/grpc"],
+      ["application/grpc; charset=utf-8", "application/grpc"],
+    ]) {
+      const r = await rawGrpc(svc.url, "/foo.v1.Bar/Baz", json, { "content-type": sent! });
+      assert.equal([r.headers["content-type"], r.headers["grpc-status"]], [answered, "12"], sent);
+    }
+    for (const type of ["application/grpc-web+json", "application/grpc-web+proto", "application/grpc-web"]) {
+      const r = await fetch(`${svc.url}/foo.v1.Bar/Baz`, { method: "POST", headers: { "content-type": type }, body: json });
+      assert.equal([r.headers.get("content-type"), r.headers.get("grpc-status")], [type, "12"], type);
+    }
     const connect = await fetch(`${svc.url}/foo.v1.Bar/Baz`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
     assert.is(connect.status, 404);
     const body = (await connect.json()) as { code: string; message: string; details: Array<{ type: string }> };

@@ -191,6 +191,9 @@ export function protocolsSuite(backend: Backend) {
       const webBody = Buffer.from(await web.arrayBuffer()).toString("latin1");
       assert.is(web.status, 200, `gRPC-Web ${json}: ${webBody}`);
       assert.is(web.headers.get("grpc-status") ?? /grpc-status: ?(\d+)/.exec(webBody)?.[1], String(code), `gRPC-Web ${json}: ${webBody}`);
+      // In the request's codec, as clients hold it to (connect-go refuses another: INTERNAL "invalid content-type").
+      assert.is(web.headers.get("content-type"), "application/grpc-web+json", `gRPC-Web ${json}`);
+      let contentType: string | undefined;
       const h2 = await new Promise<{ status: string | undefined; message: string }>((resolve, reject) => {
         const session = http2.connect(svc.url);
         session.on("error", reject);
@@ -198,6 +201,7 @@ export function protocolsSuite(backend: Backend) {
         let status: string | undefined;
         let message = "";
         const read = (h: http2.IncomingHttpHeaders) => {
+          if (h[":status"] !== undefined) contentType = h["content-type"];
           status ??= h["grpc-status"] as string | undefined;
           message ||= String(h["grpc-message"] ?? "");
         };
@@ -211,6 +215,8 @@ export function protocolsSuite(backend: Backend) {
         req.end(envelope(json));
       });
       assert.is(h2.status, String(code), `gRPC ${json}: ${h2.message}`);
+      // In the request's codec, as clients hold it to (connect-go refuses another: INTERNAL "invalid content-type").
+      assert.is(contentType, "application/grpc+json", `gRPC ${json}`);
       assert.ok(decodeURIComponent(h2.message).length > 0, "a readable message");
     }
   });
