@@ -13,7 +13,7 @@ import * as assert from "uvu/assert";
 import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
 import { StatusSchema } from "../gen/google/rpc/status_pb.js";
 import { createTestDatabase, type TestDatabase } from "./support/env.js";
-import { answerOf, flag, frameType, grpcStatusOf, healthWatch, RawH2, sessionFrom } from "./support/raw-h2.js";
+import { answerOf, flag, frameType, grpcStatusOf, healthWatch, RawH2, type RawFrame, sessionFrom } from "./support/raw-h2.js";
 import { serviceEnv, spawnService, type TestService } from "./support/service.js";
 
 type Spawned = Awaited<ReturnType<typeof spawnService>>;
@@ -638,7 +638,6 @@ s("a session whose only stream is a quiet health Watch is not idle: it stays ope
   }
 });
 
-s.run();
 
 // A connection whose budget is its largest request (MAX_CONNECTION_BUFFERED_BYTES
 // at its least, MAX_REQUEST_BYTES), holding a health Watch whose small
@@ -807,3 +806,18 @@ inflation("RPC_INFLATION_SCOPE=compressed and all answer uncompressed calls, and
 });
 
 inflation.run();
+
+s("HTTP/2: a request with neither :authority nor Host is reset PROTOCOL_ERROR by the HTTP/2 layer, never run", async ({ svc }) => {
+  const h2 = await RawH2.connect(svc.url);
+  try {
+    h2.request(1, [[":method", "POST"], [":scheme", "http"], [":path", "/grpc.health.v1.Health/Check"], ["content-type", "application/json"]], "{}");
+    const reset = (frames: readonly RawFrame[]) => frames.find((f) => f.stream === 1 && f.type === frameType.rstStream);
+    assert.ok(await h2.until((frames) => reset(frames) !== undefined), JSON.stringify(h2.frames.map((f) => [f.stream, f.type, f.flags])));
+    assert.is(reset(h2.frames)!.payload.readUInt32BE(0), 1, "PROTOCOL_ERROR (RFC 9113, 7)");
+    assert.equal(h2.on(1).filter((f) => f.type === frameType.headers || f.type === frameType.data), [], "no answer: nothing ran");
+  } finally {
+    h2.close();
+  }
+});
+
+s.run();
