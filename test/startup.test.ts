@@ -477,6 +477,49 @@ s("two databases without versions given one configured blob container: the secon
   }
 });
 
+s("a database without versions on a blob container that records no owner but holds another database's packages (filled before owner records) is refused, and they are kept", async () => {
+  const azurite = await sharedAzurite();
+  const container = `ev-unrecorded-${randomBytes(4).toString("hex")}`;
+  const first = fs.mkdtempSync(path.join(os.tmpdir(), "ev-unrecorded-a-"));
+  const second = fs.mkdtempSync(path.join(os.tmpdir(), "ev-unrecorded-b-"));
+  // Swept at once: claimed, the second database's first sweep would delete the first one's packages.
+  const env = (dataDir: string) => ({
+    PORT: "0",
+    DATA_DIR: dataDir,
+    AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString,
+    AZURE_STORAGE_CONTAINER: container,
+    AUTH_JWT_SECRET: testAuth.secret,
+    AUTH_ISSUER: testAuth.issuer,
+    AUTH_AUDIENCE: testAuth.audience,
+    ORPHAN_GRACE_SECONDS: "1",
+    SWEEP_INTERVAL_SECONDS: "1",
+  });
+  const none = { url: "", drop: async () => undefined };
+  const store = new AzureBlobStore({ connectionString: azurite.connectionString, container });
+  try {
+    const a = await spawnService(env(first), none);
+    const e = newEntityId();
+    const published = (await push(a, e)).confirm!.body.version;
+    await a.close();
+    await new BlobServiceClient(azurite.blobEndpoint, new StorageSharedKeyCredential(azuriteAccount, azuriteKey)).getContainerClient(container).deleteBlob("entity-versions-owner.json");
+    const refused = run(env(second));
+    assert.is(refused.status, 2, refused.output);
+    assert.match(refused.output, `the blob container "${container}" records no owner but holds 1 blob of versions' packages (under versions/ or the legacy {entity}/{upload}/), while this database has no versions`);
+    assert.match(refused.output, "give this database its own container with AZURE_STORAGE_CONTAINER");
+    assert.is(await store.recordedOwner(), undefined, "not claimed");
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    const again = await spawnService(env(first), none);
+    try {
+      assert.is((await again.rest.get(`/api/entities/${e}/versions/${published.id}`)).status, 200, again.output());
+    } finally {
+      await again.close();
+    }
+  } finally {
+    fs.rmSync(first, { recursive: true, force: true });
+    fs.rmSync(second, { recursive: true, force: true });
+  }
+});
+
 for (const backend of ["sqlite", ...((await mysqlAvailable()) ? ["mysql" as const] : [])] as const) {
   s(`${backend}: a database with versions on a new, empty blob container (a mistyped connection string or container) is refused, naming it and what to check; one that holds its packages but no owner record is claimed; CLAIM_EMPTY_CONTAINER claims an empty one`, async () => {
     const azurite = await sharedAzurite();

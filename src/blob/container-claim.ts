@@ -2,11 +2,15 @@ import path from "node:path";
 import type { FastifyBaseLogger } from "fastify";
 import { type Config, ConfigError } from "../config.js";
 import type { AzureBlobStore, ContainerOwner } from "./azure-blob-store.js";
-import { areaPrefixes, parseUploadPath } from "./blob-paths.js";
+import { areaPrefixes, type BlobArea, parseUploadPath } from "./blob-paths.js";
 import { connectionStringPart } from "./connection-string.js";
 
 /** Blobs a refusal counts under the service's areas before it says "at least": a count, not a listing of a large container. */
 const countedBlobsMax = 1_000;
+
+const allAreas: ReadonlySet<BlobArea> = new Set(["staging", "final", "legacy"]);
+/** Where versions' packages are: a database without versions holds none there. */
+const versionAreas: ReadonlySet<BlobArea> = new Set(["final", "legacy"]);
 
 /** What a start knows when it claims the blob container: see claimContainer. */
 export interface ClaimFacts {
@@ -30,7 +34,10 @@ export interface ClaimFacts {
  *   container name that points at another store than the one that holds
  *   them, where every download would answer 404 with nothing said; unless
  *   CLAIM_EMPTY_CONTAINER names the container and it is empty (the
- *   packages are lost, and the operator says so).
+ *   packages are lost, and the operator says so);
+ * - a database without versions on a container that records no owner and
+ *   holds versions' packages: another database's, filled before
+ *   containers recorded their owner, which its sweeper would delete.
  * A container that holds this database's packages is claimed for it, also
  * when it records another id (a database restored from a backup taken
  * before it had one, which got a new one) or none (filled by a release
@@ -54,6 +61,15 @@ export async function claimContainer(store: AzureBlobStore, config: Config, logg
         { container: config.blob.container, databaseId },
         "CLAIM_EMPTY_CONTAINER: the blob container holds none of this database's packages and is claimed for it; its versions answer downloads with 404 until each is deleted and pushed again (unset CLAIM_EMPTY_CONTAINER now: the container records this database)",
       );
+    }
+    if (ownPackages.length === 0) {
+      // A database without versions owns no version's package: those held
+      // here are another database's (one whose service started before
+      // containers recorded their owner, or whose record was deleted), and
+      // this one's sweeper would delete them as strays. Staged uploads
+      // alone may be its own (issued, not yet confirmed): they do not count.
+      const held = await countPackages(store, versionAreas);
+      if (held > 0) throw new ConfigError(unrecordedPackages(config, held));
     }
     // Claimed, or the database that claimed it since it was read.
     owner = await store.claimFor(databaseId);
@@ -109,6 +125,21 @@ function anotherDatabase(config: Config, owner: ContainerOwner, held: number, ha
   );
 }
 
+/** The refusal, for a database without versions, of a container that records no owner and holds versions' packages. */
+function unrecordedPackages(config: Config, held: number): string {
+  const embedded = config.blob.kind === "embedded-azurite";
+  const startOver = embedded
+    ? ` To start over instead, delete the packages left there: the folder ${config.blob.location} (the embedded Azurite's), or the whole DATA_DIR (${config.dataDir}).`
+    : ` If that database is gone for good and its packages are not wanted, delete them (under ${areaPrefixes.final}, ${areaPrefixes.staging} and the legacy {entity}/{upload}/): this database then claims the container.`;
+  const database = config.database.kind === "mysql" ? "DATABASE_URL" : `${config.database.setting ?? "DATABASE_URL"} (the SQLite file ${config.database.file})`;
+  return (
+    `the blob container "${config.blob.container}" records no owner but holds ${heldText(held)} of versions' packages (under ${areaPrefixes.final} or the legacy {entity}/{upload}/), while this database has no versions: ` +
+    `they are another database's (one whose service started before containers recorded their owner), and this database's sweeper would delete them as strays. ` +
+    `If this database is to serve them, check ${database}: it most likely names another database than the one that holds their versions. ` +
+    `Otherwise give this database its own container with AZURE_STORAGE_CONTAINER${embedded ? `, or its own DATA_DIR (and with it its own embedded Azurite), e.g. DATA_DIR=${otherDataDir(config)}` : ""}.${startOver}`
+  );
+}
+
 /** A data folder to suggest for a database of its own: never the one in use. */
 function otherDataDir(config: Config): string {
   const suggested = `./data-${config.database.kind}`;
@@ -148,9 +179,12 @@ function heldText(held: number): string {
  * staging area existed), or a container holding only old packages would
  * look empty.
  */
-async function countPackages(store: AzureBlobStore): Promise<number> {
+async function countPackages(store: AzureBlobStore, areas: ReadonlySet<BlobArea> = allAreas): Promise<number> {
   let held = 0;
-  for await (const blob of store.list("")) if (parseUploadPath(blob.name) !== undefined && ++held >= countedBlobsMax) return held;
+  for await (const blob of store.list("")) {
+    const area = parseUploadPath(blob.name)?.area;
+    if (area !== undefined && areas.has(area) && ++held >= countedBlobsMax) return held;
+  }
   return held;
 }
 
