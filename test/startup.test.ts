@@ -567,6 +567,25 @@ for (const backend of ["sqlite", ...((await mysqlAvailable()) ? ["mysql" as cons
       assert.match(elsewhere.output, `it holds 1 blob of packages, under uploads/, versions/ or the legacy {entity}/{upload}/, none of them this database's`);
       assert.match(elsewhere.output, "this container cannot be claimed for this database");
 
+      // Another database's container (settings that name the wrong one): told to check them, not to give this database one of its own.
+      const theirs = `ev-theirs-${suffix}`;
+      const theirDataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-theirs-"));
+      try {
+        const theirDb = `sqlite:${path.join(theirDataDir, "theirs.db")}`;
+        const t = await spawnService({ ...env(theirs), DATA_DIR: theirDataDir, DATABASE_URL: theirDb }, { url: theirDb, drop: async () => undefined });
+        await push(t, newEntityId());
+        await t.close();
+      } finally {
+        fs.rmSync(theirDataDir, { recursive: true, force: true });
+      }
+      const theirOwner = await store(theirs).recordedOwner();
+      const misdirected = run(env(theirs));
+      assert.is(misdirected.status, 2, misdirected.output);
+      assert.match(misdirected.output, `the blob container "${theirs}" (at ${azurite.blobEndpoint}/${theirs}) holds none of this database's packages: it holds `);
+      assert.match(misdirected.output, `and it records database ${theirOwner!.databaseId} (since ${theirOwner!.claimedAt}) as their owner, while the database records versions`);
+      assert.match(misdirected.output, "Check AZURE_STORAGE_CONNECTION_STRING");
+      assert.not.match(misdirected.output, "give this database its own container", "its own container exists: the settings name another");
+
       // Its own container, whose owner record is gone (as one a release before owner records filled): it holds the packages, and is claimed.
       await new BlobServiceClient(`${azurite.blobEndpoint}`, new StorageSharedKeyCredential(azuriteAccount, azuriteKey)).getContainerClient(home).deleteBlob("entity-versions-owner.json");
       const b = await spawnService(env(home), db);

@@ -101,10 +101,12 @@ export async function claimContainer(store: AzureBlobStore, config: Config, logg
     owner = await store.reclaimFor(databaseId, owner.databaseId);
     if (owner.databaseId === databaseId) return;
   }
-  throw new ConfigError(anotherDatabase(config, owner, held, ownPackages.length > 0));
+  // A database with versions, none of whose packages is here: most likely
+  // settings that name another's container, not one to share or replace.
+  throw new ConfigError(ownPackages.length > 0 && !holdsOwn ? noneOfItsPackages(store, config, held, ownPackages.length, owner) : anotherDatabase(config, owner, held, ownPackages.length > 0));
 }
 
-/** The refusal of a container that holds another database's packages. */
+/** The refusal of a container that holds another database's packages (or may be given some). */
 function anotherDatabase(config: Config, owner: ContainerOwner, held: number, hasVersions: boolean): string {
   const embedded = config.blob.kind === "embedded-azurite";
   const holds = held === 0 ? "" : `: ${heldText(held)} of packages, under ${areaPrefixes.staging}, ${areaPrefixes.final} or the legacy {entity}/{upload}/`;
@@ -152,7 +154,9 @@ function noneOfItsPackages(store: AzureBlobStore, config: Config, held: number, 
   const where = config.blob.kind === "azure" ? `at ${store.url}` : `the embedded Azurite's, in ${config.blob.location}`;
   const recorded = owner === undefined ? "" : `, though it records database ${owner.databaseId} (since ${owner.claimedAt})`;
   const holds =
-    held === 0 ? `it holds no packages at all${recorded}` : `it holds ${heldText(held)} of packages, under ${areaPrefixes.staging}, ${areaPrefixes.final} or the legacy {entity}/{upload}/, none of them this database's`;
+    held === 0
+      ? `it holds no packages at all${recorded}`
+      : `it holds ${heldText(held)} of packages, under ${areaPrefixes.staging}, ${areaPrefixes.final} or the legacy {entity}/{upload}/, none of them this database's${owner === undefined ? "" : `, and it records database ${owner.databaseId} (since ${owner.claimedAt}) as their owner`}`;
   const database = config.database.kind === "mysql" ? "DATABASE_URL" : `${config.database.setting ?? "DATABASE_URL"} (the SQLite file ${config.database.file})`;
   const storeSettings =
     config.blob.kind === "azure"
