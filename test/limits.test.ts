@@ -770,6 +770,48 @@ for (const scope of scopes) {
   });
 }
 
+for (const scope of scopes) {
+  inflation(`RPC_INFLATION_SCOPE=${scope}: a bidi stream's later compressed messages (reflection's, read as its answer is written) are charged as its first is: each answered, until what they hold passes the budget`, async ({ services }) => {
+    const session = http2.connect(services[scope].url);
+    session.on("error", () => {});
+    // ServerReflectionRequest{list_services: ""}, inflating to 16 KiB less a little.
+    const listServices = grpcFrame(inflatingMessage(Buffer.from([0x3a, 0x00]), 16 * 1024 - 64), true);
+    const stream = session.request({ ":method": "POST", ":path": "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", "content-type": "application/grpc", te: "trailers", "grpc-encoding": "gzip" });
+    stream.on("error", () => {});
+    try {
+      let answers = 0;
+      let status: string | undefined;
+      let reasons: string[] = [];
+      let answered: () => void = () => {};
+      const read = (h: http2.IncomingHttpHeaders) => {
+        if (h["grpc-status"] === undefined) return;
+        status = String(h["grpc-status"]);
+        const bin = h["grpc-status-details-bin"];
+        if (typeof bin === "string") reasons = reasonsIn(fromBinary(StatusSchema, Buffer.from(bin, "base64")).details.map((d) => ({ type: d.typeUrl.replace(/^.*\//, ""), value: Buffer.from(d.value).toString("base64") })));
+        answered();
+      };
+      stream.on("response", read);
+      stream.on("trailers", read);
+      stream.on("close", () => answered());
+      stream.on("data", () => {
+        answers++;
+        answered();
+      });
+      // One message at a time, each sent once the one before is answered (a tool's way).
+      for (let sent = 0; sent < 100 && status === undefined; sent++) {
+        const next = new Promise<void>((resolve) => (answered = resolve));
+        stream.write(listServices);
+        await next;
+      }
+      assert.equal({ status, reasons }, { status: "8", reasons: ["IN_FLIGHT_BYTES_EXCEEDED"] }, `after ${answers} answers`);
+      assert.ok(answers >= 2 && answers <= tight / (16 * 1024 - 64), `${answers} messages of 16 KiB answered within a budget of 1 MiB`);
+    } finally {
+      stream.close(http2.constants.NGHTTP2_CANCEL);
+      session.destroy();
+    }
+  });
+}
+
 inflation("RPC_INFLATION_SCOPE=compressed and all answer uncompressed calls, and messages flagged compressed under identity, alike", async ({ services }) => {
   const answers = await Promise.all(
     scopes.map(async (scope) => {

@@ -28,6 +28,28 @@ export function chargingInflationTo<T>(charge: InflationCharge | undefined, run:
   return charge === undefined ? run() : current.run(charge, run);
 }
 
+/**
+ * A call's answer whose every step is taken in its charging scope. A
+ * streaming call's request messages after its first are read, and
+ * inflated, as its answer is written (its implementation reads each as it
+ * yields), from outside the handler's run: without this they would come
+ * uncharged, and be refused (a reflection stream's second compressed
+ * request answered INTERNAL).
+ */
+export function chargingAnswerTo<T>(charge: InflationCharge | undefined, body: AsyncIterable<T>): AsyncIterable<T> {
+  if (charge === undefined) return body;
+  return {
+    [Symbol.asyncIterator]: () => {
+      const it = body[Symbol.asyncIterator]();
+      return {
+        next: () => current.run(charge, () => it.next()),
+        return: (value?: unknown) => current.run(charge, () => it.return?.(value) ?? Promise.resolve({ done: true, value: undefined as T })),
+        throw: (error?: unknown) => current.run(charge, () => it.throw?.(error) ?? Promise.reject(error)),
+      };
+    },
+  };
+}
+
 /** The loggers already told that a message came uncharged: told once each (once a process), not once a call. */
 const toldOfUncharged = new WeakSet<ErrorLogger>();
 

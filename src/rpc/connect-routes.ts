@@ -6,7 +6,7 @@ import type { RpcInflationScope } from "../config.js";
 import { apiError } from "../errors/api-error.js";
 import type { CallPass } from "../http/call-gate.js";
 import { type BodyGuard, guardedBody } from "../http/guarded-body.js";
-import { chargedCompressions, chargingInflationTo, type InflationCharge } from "./charged-inflation.js";
+import { chargedCompressions, chargingAnswerTo, chargingInflationTo, type InflationCharge } from "./charged-inflation.js";
 import { getMessageRefusal, withEmptyGetMessage } from "./connect-get-message.js";
 import { lowercaseEncodingNames, mayBeCompressed } from "./encoding-names.js";
 import type { ErrorLogger } from "./error-interceptor.js";
@@ -225,6 +225,7 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
       let answered: UniversalResponse;
       try {
         answered = await chargingInflationTo(inflation, () => handler(uReq));
+        if (answered.body !== undefined) answered = { ...answered, body: chargingAnswerTo(inflation, answered.body) };
       } catch (error) {
         if (!(error instanceof URIError) || outcome.protocol === "connect") throw error;
         // Connect could not write its own status into grpc-message: the
