@@ -252,11 +252,20 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
       // is one written ahead of the answers to requests before it.
       const latest = latestAnswer.get(socket as net.Socket);
       const reading = latest !== undefined && !latest.req.complete ? latest : undefined;
+      const at = reading === undefined ? -1 : open.indexOf(reading);
+      if (reading !== undefined && reading.writableEnded && at > 0 && error.code !== "ECONNRESET" && socket.writable) {
+        // Answered whole before its body was read (a call refused from its
+        // headers), that answer queued behind those to complete requests
+        // still being answered, which may have taken effect: they are sent,
+        // and its own, and the connection then closes (on the last answer's
+        // close), rather than cut with them all lost.
+        refused.add(socket);
+        return;
+      }
       if (error.code === "ECONNRESET" || error.code === "HPE_INVALID_EOF_STATE" || error.code === "ERR_HTTP_REQUEST_TIMEOUT" || !socket.writable || (reading !== undefined && (reading.headersSent || !open.includes(reading)))) {
         return void socket.destroy();
       }
       refused.add(socket);
-      const at = reading === undefined ? -1 : open.indexOf(reading);
       if (at > 0) {
         // Its body broke behind complete requests still being answered: as
         // for a bad request behind them, it is not answered, theirs are,

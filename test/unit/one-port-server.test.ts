@@ -228,6 +228,32 @@ test("a chunked body that breaks behind a complete request still being answered:
   }
 });
 
+test("a chunked body that breaks behind a complete request still being answered, its own answer made before its body was read (a call refused from its headers): both answers are sent, in order, then the connection is closed", async () => {
+  const server = await refusingServer((req, res) => {
+    const answer = res as http.ServerResponse;
+    if ((req as http.IncomingMessage).url === "/a") {
+      req.resume();
+      setTimeout(() => answer.end("done"), 400);
+      return;
+    }
+    answer.shouldKeepAlive = false;
+    answer.writeHead(401).end("refused");
+  });
+  try {
+    const client = await server.connect();
+    client.socket.write("PUT /a HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}POST /b HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+    await sleep(100);
+    // Not a chunk size.
+    client.socket.write("zz\r\n");
+    const ms = await client.closed;
+    assert.ok(ms >= 0 && ms < 3_000, `closed after ${ms} ms`);
+    assert.match(client.got(), /^HTTP\/1\.1 200 [^]*done(HTTP\/1\.1 401 [^]*refused[^]*)$/, client.got());
+    assert.is(client.got().match(/HTTP\/1\.1 \d{3} /g)?.length, 2, client.got());
+  } finally {
+    await server.close();
+  }
+});
+
 /** A raw HTTP/1.1 connection to `server` that keeps what it is sent, and when it closed. */
 async function rawConnection(server: net.Server) {
   const socket = net.connect((server.address() as net.AddressInfo).port, "127.0.0.1");
