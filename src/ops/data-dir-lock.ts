@@ -1,6 +1,6 @@
 import fs from "node:fs";
 import path from "node:path";
-import { createWhole, removeIfThere } from "./create-whole.js";
+import { createWhole, removeIfThere, removeLeftTemporaries } from "./create-whole.js";
 import { makeDirectory } from "./make-directory.js";
 
 /** Another live process holds the data directory. */
@@ -333,6 +333,8 @@ export function lockDataDir(dir: string): DataDirLock {
     }
   }
   claims.set(file, (claims.get(file) ?? 0) + 1);
+  // Held now: what a start killed while it wrote a claim or a secret here left behind.
+  removeLeftTemporaries(path.dirname(file));
   if (!listeningForExit) {
     listeningForExit = true;
     process.on("exit", releaseAllOnExit);

@@ -309,6 +309,28 @@ test("an empty pid file left long ago (by an earlier version's start, killed) is
   assert.equal(fs.readdirSync(dir), []);
 });
 
+test("a claim removes what a start killed between writing a file and linking it left (its *.tmp), not a live start's fresh one nor anything else", () => {
+  const dir = fresh();
+  fs.mkdirSync(dir, { recursive: true });
+  const old = new Date(Date.now() - 120_000);
+  const left = ["service.pid.4242-0a1b2c3d.tmp", "page-token-secret.77-deadbeef.tmp"];
+  for (const name of left) {
+    fs.writeFileSync(path.join(dir, name), "x");
+    fs.utimesSync(path.join(dir, name), old, old);
+  }
+  const kept = ["service.pid.4243-00ff00ff.tmp", "notes.tmp", "service.pid.x-0a1b2c3d.tmp"];
+  for (const name of kept) fs.writeFileSync(path.join(dir, name), "x");
+  fs.utimesSync(path.join(dir, "notes.tmp"), old, old);
+  fs.utimesSync(path.join(dir, "service.pid.x-0a1b2c3d.tmp"), old, old);
+  const lock = lockDataDir(dir);
+  try {
+    for (const name of left) assert.not.ok(fs.existsSync(path.join(dir, name)), `${name} is removed`);
+    for (const name of kept) assert.ok(fs.existsSync(path.join(dir, name)), `${name} is kept`);
+  } finally {
+    lock.release();
+  }
+});
+
 test("starts that find the same stale file at once: one takes it over, the others are refused", async () => {
   const rounds = 20;
   const base = fs.mkdtempSync(path.join(os.tmpdir(), "ev-lock-race-"));
