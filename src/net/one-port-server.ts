@@ -191,6 +191,11 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
       handler(req, res);
     },
   );
+  // An expectation other than 100-continue (none a client of this API
+  // sends) is ignored and its request served, which RFC 9110 (10.1.1)
+  // allows as it allows a 417: Node's own 417 has no body, so says
+  // nothing of what to change.
+  h1.on("checkExpectation", (req: http.IncomingMessage, res: http.ServerResponse) => h1.emit("request", req, res));
   // Answers not yet closed, by HTTP/1.1 connection, in the order of their requests.
   const unfinished = new WeakMap<net.Socket, Set<http.ServerResponse>>();
   // The answer to each HTTP/1.1 connection's latest request, closed or not.
@@ -336,6 +341,8 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
       handler(req, res);
     },
   );
+  // As over HTTP/1.1 (see h1's checkExpectation).
+  h2.on("checkExpectation", (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => h2.emit("request", req, res));
   // Node applies the server's timeout to each session. An idle one is
   // closed (GOAWAY). One with a stream open is not idle, only quiet (a
   // health Watch sends nothing while the status holds): it is pinged

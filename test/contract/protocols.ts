@@ -318,6 +318,18 @@ export function protocolsSuite(backend: Backend) {
     // route, RPC too (Connect, which builds a URL on the Host, answered those 500 INTERNAL).
     assert.match(await send("GET /healthz HTTP/1.0\r\n\r\n"), /^HTTP\/1\.1 200 /);
     assert.match(await send("GET /healthz HTTP/1.1\r\nHost:\r\nConnection: close\r\n\r\n"), /^HTTP\/1\.1 200 /);
+    // An expectation other than 100-continue is ignored (RFC 9110, 10.1.1), not answered Node's bare 417.
+    const expecting = await send(`POST /api/entities/${e}/versions/upload-url HTTP/1.1\r\nHost: x\r\nExpect: something-else\r\nAuthorization: ${svc.rest.defaultHeaders["authorization"]}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`);
+    assert.match(expecting, /^HTTP\/1\.1 400 /, expecting);
+    assert.match(expecting, '"code":"INVALID_ARGUMENT"', "served: the body was read and checked");
+    const session = http2.connect(svc.url);
+    try {
+      const req = session.request({ ":method": "GET", ":path": "/healthz", expect: "something-else" });
+      req.end();
+      assert.equal(await answerOf(req), { status: 200, text: '{"status":"ok"}' }, "the same over HTTP/2");
+    } finally {
+      session.close();
+    }
     for (const [label, call] of [
       ["an empty Host", connectCall("Host:\r\n").replace("HTTP/1.1\r\n", "HTTP/1.1\r\nConnection: close\r\n")],
       ["HTTP/1.0 without Host", connectCall("").replace("HTTP/1.1\r\n", "HTTP/1.0\r\n")],
