@@ -9,6 +9,7 @@ import { type BodyGuard, guardedBody } from "../http/guarded-body.js";
 import { chargedCompressions, chargingAnswerTo, chargingInflationTo, type InflationCharge } from "./charged-inflation.js";
 import { getMessageRefusal, withEmptyGetMessage } from "./connect-get-message.js";
 import { lowercaseEncodingNames, mayBeCompressed } from "./encoding-names.js";
+import { decodedTextBody, encodedTextBody, grpcWebBinaryContentType, grpcWebTextContentType, isGrpcWebText } from "./grpc-web-text.js";
 import type { ErrorLogger } from "./error-interceptor.js";
 import { minimalGrpcMessage } from "./grpc-message.js";
 import { codeName, noteRefusal, type RpcOutcome } from "./observe-interceptor.js";
@@ -190,6 +191,10 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
       const json = framing !== undefined || (req.method === "GET" && new URL(req.url, "http://x").searchParams.get("encoding") === "json");
       const uReq = universalRequestFromNodeRequest(req.raw, reply.raw, undefined, opts.contextValues(req));
       lowercaseEncodingNames(uReq.header);
+      // gRPC-Web's text form, which Connect does not implement: given to it
+      // as the binary form, its bodies translated (grpc-web-text).
+      const text = req.method === "POST" && isGrpcWebText(uReq.header.get("content-type"));
+      if (text) uReq.header.set("content-type", grpcWebBinaryContentType);
       // What a compressed message inflates to counts against the same
       // budget, as it is inflated (charged-inflation). Only a call whose
       // request names a coding is run in that scope: on Node 20 the first
@@ -211,6 +216,7 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
         if (req.method === "GET") uReq.url = withEmptyGetMessage(uReq.url);
       } else if (guard !== undefined && Symbol.asyncIterator in Object(uReq.body)) {
         let guarded = guardedBody(uReq.body as AsyncIterable<Uint8Array>, guard);
+        if (text) guarded = decodedTextBody(guarded);
         const encoding = uReq.header.get("content-encoding");
         if (framing === "enveloped" || (framing === "bare" && (encoding === null || encoding === "identity"))) guarded = utf8JsonMessages(guarded, framing);
         uReq.body = (async function* () {
@@ -226,6 +232,11 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
       try {
         answered = await chargingInflationTo(inflation, () => handler(uReq));
         if (answered.body !== undefined) answered = { ...answered, body: chargingAnswerTo(inflation, answered.body) };
+        if (text && answered.body !== undefined) {
+          const header = new Headers(answered.header);
+          header.set("content-type", grpcWebTextContentType);
+          answered = { ...answered, header, body: encodedTextBody(answered.body) };
+        }
       } catch (error) {
         if (!(error instanceof URIError) || outcome.protocol === "connect") throw error;
         // Connect could not write its own status into grpc-message: the

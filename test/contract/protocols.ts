@@ -4,6 +4,7 @@ import net from "node:net";
 import { brotliCompressSync, constants as zlibConstants, gzipSync } from "node:zlib";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import * as assert from "uvu/assert";
+import { type WatchEventsResponse, WatchEventsRequestSchema, WatchEventsResponseSchema } from "../../gen/entityversions/v1/entity_events_pb.js";
 import { GetVersionRequestSchema, GetVersionResponseSchema } from "../../gen/entityversions/v1/entity_versions_pb.js";
 import type { Backend } from "../support/env.js";
 import { memoryLogger, newEntityId, push, startService } from "../support/service.js";
@@ -165,6 +166,88 @@ export function protocolsSuite(backend: Backend) {
     assert.is(msg.version?.id, v.id);
     assert.is(body[5 + len], 0x80);
     assert.match(body.subarray(10 + len).toString(), /^grpc-status: ?0\r\n/m);
+  });
+
+  s("gRPC-Web's text form (base64, Google's grpc-web client's default): a unary call sent as padded runs, and a watch whose events come as they happen", async ({ svc }) => {
+    const e = newEntityId();
+    const v = (await push(svc, e)).confirm!.body.version;
+    const envelope = (payload: Uint8Array) => {
+      const frame = Buffer.alloc(5 + payload.length);
+      frame.writeUInt32BE(payload.length, 1);
+      Buffer.from(payload).copy(frame, 5);
+      return frame;
+    };
+    // Each group of four characters on its own, as Google's client reads them: padding may come anywhere between groups.
+    const fromText = (text: string) => Buffer.concat(Array.from({ length: Math.ceil(text.length / 4) }, (_, i) => Buffer.from(text.slice(4 * i, 4 * i + 4), "base64")));
+    /** The frames of a gRPC-Web body: messages, then the trailer frame's text. */
+    const framesOf = (body: Buffer) => {
+      const messages: Buffer[] = [];
+      let trailer: string | undefined;
+      for (let at = 0; at + 5 <= body.length; ) {
+        const length = body.readUInt32BE(at + 1);
+        const payload = body.subarray(at + 5, at + 5 + length);
+        if ((body[at]! & 0x80) !== 0) trailer = payload.toString();
+        else messages.push(payload);
+        at += 5 + length;
+      }
+      return { messages, trailer };
+    };
+    const request = envelope(toBinary(GetVersionRequestSchema, create(GetVersionRequestSchema, { entityId: e, versionId: v.id })));
+    // Two runs, each padded: the first 7 bytes, then the rest.
+    const sent = request.subarray(0, 7).toString("base64") + request.subarray(7).toString("base64");
+    assert.match(sent.slice(0, -2), /=[A-Za-z0-9+/]/, "padding inside the body");
+    const res = await fetch(`${svc.url}/entityversions.v1.EntityVersionsService/GetVersion`, {
+      method: "POST",
+      headers: { "content-type": "application/grpc-web-text", accept: "application/grpc-web-text", "x-grpc-web": "1", ...svc.rest.defaultHeaders },
+      body: sent,
+    });
+    assert.is(res.status, 200);
+    assert.is(res.headers.get("content-type"), "application/grpc-web-text+proto");
+    const text = await res.text();
+    assert.match(text, /^[A-Za-z0-9+/=]+$/, "the answer is base64");
+    const { messages, trailer } = framesOf(fromText(text));
+    assert.is(messages.length, 1);
+    assert.is(fromBinary(GetVersionResponseSchema, messages[0]!).version?.id, v.id);
+    assert.match(trailer ?? "", /^grpc-status: ?0\r\n/m);
+
+    const broken = await fetch(`${svc.url}/entityversions.v1.EntityVersionsService/GetVersion`, {
+      method: "POST",
+      headers: { "content-type": "application/grpc-web-text+proto", "x-grpc-web": "1", ...svc.rest.defaultHeaders },
+      body: `${sent}*`,
+    });
+    const brokenFrames = framesOf(fromText(await broken.text()));
+    const status = broken.headers.get("grpc-status") ?? /grpc-status: ?(\d+)/.exec(brokenFrames.trailer ?? "")?.[1];
+    assert.is(status, "3", "a body that is not base64 is INVALID_ARGUMENT");
+
+    // A server stream: the bookmark at once, then the event of a push made while it is open.
+    const controller = new AbortController();
+    try {
+      const watch = await fetch(`${svc.url}/entityversions.v1.EntityEventsService/WatchEvents`, {
+        method: "POST",
+        headers: { "content-type": "application/grpc-web-text", "x-grpc-web": "1", ...svc.rest.defaultHeaders },
+        body: envelope(toBinary(WatchEventsRequestSchema, create(WatchEventsRequestSchema, { entityId: e }))).toString("base64"),
+        signal: controller.signal,
+      });
+      assert.is(watch.headers.get("content-type"), "application/grpc-web-text+proto");
+      const reader = watch.body!.getReader();
+      let received = "";
+      const next = async (done: (items: WatchEventsResponse[]) => boolean) => {
+        for (;;) {
+          const whole = received.slice(0, received.length - (received.length % 4));
+          const items = framesOf(fromText(whole)).messages.map((m) => fromBinary(WatchEventsResponseSchema, m));
+          if (done(items)) return items;
+          const chunk = await reader.read();
+          assert.not.ok(chunk.done, "the watch ended early");
+          received += new TextDecoder().decode(chunk.value);
+        }
+      };
+      await next((items) => items.some((i) => i.kind.case === "bookmark"));
+      const v2 = (await push(svc, e, { base: v.id })).confirm!.body.version;
+      const items = await next((all) => all.some((i) => i.kind.case === "event" && i.kind.value.versionId === v2.id));
+      assert.ok(items.length >= 2);
+    } finally {
+      controller.abort();
+    }
   });
 
   s("gRPC and gRPC-Web JSON holding a lone surrogate get a status, not a 500: in the request's key, a value, and a value an error quotes", async ({ svc }) => {
