@@ -96,6 +96,8 @@ export class OrphanSweeper {
     const cutoff = new Date(now.getTime() - this.#options.graceMs);
     const done = { abandonedUploads: 0, strayBlobs: 0, prunedEvents: 0, keptPackages: 0 };
     const keepUnrecorded = this.#options.deleteUnrecordedPackages === false;
+    /** Kept packages this sweep that the log has not named (past maxKeptNamed). */
+    let keptUnnamed = 0;
     try {
       for (let marked = -1; marked !== 0 && !this.#stopping; ) {
         marked = await this.#uploads.abandonIssuedBefore(cutoff, now, 500);
@@ -131,10 +133,11 @@ export class OrphanSweeper {
           if (!stray) continue;
           if (keepUnrecorded && path.area === "final") {
             done.keptPackages++;
-            if (this.#keptNamed.size < maxKeptNamed && !this.#keptNamed.has(blob.name)) {
+            if (this.#keptNamed.has(blob.name)) continue;
+            if (this.#keptNamed.size < maxKeptNamed) {
               this.#keptNamed.add(blob.name);
               this.#log.warn({ path: blob.name, entity_id: path.entityId }, "kept a package no version records, as SWEEP_UNRECORDED_PACKAGES=off says (README, Backups)");
-            }
+            } else keptUnnamed++;
             continue;
           }
           try {
@@ -153,6 +156,15 @@ export class OrphanSweeper {
             this.#log.warn({ err: error, path: blob.name }, "could not delete a stray blob; the next sweep retries it");
           }
         }
+      }
+      // Past the names the log holds, the others are still said to exist:
+      // an operator who pushes again only what the log names would
+      // otherwise lose them at the first sweep without the setting.
+      if (keptUnnamed > 0) {
+        this.#log.warn(
+          { kept: done.keptPackages, unnamed: keptUnnamed, named: maxKeptNamed },
+          `kept ${keptUnnamed} packages no version records beyond the first ${maxKeptNamed} the log names, as SWEEP_UNRECORDED_PACKAGES=off says: list versions/ in the blob container to find them (README, Backups)`,
+        );
       }
       if (!this.#stopping) await this.#deleter.runOnce(1000);
     } catch (error) {

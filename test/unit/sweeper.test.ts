@@ -13,7 +13,7 @@ const old = new Date("2026-01-01T00:00:00Z");
 const now = new Date("2026-06-01T00:00:00Z");
 const id = (n: number) => `00000000-0000-4000-8000-00000000000${n}`;
 
-function sweeperOver(names: string[], refuse: Set<string>, listFailsAfter?: number, goneAlready = new Set<string>()) {
+function sweeperOver(names: string[], refuse: Set<string>, listFailsAfter?: number, goneAlready = new Set<string>(), deleteUnrecordedPackages?: boolean) {
   const deleted: string[] = [];
   const warned: string[] = [];
   const reports: Array<{ result: SweepResult; error: unknown }> = [];
@@ -42,6 +42,7 @@ function sweeperOver(names: string[], refuse: Set<string>, listFailsAfter?: numb
   const sweeper = new OrphanSweeper(uploads, blobs, deleter, { now: () => now } as never, log, {
     graceMs: 60_000,
     intervalMs: 3_600_000,
+    deleteUnrecordedPackages,
     onSweep: (result, error) => reports.push({ result, error }),
   });
   return { sweeper, deleted, warned, reports };
@@ -74,6 +75,21 @@ test("a listed stray blob someone else deleted before the sweeper's delete is no
   const result = await sweeper.runOnce();
   assert.equal(deleted, [names[0], names[2]]);
   assert.is(result.strayBlobs, 2);
+});
+
+test("SWEEP_UNRECORDED_PACKAGES=off with more kept packages than the log names: the rest are counted in the log every sweep, not kept unsaid", async () => {
+  const uuid = (n: number) => `00000000-0000-4000-8000-${n.toString().padStart(12, "0")}`;
+  const names = Array.from({ length: 10_002 }, (_, n) => `versions/e/${uuid(n)}/package`);
+  const { sweeper, deleted, warned } = sweeperOver(names, new Set(), undefined, undefined, false);
+  for (let sweep = 1; sweep <= 2; sweep++) {
+    const result = await sweeper.runOnce();
+    assert.is(result.keptPackages, 10_002);
+    assert.equal(deleted, []);
+    const summaries = warned.filter((msg) => msg.includes("beyond the first 10000"));
+    assert.is(summaries.length, sweep, "said again by every sweep");
+    assert.match(summaries[0]!, "kept 2 packages no version records beyond the first 10000 the log names");
+  }
+  assert.is(warned.filter((msg) => msg.startsWith("kept a package no version records")).length, 10_000, "each of the first named once");
 });
 
 test.run();
