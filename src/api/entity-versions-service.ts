@@ -236,7 +236,10 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
       const { outcome, entityExists, tip } = await this.#d.store.precheck(push);
       const refused = pushError(outcome, context, tip);
       if (refused !== undefined) throw refused;
-      if (outcome.kind === "existing" && !outcome.activate) return { version: toVersionMessage(outcome.version), created: false, alreadyConfirmed: outcome.reason === "retry" };
+      // already_confirmed says whose version it is, not whether the request
+      // repeats the first one: a client that rebuilt its retried confirm
+      // (a new version string) is still answered the version its upload made.
+      if (outcome.kind === "existing" && !outcome.activate) return { version: toVersionMessage(outcome.version), created: false, alreadyConfirmed: outcome.version.uploadId === upload.uploadId };
       const create = outcome.kind === "create";
       const release = create && this.#turns !== undefined ? await this.#turns.take(entityId, ctx.signal, decidedAt) : () => undefined;
       if (release === undefined) continue;
@@ -293,7 +296,7 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
         void this.#d.deleter.discard([upload.path, ...(lock === undefined ? [] : [lock.path])]);
         return { version: toVersionMessage(result.version), created: true };
       }
-      if (result.kind === "existing") return { version: toVersionMessage(result.version), created: false, alreadyConfirmed: result.reason === "retry" };
+      if (result.kind === "existing") return { version: toVersionMessage(result.version), created: false, alreadyConfirmed: result.version.uploadId === upload.uploadId };
       throw apiError("DATABASE_BUSY", {});
     }
   }

@@ -401,9 +401,10 @@ export function pushSuite(backend: Backend) {
       assert.match(r.body.error, `already made version "${v.id}"`);
     }
     // "Re-confirming a version that is already published (same source hash, force not true) returns 200 with the existing version, not 409."
+    // Its own upload's version: already_confirmed, as for a retry that rebuilt its request (a new version string).
     for (const other of [{ version: nextVersionString() }, { file_size_bytes: v.file_size_bytes + 1 }]) {
       const r = await svc.rest.post(`/api/entities/${e}/versions/confirm`, { ...same, ...other, base_version_id: v.id });
-      assert.equal([r.status, r.body.created, r.body.already_confirmed, r.body.version.id, r.body.version.is_active], [200, false, false, v.id, false], JSON.stringify(r.body));
+      assert.equal([r.status, r.body.created, r.body.already_confirmed, r.body.version.id, r.body.version.is_active], [200, false, true, v.id, false], JSON.stringify(r.body));
     }
     // Asking to activate it: the used upload cannot record that, a fresh upload of the source can.
     const activating = await svc.rest.post(`/api/entities/${e}/versions/confirm`, { ...same, version: nextVersionString(), set_as_active: true });
@@ -412,7 +413,7 @@ export function pushSuite(backend: Backend) {
     const forced = await push(svc, e, { sourceHash: p.sourceHash, base: v.id, force: true });
     assert.is(forced.confirm!.status, 201);
     const newest = await svc.rest.post(`/api/entities/${e}/versions/confirm`, { ...same, version: nextVersionString() });
-    assert.equal([newest.status, newest.body.version.id], [200, forced.confirm!.body.version.id], JSON.stringify(newest.body));
+    assert.equal([newest.status, newest.body.version.id, newest.body.already_confirmed], [200, forced.confirm!.body.version.id, false], JSON.stringify(newest.body));
     const retry = await svc.rest.post(`/api/entities/${e}/versions/confirm`, same);
     assert.equal([retry.status, retry.body.version.id], [200, v.id], "the same confirm again is still a retry");
     assert.is((await svc.rest.get(`/api/entities/${e}/versions`)).body.versions.length, 2);

@@ -489,9 +489,10 @@ export type ConfirmUploadResponse = Message<"entityversions.v1.ConfirmUploadResp
 
   /**
    * True when this upload had already been confirmed and created `version`:
-   * the confirm was a retry (say, after its answer was lost), and
-   * `created` is false. A client that sent that earlier confirm created
-   * the version. False when `version` is another upload's (deduplication).
+   * the confirm was a retry (say, after its answer was lost; also one that
+   * names another version string or size), and `created` is false. A
+   * client that sent that earlier confirm created the version. False when
+   * `version` is another upload's (deduplication).
    *
    * @generated from field: bool already_confirmed = 3;
    */
