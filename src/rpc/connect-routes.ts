@@ -215,8 +215,11 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
         uReq.body = once(emptyMessageBody(uReq.header.get("content-type") ?? ""));
         if (req.method === "GET") uReq.url = withEmptyGetMessage(uReq.url);
       } else if (guard !== undefined && Symbol.asyncIterator in Object(uReq.body)) {
-        let guarded = guardedBody(uReq.body as AsyncIterable<Uint8Array>, guard);
-        if (text) guarded = decodedTextBody(guarded);
+        // A text body is charged what it decodes to, the bytes held: its
+        // base64 is a third larger, and charged that, a message of up to
+        // MAX_REQUEST_BYTES could pass its connection's budget alone.
+        const raw = uReq.body as AsyncIterable<Uint8Array>;
+        let guarded = guardedBody(text ? decodedTextBody(raw) : raw, guard);
         const encoding = uReq.header.get("content-encoding");
         if (framing === "enveloped" || (framing === "bare" && (encoding === null || encoding === "identity"))) guarded = utf8JsonMessages(guarded, framing);
         uReq.body = (async function* () {
