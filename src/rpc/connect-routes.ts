@@ -9,6 +9,7 @@ import { type BodyGuard, guardedBody } from "../http/guarded-body.js";
 import { chargedCompressions, chargingAnswerTo, chargingInflationTo, type InflationCharge } from "./charged-inflation.js";
 import { getMessageRefusal, withEmptyGetMessage } from "./connect-get-message.js";
 import { lowercaseEncodingNames, mayBeCompressed } from "./encoding-names.js";
+import { watchingGrpcWebStatus } from "./grpc-web-status.js";
 import { decodedTextBody, encodedTextBody, grpcWebBinaryContentType, grpcWebTextContentType, isGrpcWebText } from "./grpc-web-text.js";
 import type { ErrorLogger } from "./error-interceptor.js";
 import { minimalGrpcMessage } from "./grpc-message.js";
@@ -235,11 +236,6 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
       try {
         answered = await chargingInflationTo(inflation, () => handler(uReq));
         if (answered.body !== undefined) answered = { ...answered, body: chargingAnswerTo(inflation, answered.body) };
-        if (text && answered.body !== undefined) {
-          const header = new Headers(answered.header);
-          header.set("content-type", grpcWebTextContentType);
-          answered = { ...answered, header, body: encodedTextBody(answered.body) };
-        }
       } catch (error) {
         if (!(error instanceof URIError) || outcome.protocol === "connect") throw error;
         // Connect could not write its own status into grpc-message: the
@@ -270,6 +266,18 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
       if (bodyError === undefined) bodyError = inflation?.refusal;
       if (bodyError instanceof ConnectError) noteRefusal(outcome, bodyError);
       else if (outcome.rpc === undefined) outcome.code = refusalCode(uRes);
+      // A gRPC-Web answer's status comes in its body: one no interceptor
+      // saw (Connect refused the call first) is named when it is sent.
+      if (outcome.protocol === "grpc-web" && uRes.body !== undefined) {
+        uRes.body = watchingGrpcWebStatus(uRes.body, (code) => {
+          if (outcome.rpc === undefined) outcome.code = codeName(code);
+        });
+      }
+      if (text && uRes.body !== undefined) {
+        uRes.header = new Headers(uRes.header);
+        uRes.header.set("content-type", grpcWebTextContentType);
+        uRes.body = encodedTextBody(uRes.body);
+      }
       closeIfBodyUnread(req, reply);
       // A Connect GET is cacheable (its protocol's point), and its answer's
       // encoding follows Accept-Encoding: shared caches must key on it.

@@ -275,6 +275,41 @@ export function protocolsSuite(backend: Backend) {
     }
   });
 
+  s("a gRPC-Web call Connect refuses before any interceptor (a truncated message) is logged with the status its trailer frame carries, binary and text alike, not as unknown", async () => {
+    const { logger, text } = memoryLogger("info");
+    const svc = await startService(backend, { logger });
+    try {
+      // An envelope that promises 100 bytes and brings 3.
+      const truncated = Buffer.from([0, 0, 0, 0, 100, 1, 2, 3]);
+      const forms: Array<[string, string, string]> = [
+        ["binary", "application/grpc-web+proto", "GetVersion"],
+        ["text", "application/grpc-web-text", "GetActiveVersion"],
+      ];
+      for (const [label, contentType, method] of forms) {
+        const path = `/entityversions.v1.EntityVersionsService/${method}`;
+        const res = await fetch(`${svc.url}${path}`, {
+          method: "POST",
+          headers: { "content-type": contentType, "x-grpc-web": "1", ...svc.rest.defaultHeaders },
+          body: label === "text" ? truncated.toString("base64") : truncated,
+        });
+        const raw = Buffer.from(await res.arrayBuffer());
+        const body = label === "text" ? Buffer.from(raw.toString("latin1"), "base64") : raw;
+        const status = res.headers.get("grpc-status") ?? /grpc-status: ?(\d+)/.exec(body.toString("latin1"))?.[1];
+        assert.ok(status !== undefined && status !== "0", `${label}: ${body.toString("latin1")}`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        const lines = text()
+          .split("\n")
+          .filter((l) => l !== "")
+          .map((l) => JSON.parse(l) as { msg: string; path?: string; code?: string })
+          .filter((l) => l.msg === "request" && l.path === path);
+        const names = ["ok", "canceled", "unknown", "invalid_argument", "deadline_exceeded", "not_found", "already_exists", "permission_denied", "resource_exhausted", "failed_precondition", "aborted", "out_of_range", "unimplemented", "internal", "unavailable", "data_loss", "unauthenticated"];
+        assert.equal(lines.map((l) => l.code), [names[Number(status)]], `${label}: ${JSON.stringify(lines)}`);
+      }
+    } finally {
+      await svc.close();
+    }
+  });
+
   s("gRPC and gRPC-Web JSON holding a lone surrogate get a status, not a 500: in the request's key, a value, and a value an error quotes", async ({ svc }) => {
     const e = newEntityId();
     const envelope = (json: string) => {

@@ -1,0 +1,54 @@
+/**
+ * The status a gRPC-Web answer ends with, read from its body as it is
+ * sent. Why: gRPC-Web carries its status in the body's last frame (the
+ * trailer frame, flag 0x80; PROTOCOL-WEB.md), not in HTTP trailers, so a
+ * call Connect refuses before any interceptor runs (a truncated message)
+ * would otherwise be counted and logged with no code at all.
+ */
+export async function* watchingGrpcWebStatus(body: AsyncIterable<Uint8Array>, onStatus: (code: number) => void): AsyncGenerator<Uint8Array> {
+  // Frames may be split or joined across chunks: read by their length
+  // prefixes, keeping only the trailer frame's bytes.
+  let head = Buffer.alloc(0);
+  let skip = 0;
+  let trailer: Buffer[] | undefined;
+  let trailerLeft = 0;
+  for await (const chunk of body) {
+    yield chunk;
+    let at = 0;
+    const bytes = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    while (at < bytes.length) {
+      if (skip > 0) {
+        const taken = Math.min(skip, bytes.length - at);
+        skip -= taken;
+        at += taken;
+        continue;
+      }
+      if (trailer !== undefined && trailerLeft > 0) {
+        const taken = Math.min(trailerLeft, bytes.length - at);
+        trailer.push(bytes.subarray(at, at + taken));
+        trailerLeft -= taken;
+        at += taken;
+        if (trailerLeft === 0) report(Buffer.concat(trailer).toString("latin1"), onStatus);
+        continue;
+      }
+      const need = 5 - head.length;
+      head = Buffer.concat([head, bytes.subarray(at, at + need)]);
+      at += Math.min(need, bytes.length - at);
+      if (head.length < 5) break;
+      const length = head.readUInt32BE(1);
+      if ((head[0]! & 0x80) !== 0) {
+        trailer = [];
+        trailerLeft = length;
+        if (length === 0) report("", onStatus);
+      } else {
+        skip = length;
+      }
+      head = Buffer.alloc(0);
+    }
+  }
+}
+
+function report(trailer: string, onStatus: (code: number) => void): void {
+  const status = /^grpc-status: ?(\d+)\r?$/im.exec(trailer)?.[1];
+  if (status !== undefined) onStatus(Number(status));
+}
