@@ -271,7 +271,7 @@ export const connectRoutes: FastifyPluginCallback<ConnectRoutesOptions> = (insta
       if (outcome.protocol === "grpc-web" && uRes.body !== undefined) {
         uRes.body = watchingGrpcWebStatus(uRes.body, (code) => {
           if (outcome.rpc === undefined) outcome.code = codeName(code);
-        });
+        }, uRes.header?.get("grpc-encoding"));
       }
       if (text && uRes.body !== undefined) {
         uRes.header = new Headers(uRes.header);

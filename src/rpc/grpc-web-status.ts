@@ -1,17 +1,28 @@
+import { promisify } from "node:util";
+import { brotliDecompress, gunzip } from "node:zlib";
+
+const inflaters = new Map<string, (bytes: Buffer) => Promise<Buffer>>([
+  ["gzip", promisify(gunzip)],
+  ["br", promisify(brotliDecompress)],
+]);
+
 /**
  * The status a gRPC-Web answer ends with, read from its body as it is
  * sent. Why: gRPC-Web carries its status in the body's last frame (the
  * trailer frame, flag 0x80; PROTOCOL-WEB.md), not in HTTP trailers, so a
  * call Connect refuses before any interceptor runs (a truncated message)
- * would otherwise be counted and logged with no code at all.
+ * would otherwise be counted and logged with no code at all. `encoding`
+ * is the answer's grpc-encoding: a trailer frame of 1 KiB or more is
+ * compressed with it (Connect's compressMinBytes), its flag 0x81.
  */
-export async function* watchingGrpcWebStatus(body: AsyncIterable<Uint8Array>, onStatus: (code: number) => void): AsyncGenerator<Uint8Array> {
+export async function* watchingGrpcWebStatus(body: AsyncIterable<Uint8Array>, onStatus: (code: number) => void, encoding?: string | null): AsyncGenerator<Uint8Array> {
   // Frames may be split or joined across chunks: read by their length
   // prefixes, keeping only the trailer frame's bytes.
   let head = Buffer.alloc(0);
   let skip = 0;
   let trailer: Buffer[] | undefined;
   let trailerLeft = 0;
+  let compressed = false;
   for await (const chunk of body) {
     yield chunk;
     let at = 0;
@@ -28,7 +39,7 @@ export async function* watchingGrpcWebStatus(body: AsyncIterable<Uint8Array>, on
         trailer.push(bytes.subarray(at, at + taken));
         trailerLeft -= taken;
         at += taken;
-        if (trailerLeft === 0) report(Buffer.concat(trailer).toString("latin1"), onStatus);
+        if (trailerLeft === 0) await report(Buffer.concat(trailer), compressed, encoding, onStatus);
         continue;
       }
       const need = 5 - head.length;
@@ -39,7 +50,8 @@ export async function* watchingGrpcWebStatus(body: AsyncIterable<Uint8Array>, on
       if ((head[0]! & 0x80) !== 0) {
         trailer = [];
         trailerLeft = length;
-        if (length === 0) report("", onStatus);
+        compressed = (head[0]! & 0x01) !== 0;
+        if (length === 0) await report(Buffer.alloc(0), false, encoding, onStatus);
       } else {
         skip = length;
       }
@@ -48,7 +60,20 @@ export async function* watchingGrpcWebStatus(body: AsyncIterable<Uint8Array>, on
   }
 }
 
-function report(trailer: string, onStatus: (code: number) => void): void {
-  const status = /^grpc-status: ?(\d+)\r?$/im.exec(trailer)?.[1];
+async function report(trailer: Buffer, compressed: boolean, encoding: string | null | undefined, onStatus: (code: number) => void): Promise<void> {
+  let text: string;
+  if (compressed) {
+    const inflate = encoding === null || encoding === undefined ? undefined : inflaters.get(encoding);
+    // Not one this server compresses with: nothing to read, nothing to name.
+    if (inflate === undefined) return;
+    try {
+      text = (await inflate(trailer)).toString("latin1");
+    } catch {
+      return;
+    }
+  } else {
+    text = trailer.toString("latin1");
+  }
+  const status = /^grpc-status: ?(\d+)\r?$/im.exec(text)?.[1];
   if (status !== undefined) onStatus(Number(status));
 }

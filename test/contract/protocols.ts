@@ -1,7 +1,7 @@
 import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
-import { brotliCompressSync, constants as zlibConstants, gzipSync } from "node:zlib";
+import { brotliCompressSync, constants as zlibConstants, gunzipSync, gzipSync } from "node:zlib";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import * as assert from "uvu/assert";
 import { type WatchEventsResponse, WatchEventsRequestSchema, WatchEventsResponseSchema } from "../../gen/entityversions/v1/entity_events_pb.js";
@@ -305,6 +305,39 @@ export function protocolsSuite(backend: Backend) {
         const names = ["ok", "canceled", "unknown", "invalid_argument", "deadline_exceeded", "not_found", "already_exists", "permission_denied", "resource_exhausted", "failed_precondition", "aborted", "out_of_range", "unimplemented", "internal", "unavailable", "data_loss", "unauthenticated"];
         assert.equal(lines.map((l) => l.code), [names[Number(status)]], `${label}: ${JSON.stringify(lines)}`);
       }
+    } finally {
+      await svc.close();
+    }
+  });
+
+  s("a gRPC-Web call Connect refuses before any interceptor, its trailer frame compressed (1 KiB or more, gzip asked for), is logged with that trailer's status, not as unknown", async () => {
+    const { logger, text } = memoryLogger("info");
+    const svc = await startService(backend, { logger });
+    try {
+      // A JSON key no field has, long enough that Connect's refusal quoting it is compressed.
+      const json = Buffer.from(JSON.stringify({ ["k".repeat(3000)]: 1 }));
+      const frame = Buffer.alloc(5 + json.length);
+      frame.writeUInt32BE(json.length, 1);
+      json.copy(frame, 5);
+      const path = "/entityversions.v1.EntityVersionsService/GetVersion";
+      const res = await fetch(`${svc.url}${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/grpc-web+json", "x-grpc-web": "1", "grpc-accept-encoding": "gzip", ...svc.rest.defaultHeaders },
+        body: frame,
+      });
+      const raw = Buffer.from(await res.arrayBuffer());
+      assert.is(raw[0], 0x81, "the trailer frame came compressed");
+      assert.match(gunzipSync(raw.subarray(5)).toString("latin1"), /grpc-status: ?3\r\n/);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const lines = text()
+        .split("\n")
+        .filter((l) => l !== "")
+        .map((l) => JSON.parse(l) as { msg: string; path?: string; code?: string })
+        .filter((l) => l.msg === "request" && l.path === path);
+      assert.equal(
+        lines.map((l) => l.code),
+        ["invalid_argument"],
+      );
     } finally {
       await svc.close();
     }

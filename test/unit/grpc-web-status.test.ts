@@ -1,5 +1,6 @@
 // The status of a gRPC-Web answer, read from its trailer frame as the body goes out.
 import { test } from "uvu";
+import { brotliCompressSync, gzipSync } from "node:zlib";
 import * as assert from "uvu/assert";
 import { watchingGrpcWebStatus } from "../../src/rpc/grpc-web-status.js";
 
@@ -31,6 +32,24 @@ test("a body without a trailer frame, or one without a status, reports nothing",
     const seen: number[] = [];
     for await (const _ of watchingGrpcWebStatus(split(body, 3), (code) => seen.push(code))) void _;
     assert.equal(seen, []);
+  }
+});
+
+test("a compressed trailer frame (flag 0x81, 1 KiB or more) is read through the answer's grpc-encoding", async () => {
+  const trailer = Buffer.from(`grpc-status: 3\r\ngrpc-message: ${"k".repeat(2000)}\r\n`, "latin1");
+  for (const [encoding, compressed] of [
+    ["gzip", gzipSync(trailer)],
+    ["br", brotliCompressSync(trailer)],
+  ] as const) {
+    const head = Buffer.alloc(5);
+    head[0] = 0x81;
+    head.writeUInt32BE(compressed.length, 1);
+    const body = Buffer.concat([frame(0, "a message"), head, compressed]);
+    const seen: number[] = [];
+    const out: Buffer[] = [];
+    for await (const chunk of watchingGrpcWebStatus(split(body, 7), (code) => seen.push(code), encoding)) out.push(Buffer.from(chunk));
+    assert.equal(seen, [3], encoding);
+    assert.equal(Buffer.concat(out), body, encoding);
   }
 });
 
