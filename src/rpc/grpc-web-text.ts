@@ -37,6 +37,9 @@ export async function* decodedTextBody(body: AsyncIterable<Uint8Array>): AsyncGe
   let pending = "";
   for await (const chunk of body) {
     pending += Buffer.from(chunk).toString("latin1").replace(/\s+/g, "");
+    // Looked at as it comes, not once a group is whole: a stray character
+    // in the last group is named for what it is.
+    if (!base64Char.test(pending)) throw notBase64();
     const whole = pending.length - (pending.length % 4);
     if (whole === 0) continue;
     const bytes = decodeGroups(pending.slice(0, whole));
@@ -46,8 +49,11 @@ export async function* decodedTextBody(body: AsyncIterable<Uint8Array>): AsyncGe
   if (pending.length > 0) throw apiError("MALFORMED_REQUEST", { problem: "its gRPC-Web text body ends partway through a base64 group of four characters" });
 }
 
+function notBase64() {
+  return apiError("MALFORMED_REQUEST", { problem: "its gRPC-Web text body is not base64" });
+}
+
 function decodeGroups(text: string): Uint8Array {
-  if (!base64Char.test(text)) throw apiError("MALFORMED_REQUEST", { problem: "its gRPC-Web text body is not base64" });
   // Runs that end in padding: each decoded on its own.
   const runs = text.split(/(?<==)(?=[^=])/);
   return runs.length === 1 ? Buffer.from(text, "base64") : Buffer.concat(runs.map((run) => Buffer.from(run, "base64")));

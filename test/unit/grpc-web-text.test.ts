@@ -40,6 +40,17 @@ test("a body that is not base64, or ends partway through a group of four, is MAL
   }
 });
 
+test("a stray character is named as not base64 wherever it comes, in the body's last, unfinished group too", async () => {
+  for (const pieces of [["YWJj*"], ["YWJjZ*"], ["YW", "*"], ["YWJj", "ZGVm", "Z!"]]) {
+    try {
+      await all(decodedTextBody(chunks(...pieces)));
+      assert.unreachable(pieces.join(""));
+    } catch (error) {
+      assert.match((error as ConnectError).rawMessage, "is not base64", pieces.join(""));
+    }
+  }
+});
+
 test("an answer is encoded chunk by chunk, each padded, so that nothing of a chunk waits for the next", async () => {
   const encoded: string[] = [];
   for await (const chunk of encodedTextBody(chunks("a", "", "bcde"))) encoded.push(Buffer.from(chunk).toString("latin1"));
