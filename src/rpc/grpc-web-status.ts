@@ -75,5 +75,6 @@ async function report(trailer: Buffer, compressed: boolean, encoding: string | n
     text = trailer.toString("latin1");
   }
   const status = /^grpc-status: ?(\d+)\r?$/im.exec(text)?.[1];
-  if (status !== undefined) onStatus(Number(status));
+  // Only the codes gRPC defines (0 to 16): the callback names them.
+  if (status !== undefined && Number(status) <= 16) onStatus(Number(status));
 }

@@ -27,8 +27,8 @@ test("the trailer frame's grpc-status is read whatever the chunks, after message
   }
 });
 
-test("a body without a trailer frame, or one without a status, reports nothing", async () => {
-  for (const body of [frame(0, "only a message"), frame(0x80, "grpc-message: no status\r\n"), Buffer.alloc(0)]) {
+test("a body without a trailer frame, or one without a status gRPC defines, reports nothing", async () => {
+  for (const body of [frame(0, "only a message"), frame(0x80, "grpc-message: no status\r\n"), frame(0x80, "grpc-status: 99\r\n"), Buffer.alloc(0)]) {
     const seen: number[] = [];
     for await (const _ of watchingGrpcWebStatus(split(body, 3), (code) => seen.push(code))) void _;
     assert.equal(seen, []);
