@@ -385,19 +385,25 @@ s("an open-file limit below HTTP_MAX_CONNECTIONS is refused in production, and s
   }
 });
 
+/** A start's settings on the shared Azurite's blob `container`, with `dataDir` as its DATA_DIR (SQLite there, unless `extra` names DATABASE_URL). */
+function onContainer(connectionString: string, container: string, dataDir: string, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    PORT: "0",
+    DATA_DIR: dataDir,
+    AZURE_STORAGE_CONNECTION_STRING: connectionString,
+    AZURE_STORAGE_CONTAINER: container,
+    AUTH_JWT_SECRET: testAuth.secret,
+    AUTH_ISSUER: testAuth.issuer,
+    AUTH_AUDIENCE: testAuth.audience,
+    ...extra,
+  };
+}
+
 s("a second database on a blob container that holds another's packages is refused at start (its sweeper would delete them); the first starts again", async () => {
   const azurite = await sharedAzurite();
   const first = fs.mkdtempSync(path.join(os.tmpdir(), "ev-owner-a-"));
   const second = fs.mkdtempSync(path.join(os.tmpdir(), "ev-owner-b-"));
-  const env = (dataDir: string) => ({
-    PORT: "0",
-    DATA_DIR: dataDir,
-    AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString,
-    AZURE_STORAGE_CONTAINER: "ev-owned",
-    AUTH_JWT_SECRET: testAuth.secret,
-    AUTH_ISSUER: testAuth.issuer,
-    AUTH_AUDIENCE: testAuth.audience,
-  });
+  const env = (dataDir: string) => onContainer(azurite.connectionString, "ev-owned", dataDir);
   try {
     const a = await spawnService(env(first), { url: "", drop: async () => undefined });
     const e = newEntityId();
@@ -432,16 +438,7 @@ s("two databases without versions given one configured blob container: the secon
   const container = `ev-shared-${randomBytes(4).toString("hex")}`;
   const first = fs.mkdtempSync(path.join(os.tmpdir(), "ev-shared-x-"));
   const second = fs.mkdtempSync(path.join(os.tmpdir(), "ev-shared-z-"));
-  const env = (dataDir: string, extra: Record<string, string> = {}) => ({
-    PORT: "0",
-    DATA_DIR: dataDir,
-    AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString,
-    AZURE_STORAGE_CONTAINER: container,
-    AUTH_JWT_SECRET: testAuth.secret,
-    AUTH_ISSUER: testAuth.issuer,
-    AUTH_AUDIENCE: testAuth.audience,
-    ...extra,
-  });
+  const env = (dataDir: string, extra: Record<string, string> = {}) => onContainer(azurite.connectionString, container, dataDir, extra);
   const none = { url: "", drop: async () => undefined };
   const store = new AzureBlobStore({ connectionString: azurite.connectionString, container });
   try {
@@ -483,17 +480,7 @@ s("a database without versions on a blob container that records no owner but hol
   const first = fs.mkdtempSync(path.join(os.tmpdir(), "ev-unrecorded-a-"));
   const second = fs.mkdtempSync(path.join(os.tmpdir(), "ev-unrecorded-b-"));
   // Swept at once: claimed, the second database's first sweep would delete the first one's packages.
-  const env = (dataDir: string) => ({
-    PORT: "0",
-    DATA_DIR: dataDir,
-    AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString,
-    AZURE_STORAGE_CONTAINER: container,
-    AUTH_JWT_SECRET: testAuth.secret,
-    AUTH_ISSUER: testAuth.issuer,
-    AUTH_AUDIENCE: testAuth.audience,
-    ORPHAN_GRACE_SECONDS: "1",
-    SWEEP_INTERVAL_SECONDS: "1",
-  });
+  const env = (dataDir: string) => onContainer(azurite.connectionString, container, dataDir, { ORPHAN_GRACE_SECONDS: "1", SWEEP_INTERVAL_SECONDS: "1" });
   const none = { url: "", drop: async () => undefined };
   const store = new AzureBlobStore({ connectionString: azurite.connectionString, container });
   try {
@@ -529,17 +516,7 @@ for (const backend of ["sqlite", ...((await mysqlAvailable()) ? ["mysql" as cons
     const home = `ev-home-${suffix}`;
     const empty = `ev-empty-${suffix}`;
     const other = `ev-other-${suffix}`;
-    const env = (container: string, extra: Record<string, string> = {}) => ({
-      PORT: "0",
-      DATA_DIR: dataDir,
-      DATABASE_URL: db.url,
-      AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString,
-      AZURE_STORAGE_CONTAINER: container,
-      AUTH_JWT_SECRET: testAuth.secret,
-      AUTH_ISSUER: testAuth.issuer,
-      AUTH_AUDIENCE: testAuth.audience,
-      ...extra,
-    });
+    const env = (container: string, extra: Record<string, string> = {}) => onContainer(azurite.connectionString, container, dataDir, { DATABASE_URL: db.url, ...extra });
     const store = (container: string) => new AzureBlobStore({ connectionString: azurite.connectionString, container });
     try {
       const a = await spawnService(env(home), db);
