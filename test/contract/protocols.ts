@@ -29,6 +29,15 @@ function h2Request(url: string, path: string, headers: Record<string, string>, m
 }
 
 /** The same port speaks REST, Connect, gRPC-Web and gRPC; errors keep one JSON shape. */
+/** The request log lines the service wrote for `path`, from a memory logger's text. */
+function requestLines(logged: string, path: string): Array<{ msg: string; path?: string; status?: number; code?: string; reason?: string }> {
+  return logged
+    .split("\n")
+    .filter((l) => l !== "")
+    .map((l) => JSON.parse(l) as { msg: string; path?: string; status?: number; code?: string; reason?: string })
+    .filter((l) => l.msg === "request" && l.path === path);
+}
+
 export function protocolsSuite(backend: Backend) {
   const s = serviceSuite("protocols: one port, Connect, gRPC-Web, REST errors", backend);
 
@@ -307,11 +316,7 @@ export function protocolsSuite(backend: Backend) {
         const status = res.headers.get("grpc-status") ?? /grpc-status: ?(\d+)/.exec(answer)?.[1];
         assert.ok(status !== undefined && status !== "0", `${label}: ${answer}`);
         await new Promise((resolve) => setTimeout(resolve, 100));
-        const lines = text()
-          .split("\n")
-          .filter((l) => l !== "")
-          .map((l) => JSON.parse(l) as { msg: string; path?: string; code?: string })
-          .filter((l) => l.msg === "request" && l.path === path);
+        const lines = requestLines(text(), path);
         assert.equal(lines.map((l) => l.code), [names[Number(status)]], `${label}: ${JSON.stringify(lines)}`);
       }
     } finally {
@@ -559,11 +564,7 @@ export function protocolsSuite(backend: Backend) {
         assert.is(json.code, "MALFORMED_REQUEST", label);
         assert.match(json.error, "The request could not be read: its body's chunked framing is not valid as RFC 9112 (7.1) writes it (", label);
         await new Promise((resolve) => setTimeout(resolve, 200));
-        const lines = text()
-          .split("\n")
-          .filter((l) => l !== "")
-          .map((l) => JSON.parse(l) as { msg: string; path?: string; status?: number })
-          .filter((l) => l.msg === "request" && l.path === path);
+        const lines = requestLines(text(), path);
         assert.equal(lines.map((l) => l.status), [400], `${label}: one log line, the refusal's: ${JSON.stringify(lines)}`);
       }
     } finally {
@@ -600,12 +601,7 @@ export function protocolsSuite(backend: Backend) {
           assert.ok(await closed, `${label}: closed`);
           assert.is(got, "", `${label}: no answer`);
           await new Promise((resolve) => setTimeout(resolve, 200));
-          const lines = text()
-            .slice(logged)
-            .split("\n")
-            .filter((l) => l !== "")
-            .map((l) => JSON.parse(l) as { msg: string; path?: string; status?: number; code?: string; reason?: string })
-            .filter((l) => l.msg === "request" && l.path === path);
+          const lines = requestLines(text().slice(logged), path);
           assert.equal(lines.map((l) => [l.status, l.code, l.reason]), [[499, "canceled", undefined]], `${label}: ${JSON.stringify(lines)}`);
         }
       }
