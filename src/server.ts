@@ -104,6 +104,9 @@ function requestIdFor(sent: string | string[] | undefined): string {
 /** How long a client whose answer has gone out may take to end the body it was sending before its stream is reset. */
 const unreadBodyGraceMs = 100;
 
+/** How much of that body is read and dropped before the stream is reset at once: the default HTTP/2 stream window, what a client may send unasked. */
+const unreadBodyGraceBytes = 65_535;
+
 /**
  * Ends an answered HTTP/2 stream whose body was left unread: without this
  * the stream (and its answer's "finish") waits for a body nobody reads.
@@ -111,8 +114,9 @@ const unreadBodyGraceMs = 100;
  * the answer's END_STREAM has gone (nghttp2 sends a reset ahead of DATA
  * frames still queued, so it checks every few milliseconds, for at most a
  * second: a client that stopped reading is reset then), a client that has
- * not ended its body within `unreadBodyGraceMs` is sent RST_STREAM
- * NO_ERROR (RFC 9113, 8.1), so it stops sending. The grace is for a small
+ * not ended its body within `unreadBodyGraceMs`, or that sends more than
+ * `unreadBodyGraceBytes` of it, is sent RST_STREAM NO_ERROR (RFC 9113,
+ * 8.1), so it stops sending. The grace is for a small
  * body sent just after the headers the answer was made from (a refusal,
  * an unknown method): ended, it needs no reset, and some clients drop an
  * answer that a reset follows (curl 7.88 does). Node resets a stream whose
@@ -129,6 +133,20 @@ function endUnreadStream(req: http2.Http2ServerRequest): void {
   };
   stream.prependOnceListener("finish", () => {
     if (req.complete) return;
+    // What is dropped is bounded too: a client that goes on sending at full
+    // speed would otherwise have the server read (and throw away) as much
+    // as the grace lets through, per stream.
+    let dropped = 0;
+    let settled = false;
+    const resetNow = () => {
+      if (!stream.closed && !stream.destroyed && stream.state.remoteClose !== 1) stream.close(http2.constants.NGHTTP2_NO_ERROR);
+    };
+    stream.on("data", (chunk: Buffer) => {
+      dropped += chunk.length;
+      if (dropped <= unreadBodyGraceBytes) return;
+      stream.pause();
+      if (settled) resetNow();
+    });
     stream.resume();
     const giveUpAt = Date.now() + 1000;
     const settle = () => {
@@ -137,8 +155,13 @@ function endUnreadStream(req: http2.Http2ServerRequest): void {
         setTimeout(settle, 2);
         return;
       }
+      settled = true;
       drop();
       if (stream.state.remoteClose === 1) return;
+      if (dropped > unreadBodyGraceBytes) {
+        resetNow();
+        return;
+      }
       const timer = setTimeout(() => {
         if (stream.closed || stream.destroyed) return;
         if (stream.state.remoteClose !== 1) stream.close(http2.constants.NGHTTP2_NO_ERROR);
