@@ -145,7 +145,11 @@ function endUnreadStream(req: http2.Http2ServerRequest): void {
       dropped += chunk.length;
       if (dropped <= unreadBodyGraceBytes) return;
       stream.pause();
-      if (settled) resetNow();
+      if (!settled) return;
+      // Ended with this chunk: what is buffered flows to its end, which
+      // lets Node close the stream; a reset would tell of nothing.
+      if (stream.state.remoteClose === 1) stream.resume();
+      else resetNow();
     });
     stream.resume();
     const giveUpAt = Date.now() + 1000;
