@@ -35,12 +35,14 @@ function mapJoseError(error: unknown): Error {
     if (error.claim === "aud") return apiError("TOKEN_WRONG_AUDIENCE", {}, { cause: error });
     return apiError("TOKEN_CLAIMS_INVALID", { problem: `${error.claim} ${error.reason === "missing" ? "is missing" : "is not valid"}` }, { cause: error });
   }
-  if (error instanceof errors.JWSSignatureVerificationFailed || error instanceof errors.JWKSNoMatchingKey) {
+  // fetchKeySet has refused a set jose would find malformed: jose's
+  // JWKSInvalid is then about the token's own key (one that is no public key).
+  if (error instanceof errors.JWSSignatureVerificationFailed || error instanceof errors.JWKSNoMatchingKey || error instanceof errors.JWKSInvalid) {
     return apiError("TOKEN_BAD_SIGNATURE", {}, { cause: error });
   }
   // Only a key set that could not be had tells the caller to retry: a 503
   // for anything else would have clients retry a token that never verifies.
-  if (error instanceof KeySetUnavailable || error instanceof errors.JWKSTimeout || error instanceof errors.JWKSInvalid) {
+  if (error instanceof KeySetUnavailable || error instanceof errors.JWKSTimeout) {
     return apiError("AUTH_KEYS_UNAVAILABLE", {}, { cause: error });
   }
   // jose and WebCrypto refuse a key they will not verify with (an RSA key
@@ -128,9 +130,10 @@ function scrubbedError(error: unknown, url: string, depth = 0): unknown {
  * over maxKeySetBytes, no JSON, no key set) with a KeySetUnavailable that
  * says which, so that the log tells an operator what the key server did.
  * It stops reading past maxKeySetBytes: a misbehaving key server cannot
- * make the process hold its whole answer.
+ * make the process hold its whole answer. Members that are private keys
+ * are left out of what jose sees, and named in `leakedKids`.
  */
-async function fetchKeySet(url: string, init: RequestInit, timeoutMs: number): Promise<Response> {
+async function fetchKeySet(url: string, init: RequestInit, timeoutMs: number): Promise<{ readonly response: Response; readonly leakedKids: readonly string[] }> {
   const where = `the JSON Web Key Set at ${loggableUrl(url)}`;
   const failed = (what: string, cause?: unknown) => new KeySetUnavailable(`${where} ${scrubbed(what, url)}`, cause === undefined ? {} : { cause: scrubbedError(cause, url) });
   const timedOut = (error: unknown) => error instanceof DOMException && error.name === "TimeoutError";
@@ -186,7 +189,16 @@ async function fetchKeySet(url: string, init: RequestInit, timeoutMs: number): P
   const isObject = (value: unknown) => typeof value === "object" && value !== null && !Array.isArray(value);
   const keys = isObject(set) ? (set as { keys?: unknown }).keys : undefined;
   if (!Array.isArray(keys) || !keys.every(isObject)) throw failed('answered JSON that is not a key set (an object whose "keys" is a list of objects)');
-  return new Response(body, { status: 200, headers: response.headers });
+  // A member with a private part ("d") is a signing key anyone who reads
+  // the set can sign with: never trusted, so its tokens are refused as
+  // signed by an unknown key, and the operator is told (jose would refuse
+  // it only when a token names it, in a way that reads as an outage).
+  const leaked = (keys as Array<Record<string, unknown>>).filter((key) => key["d"] !== undefined);
+  if (leaked.length === 0) return { response: new Response(body, { status: 200, headers: response.headers }), leakedKids: [] };
+  const kept = { ...(set as object), keys: (keys as Array<Record<string, unknown>>).filter((key) => key["d"] === undefined) };
+  const headers = new Headers(response.headers);
+  headers.delete("content-length");
+  return { response: new Response(JSON.stringify(kept), { status: 200, headers }), leakedKids: leaked.map((key) => (typeof key["kid"] === "string" ? key["kid"] : "(no kid)")) };
 }
 
 /** How many verified tokens are remembered. */
@@ -239,7 +251,14 @@ export class JwtAuthenticator implements Authenticator {
         throw new KeySetUnavailable(`the JSON Web Key Set at ${loggableUrl(url)} failed to load and is not fetched again for ${Math.ceil((retryAt - Date.now()) / 1000)} s`, { cause: lastFailure });
       }
       try {
-        return await fetchKeySet(url, init, timeoutMs);
+        const { response, leakedKids } = await fetchKeySet(url, init, timeoutMs);
+        if (leakedKids.length > 0) {
+          log.error(
+            { jwksUrl: loggableUrl(url), kids: leakedKids },
+            `the token signing keys (JWKS) publish ${leakedKids.length === 1 ? "a private key" : `${leakedKids.length} private keys`} (kid ${leakedKids.join(", ")}): anyone who reads them can sign tokens, so they are not used and tokens they sign are refused TOKEN_BAD_SIGNATURE; publish only the public part, and rotate the key`,
+          );
+        }
+        return response;
       } catch (thrown) {
         // Whatever stopped the fetch is the key set's failure, never the token's.
         const error = thrown instanceof KeySetUnavailable ? thrown : new KeySetUnavailable(`the JSON Web Key Set at ${loggableUrl(url)} could not be fetched`, { cause: scrubbedError(thrown, url) });

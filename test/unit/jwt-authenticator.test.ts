@@ -65,9 +65,10 @@ test("an nbf or iat that is no number is a malformed claim, not a token from the
 });
 
 /** An authenticator whose key set is served, as `status` and `body`, by a local server while `use` runs. */
-async function withKeySet(status: number, body: string, use: (auth: JwtAuthenticator) => Promise<void>): Promise<void> {
+async function withKeySet(status: number, body: string, use: (auth: JwtAuthenticator, log: () => string) => Promise<void>): Promise<void> {
   const jwks = http.createServer((_req, res) => res.writeHead(status, { "content-type": "application/json" }).end(body));
   await new Promise<void>((resolve) => jwks.listen(0, "127.0.0.1", resolve));
+  const log = memoryLogger();
   try {
     await use(
       new JwtAuthenticator({
@@ -76,7 +77,8 @@ async function withKeySet(status: number, body: string, use: (auth: JwtAuthentic
         jwksCooldownSeconds: 0,
         jwksMaxAgeSeconds: 60,
         tokenCacheSeconds: 0,
-      }, memoryLogger().logger),
+      }, log.logger),
+      log.text,
     );
   } finally {
     await new Promise((resolve) => jwks.close(resolve));
@@ -262,6 +264,22 @@ test("a token naming a key jose will not verify with (RSA under 2048 bits) is TO
     const b64 = (v: object) => Buffer.from(JSON.stringify(v)).toString("base64url");
     const forged = `${b64({ alg: "RS256", kid: "legacy" })}.${b64({ sub: "x", exp: Math.floor(Date.now() / 1000) + 600 })}.${"A".repeat(171)}`;
     assert.is(await reasonFrom(auth, `Bearer ${forged}`), "TOKEN_BAD_SIGNATURE");
+  });
+});
+
+test("a key set that publishes a private key: its tokens are TOKEN_BAD_SIGNATURE, not a retry for ever, and the log names the key; the set's public keys still verify", async () => {
+  const leaked = await generateKeyPair("RS256", { extractable: true });
+  const good = await generateKeyPair("RS256", { extractable: true });
+  const keys = [
+    { ...(await exportJWK(leaked.privateKey)), alg: "RS256", use: "sig", kid: "leaked" },
+    { ...(await exportJWK(good.publicKey)), alg: "RS256", use: "sig", kid: "good" },
+  ];
+  const signed = (key: Parameters<SignJWT["sign"]>[0], kid: string) =>
+    new SignJWT({}).setProtectedHeader({ alg: "RS256", kid }).setSubject("alice").setExpirationTime(Math.floor(Date.now() / 1000) + 600).sign(key);
+  await withKeySet(200, JSON.stringify({ keys }), async (auth, log) => {
+    assert.is(await reasonFrom(auth, `Bearer ${await signed(leaked.privateKey, "leaked")}`), "TOKEN_BAD_SIGNATURE");
+    assert.match(log(), /publish a private key \(kid leaked\)/);
+    assert.is((await auth.authenticate(`Bearer ${await signed(good.privateKey, "good")}`)).id, "alice");
   });
 });
 
