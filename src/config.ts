@@ -191,10 +191,19 @@ export class ConfigError extends Error {
   /** Every problem found, when one part of the configuration has several. */
   readonly problems: readonly string[];
 
-  constructor(message: string | readonly string[]) {
+  /**
+   * What a start would have warned of (a variable that is no setting, and
+   * the one it may have meant): said with the refusal too, as the setting
+   * a refusal names may be one that was set under a misspelt name.
+   */
+  readonly notices: readonly string[];
+
+  constructor(message: string | readonly string[], notices: readonly string[] = []) {
     const problems = typeof message === "string" ? [message] : message;
-    super(problems.length === 1 ? problems[0]! : `${problems.length} settings need fixing:\n  - ${problems.join("\n  - ")}`);
+    const said = problems.length === 1 ? problems[0]! : `${problems.length} settings need fixing:\n  - ${problems.join("\n  - ")}`;
+    super(notices.length === 0 ? said : `${said}\nAlso: ${notices.join("\nAlso: ")}`);
     this.problems = problems;
+    this.notices = notices;
   }
 }
 
@@ -219,8 +228,8 @@ function problemsOf() {
     problem(message: string): void {
       found.push(message);
     },
-    done(): void {
-      if (found.length > 0) throw new ConfigError(found);
+    done(notices: readonly string[] = []): void {
+      if (found.length > 0) throw new ConfigError(found, notices);
     },
   };
 }
@@ -916,7 +925,7 @@ export function loadConfig(environment: Env = process.env): Config {
     }
   }
   Object.freeze(config.notices);
-  problems.done();
+  problems.done(config.notices);
   // Every part was read without a problem, so none is undefined.
   return Object.freeze(config as { [K in keyof typeof config]: Exclude<(typeof config)[K], undefined> });
 }

@@ -307,6 +307,10 @@ test("a variable named like a setting but not one (another unit, a typo) is said
     assert.match(String(error), "AUTH_MAX_TOKEN_LIFETIME_SECONDS is not a setting: AUTH_MAX_TOKEN_LIFETIME is");
     assert.match(String(error), "AUTH_JWKS_MAX_AGE is not a setting: AUTH_JWKS_MAX_AGE_SECONDS is");
   }
+  // A refused start says what a start would have warned of: the setting it asks for may be one set under a misspelt name.
+  const misspelt = refusal({ ...production, AUTH_AUDIENCE: "", AUTH_AUDIENCES: "entity-versions" });
+  assert.match(misspelt, "needs AUTH_ISSUER and AUTH_AUDIENCE", misspelt);
+  assert.match(misspelt, "Also: AUTH_AUDIENCES is not a setting and is ignored: did you mean AUTH_AUDIENCE?", misspelt);
 });
 
 test("secrets a generator made pass the production check", () => {
