@@ -7,8 +7,68 @@ import { CliError } from "./cli-error.js";
 import { ProgressBar } from "./progress-bar.js";
 import { unsignedUrl } from "./unsigned-url.js";
 
-/** Retries of each blob request by the SDK (exponential, from 1 s): a dropped connection mid-upload costs a block, not the push. */
+/**
+ * Retries of each blob request by the SDK (exponential, from 1 s): a
+ * dropped connection mid-upload costs a block, not the push. Its
+ * tryTimeoutInMs is the store's own timeout (a `timeout` query parameter),
+ * which a store that has stopped answering never keeps: `stallMs` is ours.
+ */
 const retryOptions: StoragePipelineOptions["retryOptions"] = { maxTries: 5, retryDelayInMs: 1000, maxRetryDelayInMs: 15_000, tryTimeoutInMs: 120_000 };
+
+/** How long a transfer may move no byte, nor be answered, before it is given up on. */
+const defaultStallMs = 120_000;
+
+/** What a test may change: how long a transfer may stall. */
+export interface TransferOptions {
+  readonly stallMs?: number;
+}
+
+/**
+ * Aborts a transfer that has moved no byte for `ms`: without it, a store
+ * that accepts a connection and then says nothing holds the command for
+ * ever (the SDK has no client-side timeout).
+ */
+class StallWatch {
+  readonly #controller = new AbortController();
+  readonly #ms: number;
+  #timer: NodeJS.Timeout;
+  #stalled = false;
+
+  constructor(ms: number, onStall: () => void = () => undefined) {
+    this.#ms = ms;
+    const stall = () => {
+      this.#stalled = true;
+      this.#controller.abort();
+      onStall();
+    };
+    this.#timer = setTimeout(stall, ms);
+    this.moved = () => {
+      if (this.#stalled) return;
+      clearTimeout(this.#timer);
+      this.#timer = setTimeout(stall, ms);
+    };
+  }
+
+  /** Says that bytes moved: the wait starts again. */
+  readonly moved: () => void;
+
+  get signal(): AbortSignal {
+    return this.#controller.signal;
+  }
+
+  /** The error to report once it has stalled; undefined while it has not. */
+  error(what: string, url: string): CliError | undefined {
+    if (!this.#stalled) return undefined;
+    return new CliError(
+      `${what} ${unsignedUrl(url)} failed: the blob store at ${storeAddress(url)} moved no byte and gave no answer for ${this.#ms / 1000} s (it accepted the connection, then stopped answering): run the command again; if it keeps stalling, the store is unwell, or a proxy or firewall between holds the connection: for the embedded Azurite of \`npm start\`, restart the service`,
+      "BLOB_TRANSFER_FAILED",
+    );
+  }
+
+  stop(): void {
+    clearTimeout(this.#timer);
+  }
+}
 /** Packages above this go up in blocks, several at once, each retried alone. */
 const maxSingleShotBytes = 8 * 1024 * 1024;
 const blockBytes = 4 * 1024 * 1024;
@@ -65,19 +125,25 @@ function storeAddress(url: string): string {
  * is set to the file's, so every later download can be checked against it
  * (Azure computes none itself for a block upload).
  */
-export async function uploadFile(url: string, file: string, sizeBytes: number, md5Base64: string, label: string, json: boolean): Promise<void> {
+export async function uploadFile(url: string, file: string, sizeBytes: number, md5Base64: string, label: string, json: boolean, options: TransferOptions = {}): Promise<void> {
   const bar = new ProgressBar(label, sizeBytes, json);
+  const watch = new StallWatch(options.stallMs ?? defaultStallMs);
   try {
     await new BlockBlobClient(url, undefined, { retryOptions }).uploadFile(file, {
       blockSize: blockBytes,
       maxSingleShotSize: maxSingleShotBytes,
       concurrency,
       blobHTTPHeaders: { blobContentType: "application/octet-stream", blobContentMD5: Buffer.from(md5Base64, "base64") },
-      onProgress: (p) => bar.update(p.loadedBytes),
+      abortSignal: watch.signal,
+      onProgress: (p) => {
+        watch.moved();
+        bar.update(p.loadedBytes);
+      },
     });
   } catch (error) {
-    throw transferError("upload to", url, error);
+    throw watch.error("upload to", url) ?? transferError("upload to", url, error);
   } finally {
+    watch.stop();
     bar.done();
   }
 }
@@ -94,10 +160,14 @@ export interface DownloadResult {
 class Md5Meter extends Transform {
   bytes = 0;
   readonly md5 = createHash("md5");
-  constructor(private readonly bar: ProgressBar) {
+  constructor(
+    private readonly bar: ProgressBar,
+    private readonly moved: () => void,
+  ) {
     super();
   }
   override _transform(chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback): void {
+    this.moved();
     this.bytes += chunk.length;
     this.md5.update(chunk);
     this.bar.update(this.bytes);
@@ -110,12 +180,19 @@ class Md5Meter extends Transform {
  * place once it is verified), computing its MD5 on the way. The SDK resumes
  * a stream that breaks off, from where it broke off.
  */
-export async function downloadFile(url: string, file: string, expectedBytes: number, label: string, json: boolean): Promise<DownloadResult> {
+export async function downloadFile(url: string, file: string, expectedBytes: number, label: string, json: boolean, options: TransferOptions = {}): Promise<DownloadResult> {
   const bar = new ProgressBar(label, expectedBytes, json);
-  const meter = new Md5Meter(bar);
+  // A body that stops mid-way is no error to the SDK's resuming stream: the pipeline is ended here.
+  const meter: Md5Meter = new Md5Meter(bar, () => watch.moved());
+  let piped = false;
+  const watch = new StallWatch(options.stallMs ?? defaultStallMs, () => {
+    if (piped) meter.destroy(new Error("the download stalled"));
+  });
   try {
-    const res = await new BlobClient(url, undefined, { retryOptions }).download(0, undefined, { maxRetryRequests: 5 });
+    const res = await new BlobClient(url, undefined, { retryOptions }).download(0, undefined, { maxRetryRequests: 5, abortSignal: watch.signal });
     if (res.readableStreamBody === undefined) throw new Error("the blob store answered without a body");
+    watch.moved();
+    piped = true;
     await pipeline(res.readableStreamBody, meter, createWriteStream(file));
     // Content-MD5 on a whole-blob read; x-ms-blob-content-md5 where the store answers a read as a range.
     const md5 = res.contentMD5 ?? res.blobContentMD5;
@@ -127,8 +204,9 @@ export async function downloadFile(url: string, file: string, expectedBytes: num
     // system's error, naming what and where.
     const system = error as NodeJS.ErrnoException;
     if (error instanceof Error && typeof system.syscall === "string" && typeof system.path === "string") throw error;
-    throw transferError("download from", url, error);
+    throw watch.error("download from", url) ?? transferError("download from", url, error);
   } finally {
+    watch.stop();
     bar.done();
   }
 }
