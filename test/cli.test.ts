@@ -435,6 +435,33 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
     }
   });
 
+  s("a package file written to during its push: stopped with SOURCE_CHANGED before anything is uploaded, no version made", async ({ svc, work, alice }) => {
+    const entity = newEntityId("cli");
+    const file = path.join(work, `${entity}.tgz`);
+    fs.writeFileSync(file, Buffer.alloc(64 * 1024, 1));
+    // An HTTP proxy that rewrites the file in place (same size, other bytes)
+    // once the push has hashed it and asked for its upload URL.
+    const proxy = http.createServer((req, res) => {
+      if (req.method === "POST" && (req.url ?? "").endsWith("/versions/upload-url")) fs.writeFileSync(file, Buffer.alloc(64 * 1024, 2));
+      const upstream = http.request(new URL(req.url ?? "/", svc.url), { method: req.method, headers: req.headers }, (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      });
+      req.pipe(upstream);
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+    try {
+      const env = { ...alice, ENTITY_VERSIONS_URL: `http://127.0.0.1:${(proxy.address() as net.AddressInfo).port}` };
+      const pushed = await cli(["push", file, "--entity", entity, "--json"], { cwd: work, env });
+      expectExit(pushed, 1, "a push of a file changed after it was hashed");
+      assert.is((JSON.parse(pushed.stderr) as { code: string }).code, "SOURCE_CHANGED", pushed.stderr);
+      const listed = await cli(["list", entity, "--json"], { cwd: work, env: alice });
+      assert.equal(listed.code === 0 ? json(listed).versions : [], [], "no version was made");
+    } finally {
+      await new Promise<void>((resolve) => proxy.close(() => resolve()));
+    }
+  });
+
   s("with --json no progress bar is drawn, even on a terminal: stderr stays empty on success", async ({ work, alice }) => {
     const entity = newEntityId("cli");
     const dir = path.join(work, `${entity}-bar`);

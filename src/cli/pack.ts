@@ -138,7 +138,7 @@ function readFailure(file: string, cause: unknown): CliError {
 }
 
 function changed(file: string, cause?: unknown): CliError {
-  const err = new CliError(`${file} changed while it was being packed: push again once nothing is writing to the tree.`, "SOURCE_CHANGED");
+  const err = new CliError(`${file} changed while it was being packed: push again once nothing is writing to it.`, "SOURCE_CHANGED");
   if (cause !== undefined) err.cause = cause;
   return err;
 }

@@ -13,7 +13,6 @@ import { removeOnInterrupt } from "../interrupt.js";
 import { staleBaseError } from "../stale-base.js";
 import { summariseToken } from "../token-claims.js";
 import { describeVersion, displayPath, formatBytes, type Output } from "../output.js";
-import { md5OfFile } from "../file-digest.js";
 import { copyHashedFile, packTree } from "../pack.js";
 import { type PushSource, readPushSource } from "../push-source.js";
 import type { RestConfirmAnswer, RestUploadUrlAnswer, RestVersion, RestVersionList } from "../rest-types.js";
@@ -45,9 +44,19 @@ function resolveBase(flag: string | undefined, stateDir: string, service: string
   return recorded === undefined ? { id: undefined, from: undefined } : { id: recorded.version_id, from: displayPath(path.join(stateDir, stateFileName)) };
 }
 
-/** The package to upload: packed into a scratch folder for a directory, the file itself otherwise. */
+/**
+ * The package to upload, in a scratch folder: packed from a directory, or
+ * a copy of the file, checked on the way against the hash the push
+ * declared. Uploaded from the file itself, a file written to during the
+ * push went up other than its source hash says, a version no download
+ * would ever pass.
+ */
 async function packageOf(source: PushSource, scratch: string): Promise<{ file: string; sizeBytes: number; md5Base64: string }> {
-  if (source.kind === "file") return { file: source.file, sizeBytes: source.sizeBytes, md5Base64: await md5OfFile(source.file) };
+  if (source.kind === "file") {
+    const file = path.join(scratch, "package");
+    const name = displayPath(source.file);
+    return { file, ...(await copyHashedFile({ path: name, absolute: source.file, executable: false, size: source.sizeBytes, sha256: source.sourceHash }, file)) };
+  }
   const file = path.join(scratch, "package.tgz");
   return { file, ...(await packTree(source.files, file)) };
 }
