@@ -1,6 +1,7 @@
 import { Http2ServerRequest } from "node:http2";
 import { Readable } from "node:stream";
 import { create, type DescField, type DescMethod, type DescService, type JsonObject, type JsonValue, type Message } from "@bufbuild/protobuf";
+import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type ContextValues } from "@connectrpc/connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import FindMyWay from "find-my-way";
@@ -177,8 +178,13 @@ function requestJson(binding: RestBinding, req: FastifyRequest, bodyCame?: boole
       // the path's value, so a contradiction would be dropped unseen.
       for (const variable of binding.variables) {
         const value = params[variable.param] ?? "";
+        // proto3 JSON reads null, and a field without presence at its
+        // default (protojson's EmitUnpopulated writes ""), as not set: no
+        // contradiction, and the path's value replaces it.
+        const leaf = variable.fieldPath[variable.fieldPath.length - 1]!;
+        const unset = (sent: JsonValue) => sent === null || (sent === "" && leaf.presence === FeatureSet_FieldPresence.IMPLICIT);
         for (const sent of bodyValues(json, variable.fieldPath)) {
-          if (sent !== value) {
+          if (sent !== value && !unset(sent)) {
             throw apiError("INVALID_ARGUMENT", {
               field: variable.fieldPath.map((f) => f.name).join("."),
               problem: `is set by the path (${JSON.stringify(value)}); leave it out of the body`,

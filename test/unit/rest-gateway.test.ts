@@ -125,6 +125,11 @@ test("the query, path and body do not contradict each other: a field is given on
   const agreed = await app.inject({ method: "PUT", url: "/v1/shelves/s1/shapes/p1", payload: { shelf_id: "s1", shape: { id: "p1" } } });
   assert.is(agreed.statusCode, 200, agreed.body);
   assert.match((await refused("PUT", "/v1/shelves/s1/shapes/p1", { shelf_id: "other" })).error, /^Invalid shelf_id: is set by the path \("s1"\); leave it out of the body$/);
+  // null, and "" for a field without presence, are proto3 JSON's "not set": no contradiction.
+  for (const payload of [{ shelf_id: null }, { shelfId: null }, { shelf_id: "" }, { shelfId: "" }]) {
+    const unset = await app.inject({ method: "PUT", url: "/v1/shelves/s1/shapes/p1", payload: { ...payload, shape: { id: "p1" } } });
+    assert.is(unset.statusCode, 200, `${JSON.stringify(payload)}: ${unset.body}`);
+  }
   // Under either spelling, also when the other one agrees.
   assert.match((await refused("PUT", "/v1/shelves/s1/shapes/p1", { shelfId: "other" })).error, /^Invalid shelf_id: is set by the path/);
   assert.match((await refused("PUT", "/v1/shelves/s1/shapes/p1", { shelf_id: "s1", shelfId: "other" })).error, /^Invalid shelf_id: is set by the path/);
