@@ -56,7 +56,7 @@ const hintsByCode: Readonly<Record<string, string[]>> = {
   NO_ACTIVE_VERSION: ["activate one with `entity-versions activate ENTITY VERSION_ID` (`entity-versions list ENTITY` shows the ids)."],
   ACTIVE_VERSION_NOT_DELETABLE: ["activate another version first with `entity-versions activate ENTITY VERSION_ID`."],
   VERSION_ALREADY_EXISTS: ["choose another --version, or leave it out to use the current time."],
-  EVENTS_EXPIRED: ["watch without --after to follow from now; `entity-versions events ENTITY` lists the events still kept."],
+  EVENTS_EXPIRED: ["watch without --after to follow from now and, once it says it is watching, read what is active (`entity-versions list ENTITY`); `entity-versions events ENTITY` lists the events still kept."],
   ACTIVE_VERSION_CHANGED: ['`entity-versions list ENTITY` marks the version now active (*); decide against it, then retry with --expect-active set to it (--expect-active "" when none is).'],
 };
 

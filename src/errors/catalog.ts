@@ -128,7 +128,7 @@ export const catalog = Object.freeze({
   EVENTS_EXPIRED: spec<{ entityId: string; afterEventId: string; prunedThrough: string }>(
     Code.OutOfRange,
     (p) =>
-      `The events of entity "${p.entityId}" up to "${p.prunedThrough}" are no longer kept (EVENT_RETENTION_DAYS), so the events after "${p.afterEventId}" cannot all be sent: read the entity's state afresh (GetActiveVersion, ListVersions), then watch without after_event_id.`,
+      `The events of entity "${p.entityId}" up to "${p.prunedThrough}" are no longer kept (EVENT_RETENTION_DAYS), so the events after "${p.afterEventId}" cannot all be sent: watch without after_event_id and, once its first bookmark has come, read the entity's state afresh (GetActiveVersion, ListVersions); what changes after that comes on the watch.`,
     // As Kubernetes answers a watch from a resourceVersion it no longer has.
     { httpStatus: 410 },
   ),

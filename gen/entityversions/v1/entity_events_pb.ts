@@ -445,7 +445,10 @@ export const EntityEventsService: GenService<{
    * from in their ErrorInfo's metadata, last_event_id. When the
    * events after after_event_id are no longer all kept (the service's
    * event retention), it is refused with EVENTS_EXPIRED (OUT_OF_RANGE; REST
-   * 410): read the entity's state afresh and watch without after_event_id.
+   * 410): watch without after_event_id and, once its first bookmark has
+   * come, read the entity's state afresh; what changes after that comes on
+   * the watch (read before the watch starts, a change made in between would
+   * be missed).
    *
    * @generated from rpc entityversions.v1.EntityEventsService.WatchEvents
    */
