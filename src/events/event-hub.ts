@@ -149,7 +149,7 @@ export class Watch {
     this.#kept = afterSeq >= lastEventSeq;
     this.#known = lastEventSeq;
     this.#channel.cursor ??= lastEventSeq;
-    this.#hub.scheduled();
+    this.#hub.started(this.entityId);
   }
 
   /** Records that the events up to `seq` were handed to the stream. */
@@ -343,6 +343,8 @@ export class EventHub {
   #polling = false;
   /** Watched entities this process recorded events of since they were last read: a prompt reads only these. */
   readonly #prompted = new Set<string>();
+  /** Entities prompted when their channel had no cursor yet: prompted again once a watch starts them. */
+  readonly #promptedUnstarted = new Set<string>();
   /** When the next poll of every watched entity (other replicas' events) is due. */
   #nextFullPollAt = 0;
   #closing = false;
@@ -386,7 +388,10 @@ export class EventHub {
   /** Called by Watch.close: the watch is fed no more events. */
   closed(watch: Watch, channel: Channel): void {
     if (!channel.watches.delete(watch)) return;
-    if (channel.watches.size === 0) this.#channels.delete(watch.entityId);
+    if (channel.watches.size === 0) {
+      this.#channels.delete(watch.entityId);
+      this.#promptedUnstarted.delete(watch.entityId);
+    }
     if (this.#channels.size === 0) {
       clearTimeout(this.#timer);
       this.#timer = undefined;
@@ -420,9 +425,18 @@ export class EventHub {
     if (watched) this.#schedule(0);
   }
 
-  /** Called when a watch starts: the poller runs while anything is watched. */
-  scheduled(): void {
-    if (this.#timer === undefined && !this.#polling) this.#schedule(this.options.pollIntervalMs);
+  /**
+   * Called when a watch starts: the poller runs while anything is watched,
+   * and an entity prompted while its first watch was starting (before it
+   * had a cursor to poll from) is read now, not at the next full poll.
+   */
+  started(entityId: string): void {
+    if (this.#promptedUnstarted.delete(entityId)) {
+      this.#prompted.add(entityId);
+      this.#schedule(0);
+    } else if (this.#timer === undefined && !this.#polling) {
+      this.#schedule(this.options.pollIntervalMs);
+    }
   }
 
   #schedule(delayMs: number): void {
@@ -443,7 +457,8 @@ export class EventHub {
     // Every watched entity when the full poll is due (or nothing was
     // prompted), else only the prompted ones.
     const everything = Date.now() >= this.#nextFullPollAt || this.#prompted.size === 0;
-    const entities = everything ? [...this.#channels.keys()] : [...this.#prompted];
+    const prompted = [...this.#prompted];
+    const entities = everything ? [...this.#channels.keys()] : prompted;
     this.#prompted.clear();
     if (everything) this.#nextFullPollAt = Date.now() + this.options.pollIntervalMs;
     const cursors = new Map<string, number>();
@@ -451,6 +466,7 @@ export class EventHub {
       const cursor = this.#channels.get(entityId)?.cursor;
       if (cursor !== undefined) cursors.set(entityId, cursor);
     }
+    for (const entityId of prompted) if (this.#channels.has(entityId) && !cursors.has(entityId)) this.#promptedUnstarted.add(entityId);
     if (cursors.size === 0) {
       if (this.#channels.size > 0) this.#schedule(Math.max(0, this.#nextFullPollAt - Date.now()));
       return;

@@ -92,6 +92,22 @@ test("a watch replays, then follows, each event once and in order", async () => 
   await hub.close(0);
 });
 
+test("a change of this process committed while an entity's first watch reads where it stands is delivered at once, not at the next full poll", async () => {
+  const log = new MemoryLog();
+  log.append("e", 3);
+  const hub = hubOver(log); // a full poll every 10 s
+  const watch = hub.open("e", "alice");
+  // The watch has read that event 3 is the last; before it starts, event 4 commits here and is announced.
+  log.append("e", 1);
+  hub.recorded(["e"]);
+  await new Promise((resolve) => setTimeout(resolve, 20)); // the prompted poll runs, with no cursor for e yet
+  watch.start(3, 3);
+  const got = await within(watch.next(never), 2_000);
+  assert.equal(got === "waited" ? got : got.map((e) => e.seq), [4]);
+  watch.close();
+  await hub.close(0);
+});
+
 test("a watch behind events that were deleted for age ends with EVENTS_EXPIRED, naming the last one deleted", async () => {
   const log = new MemoryLog();
   log.append("e", 10);
