@@ -288,6 +288,11 @@ function defineCliSuite(backend: Backend, options: { accessCommands: boolean }):
     expectExit(await cli(["download", entity, "--version-id", v2.id, "-o", link, "--no-track"], { cwd: bobDir, env: bob }), 0, "download through a link");
     assert.ok(fs.lstatSync(link).isSymbolicLink(), "the link is left");
     assert.ok(fs.readFileSync(real).equals(await expectedPackage(app)), "the file it points at holds the package");
+    // A name as long as a file name may be (255 bytes): its scratch file's name is kept within that too.
+    const longName = path.join(work, `${"é".repeat(120)}${entity.padEnd(11, "x").slice(-11)}.tgz`);
+    assert.is(Buffer.byteLength(path.basename(longName)), 255);
+    expectExit(await cli(["download", entity, "--version-id", v2.id, "-o", longName, "--no-track"], { cwd: bobDir, env: bob }), 0, "download to a long file name");
+    assert.ok(fs.readFileSync(longName).equals(await expectedPackage(app)), "the long-named file holds the package");
     const device = await cli(["download", entity, "--version-id", v2.id, "-o", "/dev/null", "--no-track"], { cwd: bobDir, env: bob });
     expectExit(device, 2, "download to a device");
     assert.match(device.stderr, "is not a regular file");

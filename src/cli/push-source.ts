@@ -42,7 +42,8 @@ async function readPackageJson(file: string): Promise<Record<string, unknown> | 
   }
   let value: unknown;
   try {
-    value = JSON.parse(text);
+    // A leading byte order mark, which npm reads past too.
+    value = JSON.parse(text.replace(/^\uFEFF/, ""));
   } catch (error) {
     throw new CliError(`${file} is not valid JSON (${(error as Error).message}): fix it, or list it in .entityversionsignore.`, "INVALID_PACKAGE_JSON");
   }

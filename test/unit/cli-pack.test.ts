@@ -249,6 +249,11 @@ test("a name that is not UTF-8 is refused with its bytes, unless the ignore file
     assert.is((error as CliError).code, "EMPTY_SOURCE");
     assert.match((error as CliError).message, "check the path, and the ignore file's lines");
   }
+  // A package.json that starts with a byte order mark, which npm reads: read as npm reads it.
+  const bom = fs.mkdtempSync(path.join(scratch, "bom-"));
+  fs.writeFileSync(path.join(bom, "package.json"), "\uFEFF" + JSON.stringify({ name: "bom" }));
+  const withBom = await readPushSource(bom);
+  assert.equal(withBom.kind === "directory" ? withBom.packageJson : undefined, { name: "bom" });
   const empty = path.join(scratch, `empty-${counter++}.tgz`);
   fs.writeFileSync(empty, "");
   try {

@@ -64,6 +64,18 @@ async function outputFile(output: string, entity: string): Promise<string> {
   return target;
 }
 
+/** The longest start of `name` of at most `maxBytes` UTF-8 bytes: a scratch name that stays within a file name's 255 bytes, however long the target's. */
+function prefixOfBytes(name: string, maxBytes: number): string {
+  let out = "";
+  let bytes = 0;
+  for (const ch of name) {
+    bytes += Buffer.byteLength(ch);
+    if (bytes > maxBytes) break;
+    out += ch;
+  }
+  return out;
+}
+
 async function download(entity: string, options: DownloadOptions): Promise<void> {
   if (options.versionId !== undefined && options.active === true) throw usageError("give --version-id or --active, not both.");
   const target = await outputFile(options.output, entity);
@@ -75,7 +87,7 @@ async function download(entity: string, options: DownloadOptions): Promise<void>
   const version = answer.version;
 
   // Written beside the target and renamed once verified, so a failed download never leaves a file that looks complete.
-  const partial = path.join(path.dirname(target), `.${path.basename(target)}.${randomBytes(4).toString("hex")}.part`);
+  const partial = path.join(path.dirname(target), `.${prefixOfBytes(path.basename(target), 240)}.${randomBytes(4).toString("hex")}.part`);
   // Loaded here: the Azure SDK is most of the CLI's start-up time, and only push and download need it.
   const { downloadFile } = await import("../blob-transfer.js");
   const forget = removeOnInterrupt(partial);
