@@ -145,11 +145,9 @@ function endUnreadStream(req: http2.Http2ServerRequest): void {
       dropped += chunk.length;
       if (dropped <= unreadBodyGraceBytes) return;
       stream.pause();
-      if (!settled) return;
-      // Ended with this chunk: what is buffered flows to its end, which
-      // lets Node close the stream; a reset would tell of nothing.
-      if (stream.state.remoteClose === 1) stream.resume();
-      else resetNow();
+      // Node hands a chunk over before it marks the stream ended by the same
+      // frame: a body that ends here may be reset too, which the protocol allows.
+      if (settled) resetNow();
     });
     stream.resume();
     const giveUpAt = Date.now() + 1000;
