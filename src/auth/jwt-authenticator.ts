@@ -124,6 +124,11 @@ function scrubbedError(error: unknown, url: string, depth = 0): unknown {
   return copy;
 }
 
+/** What identifies a JWK's key pair: its public numbers (RSA n and e; EC and OKP crv, x and y), whichever half the member holds. */
+function publicPart(key: Record<string, unknown>): string {
+  return JSON.stringify([key["kty"], key["n"], key["e"], key["crv"], key["x"], key["y"]]);
+}
+
 /**
  * Fetches the key set for jose, and refuses whatever jose could not use
  * (an answer other than 200, a redirect, which jose does not follow, a body
@@ -190,12 +195,16 @@ async function fetchKeySet(url: string, init: RequestInit, timeoutMs: number): P
   const keys = isObject(set) ? (set as { keys?: unknown }).keys : undefined;
   if (!Array.isArray(keys) || !keys.every(isObject)) throw failed('answered JSON that is not a key set (an object whose "keys" is a list of objects)');
   // A member with a private part ("d") is a signing key anyone who reads
-  // the set can sign with: never trusted, so its tokens are refused as
-  // signed by an unknown key, and the operator is told (jose would refuse
-  // it only when a token names it, in a way that reads as an outage).
-  const leaked = (keys as Array<Record<string, unknown>>).filter((key) => key["d"] !== undefined);
+  // the set can sign with: never trusted, nor is its public half where the
+  // set publishes that too, so its tokens are refused as signed by an
+  // unknown key, and the operator is told (jose would refuse it only when
+  // a token names it, in a way that reads as an outage). A "d" of null is
+  // a serializer's way of writing none.
+  const members = keys as Array<Record<string, unknown>>;
+  const leaked = members.filter((key) => key["d"] !== undefined && key["d"] !== null);
   if (leaked.length === 0) return { response: new Response(body, { status: 200, headers: response.headers }), leakedKids: [] };
-  const kept = { ...(set as object), keys: (keys as Array<Record<string, unknown>>).filter((key) => key["d"] === undefined) };
+  const leakedPublic = new Set(leaked.map(publicPart));
+  const kept = { ...(set as object), keys: members.filter((key) => !leaked.includes(key) && !leakedPublic.has(publicPart(key))) };
   const headers = new Headers(response.headers);
   headers.delete("content-length");
   return { response: new Response(JSON.stringify(kept), { status: 200, headers }), leakedKids: leaked.map((key) => (typeof key["kid"] === "string" ? key["kid"] : "(no kid)")) };

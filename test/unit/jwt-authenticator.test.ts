@@ -267,18 +267,31 @@ test("a token naming a key jose will not verify with (RSA under 2048 bits) is TO
   });
 });
 
-test("a key set that publishes a private key: its tokens are TOKEN_BAD_SIGNATURE, not a retry for ever, and the log names the key; the set's public keys still verify", async () => {
+test("a key set that publishes a private key: its tokens are TOKEN_BAD_SIGNATURE, not a retry for ever, also where the set publishes its public half too, and the log names the key; the set's other keys still verify", async () => {
   const leaked = await generateKeyPair("RS256", { extractable: true });
   const good = await generateKeyPair("RS256", { extractable: true });
+  const nullD = await generateKeyPair("RS256", { extractable: true });
   const keys = [
     { ...(await exportJWK(leaked.privateKey)), alg: "RS256", use: "sig", kid: "leaked" },
+    // Its public half, under its own kid and under another.
+    { ...(await exportJWK(leaked.publicKey)), alg: "RS256", use: "sig", kid: "leaked" },
+    { ...(await exportJWK(leaked.publicKey)), alg: "RS256", use: "sig", kid: "leaked-public" },
     { ...(await exportJWK(good.publicKey)), alg: "RS256", use: "sig", kid: "good" },
+    // A public key whose serializer writes "d": null: no private key.
+    { ...(await exportJWK(nullD.publicKey)), alg: "RS256", use: "sig", kid: "null-d", d: null },
   ];
-  const signed = (key: Parameters<SignJWT["sign"]>[0], kid: string) =>
-    new SignJWT({}).setProtectedHeader({ alg: "RS256", kid }).setSubject("alice").setExpirationTime(Math.floor(Date.now() / 1000) + 600).sign(key);
+  const signed = (key: Parameters<SignJWT["sign"]>[0], kid: string | undefined) =>
+    new SignJWT({})
+      .setProtectedHeader(kid === undefined ? { alg: "RS256" } : { alg: "RS256", kid })
+      .setSubject("alice")
+      .setExpirationTime(Math.floor(Date.now() / 1000) + 600)
+      .sign(key);
   await withKeySet(200, JSON.stringify({ keys }), async (auth, log) => {
-    assert.is(await reasonFrom(auth, `Bearer ${await signed(leaked.privateKey, "leaked")}`), "TOKEN_BAD_SIGNATURE");
+    for (const kid of ["leaked", "leaked-public", undefined]) {
+      assert.is(await reasonFrom(auth, `Bearer ${await signed(leaked.privateKey, kid)}`), "TOKEN_BAD_SIGNATURE", `kid ${kid}`);
+    }
     assert.match(log(), /publish a private key \(kid leaked\)/);
+    assert.not.match(log(), "null-d", "a null d is no private key");
     assert.is((await auth.authenticate(`Bearer ${await signed(good.privateKey, "good")}`)).id, "alice");
   });
 });
