@@ -114,7 +114,7 @@ export class ApiClient {
         text = await res.text();
       } catch (error) {
         const cause = networkCause(error);
-        const refused = refusedCodes.has(cause);
+        const refused = refusedCodes.has(cause) || tlsFailure(cause);
         if (last || (refused && options.retryRefused !== true)) {
           throw cause === "TimeoutError" ? this.#silent(this.callTimeoutMs, attempt, error) : this.#unreachable(cause, error);
         }
@@ -132,7 +132,7 @@ export class ApiClient {
         // A proxy's 502 or 504 is a network failure between it and the
         // service: the request may have reached the service, so it is
         // retried as one (calls not safe to repeat pass attempts 1).
-        if (last) throw this.#unreachable(`a gateway in front of it answered HTTP ${res.status}`, undefined);
+        if (last) throw this.#gateway(res.status, attempt);
         const wait = backoff(attempt);
         this.note(`${method} ${path}: HTTP ${res.status} from a gateway; retrying in ${wait} ms (attempt ${attempt + 1} of ${attempts})`);
         await sleep(wait);
@@ -179,7 +179,7 @@ export class ApiClient {
         clearTimeout(timer);
       }
       // A proxy's 502, 503 or 504 says the service was not reached, as for a call: a watch resumes from it.
-      if (gatewayFailure(res) || (res.status === 503 && !fromTheService(res))) throw this.#unreachable(`a gateway in front of it answered HTTP ${res.status}`, undefined);
+      if (gatewayFailure(res)) throw this.#gateway(res.status, 1);
       throw res.ok ? this.#unexpected(res.status, text) : this.#refusal(res.status, text, parseJson(text), path);
     }
     const decoder = new TextDecoder();
@@ -236,12 +236,27 @@ export class ApiClient {
       err.cause = error;
       return err;
     }
-    const err = new CliError(
-      `cannot reach the entity-versions service at ${this.settings.url} (${cause}): start it (\`npm start\`) or point the CLI at it with --url or ENTITY_VERSIONS_URL (the URL came from ${this.settings.urlSource}).`,
-      "SERVICE_UNREACHABLE",
-    );
+    const where = `the URL came from ${this.settings.urlSource}`;
+    // "Start it" only where nothing listens: elsewhere it would send the user the wrong way.
+    const what =
+      cause === "ECONNREFUSED"
+        ? `nothing listens there: start it (\`npm start\`) or point the CLI at it with --url or ENTITY_VERSIONS_URL (${where})`
+        : cause === "ENOTFOUND" || cause === "EAI_AGAIN"
+          ? `its host name does not resolve here: check the URL (${where}) and this machine's DNS`
+          : tlsFailure(cause)
+            ? `its TLS certificate is not trusted here: when the service's certificate comes from a private CA, give the CLI that CA with NODE_EXTRA_CA_CERTS=/path/to/ca.pem; check that the URL's host name is one the certificate names (${where})`
+            : `the connection failed: check that the service runs and that the network between lets it through, and the URL (${where}); or retry`;
+    const err = new CliError(`cannot reach the entity-versions service at ${this.settings.url} (${cause}): ${what}.`, "SERVICE_UNREACHABLE");
     err.cause = error;
     return err;
+  }
+
+  /** A gateway or load balancer in front of the service answered for it: it runs, and cannot reach the service. */
+  #gateway(status: number, attempts: number): CliError {
+    return new CliError(
+      `a gateway in front of the entity-versions service at ${this.settings.url} answered HTTP ${status}${attempts > 1 ? ` (${attempts} attempts)` : ""} without the service's answer: the service behind it is down, not ready, or not reachable from the gateway; check the service (its logs, its /readyz) and the gateway's route to it, or retry later.`,
+      "SERVICE_UNREACHABLE",
+    );
   }
 
   /**
@@ -282,7 +297,13 @@ function fromTheService(res: Response): boolean {
  * answer never came back.
  */
 function gatewayFailure(res: Response): boolean {
-  return (res.status === 502 || res.status === 504) && !fromTheService(res);
+  // 503 too: a load balancer's "no healthy backend" (the service's own 503 names its request).
+  return (res.status === 502 || res.status === 503 || res.status === 504) && !fromTheService(res);
+}
+
+/** Whether a connection failed on the service's TLS certificate (untrusted, expired, another host's): retrying cannot mend it. */
+function tlsFailure(cause: string): boolean {
+  return /CERT|SELF_SIGNED|^ERR_TLS_|^ERR_SSL_|UNABLE_TO_(GET|VERIFY)/.test(cause);
 }
 
 function parseJson(text: string): unknown {

@@ -163,7 +163,7 @@ test("ROUTE_NOT_FOUND and METHOD_NOT_ALLOWED point at --url: the CLI was given a
   }
 });
 
-test("a gateway's 502 or 504 (no x-request-id) is retried as a network failure; the service's own 504 is not", async () => {
+test("a gateway's 502, 503 or 504 (no x-request-id) is retried as a network failure, and said to be the gateway's, never to start the service; the service's own 504 is not", async () => {
   const gateway = (status: number): Step => (_req, res) => {
     res.writeHead(status, { "content-type": "text/html" });
     res.end("<html>gateway</html>");
@@ -184,10 +184,25 @@ test("a gateway's 502 or 504 (no x-request-id) is retried as a network failure; 
   } catch (error) {
     assert.instance(error, CliError);
     assert.is((error as CliError).code, "SERVICE_UNREACHABLE");
-    assert.match((error as CliError).message, "a gateway in front of it answered HTTP 504");
+    assert.match((error as CliError).message, "a gateway in front of the entity-versions service at");
+    assert.match((error as CliError).message, "answered HTTP 504 without the service's answer: the service behind it is down");
+    assert.not.match((error as CliError).message, "npm start", "the gateway runs: starting the service here would not help");
     assert.is(once.seen.length, 1);
   } finally {
     await once.close();
+  }
+  // A load balancer's HTML 503 (no healthy backend): the gateway's too, retried, then said so.
+  const balancer = await scripted([gateway(503), gateway(503)]);
+  try {
+    await client(balancer.url).api.call("GET", "/x", undefined, { attempts: 2 });
+    assert.unreachable();
+  } catch (error) {
+    assert.instance(error, CliError);
+    assert.is((error as CliError).code, "SERVICE_UNREACHABLE");
+    assert.match((error as CliError).message, "answered HTTP 503 (2 attempts) without the service's answer");
+    assert.is(balancer.seen.length, 2);
+  } finally {
+    await balancer.close();
   }
   const own = await scripted([answer(504, { error: "deadline", code: "DEADLINE_EXCEEDED" }), answer(200, { ok: 5 })]);
   try {
@@ -199,6 +214,21 @@ test("a gateway's 502 or 504 (no x-request-id) is retried as a network failure; 
     assert.is(own.seen.length, 1);
   } finally {
     await own.close();
+  }
+});
+
+test("a connection refused (nothing listens) says to start the service; nothing else does", async () => {
+  const closed = http.createServer();
+  await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
+  const port = (closed.address() as AddressInfo).port;
+  await new Promise((resolve) => closed.close(resolve));
+  try {
+    await client(`http://127.0.0.1:${port}`).api.call("GET", "/x");
+    assert.unreachable();
+  } catch (error) {
+    assert.instance(error, CliError);
+    assert.is((error as CliError).code, "SERVICE_UNREACHABLE");
+    assert.match((error as CliError).message, "(ECONNREFUSED): nothing listens there: start it (`npm start`)");
   }
 });
 
