@@ -334,9 +334,11 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
       }
       if (copied === "exists") {
         // Only this confirm writes this folder: "exists" is the store
-        // client's retry of a copy whose first answer was lost.
+        // client's retry of a copy whose first answer was lost, or, with
+        // nothing there, the store's refusal to read the source (a 409 too).
         const existing = await blobs.stat(final.storagePath, signal);
-        if (existing === undefined || existing.size !== fileSizeBytes) throw apiError("UPLOAD_CHANGED", { path: upload.path });
+        if (existing === undefined) throw apiError("UPLOAD_NOT_READABLE", { path: upload.path });
+        if (existing.size !== fileSizeBytes) throw apiError("UPLOAD_CHANGED", { path: upload.path });
       }
       md5 = staged.md5;
       break;
@@ -368,6 +370,13 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
       if (copied === "source-changed") {
         if (attempt < 2) continue;
         return apiError("UPLOAD_CHANGED", { path });
+      }
+      // As for the package: "exists" is a retried copy whose first answer
+      // was lost, or the store's refusal to read the source.
+      if (copied === "exists") {
+        const existing = await blobs.stat(destination, signal);
+        if (existing === undefined) return apiError("UPLOAD_NOT_READABLE", { path });
+        if (existing.size !== staged.size) return apiError("UPLOAD_CHANGED", { path });
       }
       return undefined;
     }

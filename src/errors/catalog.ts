@@ -216,6 +216,12 @@ export const catalog = Object.freeze({
       `The upload at "${p.path}" is a ${p.blobType}, not a block blob: PUT the file to the upload URL again with the upload_headers ` +
       "GetUploadUrl returned (x-ms-blob-type: BlockBlob), then confirm.",
   ),
+  UPLOAD_NOT_READABLE: spec<{ path: string }>(
+    Code.FailedPrecondition,
+    (p) =>
+      `The upload at "${p.path}" could not be copied: the blob store would not read it (one moved to the Archive tier cannot be read, nor overwritten): ` +
+      "ask for a new upload URL (GetUploadUrl), upload the file there, and confirm with that one.",
+  ),
   UPLOAD_ALREADY_CONFIRMED: spec<{ path: string; versionId: string; version: string; sourceHash: string; fileSizeBytes: number }>(
     Code.AlreadyExists,
     (p) =>

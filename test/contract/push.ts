@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { gzipSync } from "node:zlib";
-import { BlobServiceClient } from "@azure/storage-blob";
+import { BlobServiceClient, BlockBlobClient } from "@azure/storage-blob";
 import * as assert from "uvu/assert";
 import { AzureBlobStore } from "../../src/blob/azure-blob-store.js";
 import type { Backend } from "../support/env.js";
@@ -324,6 +324,38 @@ export function pushSuite(backend: Backend) {
     const dl = await svc.rest.get(`/api/entities/${e}/versions/${ok.body.version.id}/download`);
     assert.is(await (await fetch(dl.body.download_url)).text(), content);
     assert.is(await (await fetch(dl.body.lockfile_download_url)).text(), '{"lock":1}');
+  });
+
+  s("a package or lockfile its upload URL moved to the Archive tier is refused with UPLOAD_NOT_READABLE (the store's 409, as for a copy whose destination exists), not confirmed without it", async ({ svc }) => {
+    const content = "an archived package";
+    const confirmOf = (e: string, up: Awaited<ReturnType<typeof uploadOnly>>, lock: boolean) =>
+      svc.rest.post(`/api/entities/${e}/versions/confirm`, {
+        storage_path: up.res.body.storage_path,
+        version: up.version,
+        source_hash: up.sourceHash,
+        file_size_bytes: Buffer.byteLength(content),
+        ...(lock ? { package_lock_path: up.res.body.package_lock_path } : {}),
+      });
+    for (const which of ["package", "lockfile"] as const) {
+      const e = newEntityId();
+      const up = await uploadOnly(svc, e, { content });
+      assert.is(await putBlob(up.res.body.upload_url, content, up.res.body.upload_headers), 201);
+      assert.is(await putBlob(up.res.body.lockfile_upload_url, '{"lock":0}', up.res.body.upload_headers), 201);
+      await new BlockBlobClient(which === "package" ? up.res.body.upload_url : up.res.body.lockfile_upload_url).setAccessTier("Archive");
+      const refused = await confirmOf(e, up, true);
+      assert.equal([refused.status, refused.body.code], [400, "UPLOAD_NOT_READABLE"], `${which}: ${JSON.stringify(refused.body)}`);
+      assert.match(refused.body.error, which === "package" ? up.res.body.storage_path : up.res.body.package_lock_path);
+      assert.match(refused.body.error, "ask for a new upload URL");
+      assert.is((await svc.rest.get(`/api/entities/${e}/versions`)).body.versions?.length ?? 0, 0, `${which}: no version was made`);
+      // Doing what the message says mends it.
+      const again = await uploadOnly(svc, e, { content });
+      assert.is(await putBlob(again.res.body.upload_url, content, again.res.body.upload_headers), 201);
+      assert.is(await putBlob(again.res.body.lockfile_upload_url, '{"lock":1}', again.res.body.upload_headers), 201);
+      const ok = await confirmOf(e, again, true);
+      assert.is(ok.status, 201, JSON.stringify(ok.body));
+      const dl = await svc.rest.get(`/api/entities/${e}/versions/${ok.body.version.id}/download`);
+      assert.is(await (await fetch(dl.body.lockfile_download_url)).text(), '{"lock":1}');
+    }
   });
 
   s("a download is answered as a download, whatever headers the package was uploaded with", async ({ svc }) => {
