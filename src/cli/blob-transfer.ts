@@ -18,6 +18,13 @@ const retryOptions: StoragePipelineOptions["retryOptions"] = { maxTries: 5, retr
 /** How long a transfer may move no byte, nor be answered, before it is given up on. */
 const defaultStallMs = 120_000;
 
+/**
+ * The slowest link a block upload is allowed for: the SDK reports a block
+ * upload's progress only once a whole block is in, so a round of blocks in
+ * flight gets the time it takes at this rate on top of the stall time.
+ */
+const slowestUploadBytesPerSecond = 32 * 1024;
+
 /** What a test may change: how long a transfer may stall. */
 export interface TransferOptions {
   readonly stallMs?: number;
@@ -33,6 +40,7 @@ class StallWatch {
   readonly #ms: number;
   #timer: NodeJS.Timeout;
   #stalled = false;
+  #stopped = false;
 
   constructor(ms: number, onStall: () => void = () => undefined) {
     this.#ms = ms;
@@ -41,11 +49,13 @@ class StallWatch {
       this.#controller.abort();
       onStall();
     };
-    this.#timer = setTimeout(stall, ms);
+    // Never what keeps the process alive: a transfer's own sockets do, while it runs.
+    this.#timer = setTimeout(stall, ms).unref();
     this.moved = () => {
-      if (this.#stalled) return;
+      // After the end too: the SDK's other block uploads report on after one failed.
+      if (this.#stalled || this.#stopped) return;
       clearTimeout(this.#timer);
-      this.#timer = setTimeout(stall, ms);
+      this.#timer = setTimeout(stall, ms).unref();
     };
   }
 
@@ -66,6 +76,7 @@ class StallWatch {
   }
 
   stop(): void {
+    this.#stopped = true;
     clearTimeout(this.#timer);
   }
 }
@@ -127,7 +138,9 @@ function storeAddress(url: string): string {
  */
 export async function uploadFile(url: string, file: string, sizeBytes: number, md5Base64: string, label: string, json: boolean, options: TransferOptions = {}): Promise<void> {
   const bar = new ProgressBar(label, sizeBytes, json);
-  const watch = new StallWatch(options.stallMs ?? defaultStallMs);
+  const stallMs = options.stallMs ?? defaultStallMs;
+  const blocksInFlightBytes = sizeBytes > maxSingleShotBytes ? Math.min(sizeBytes, concurrency * blockBytes) : 0;
+  const watch = new StallWatch(stallMs + Math.ceil((blocksInFlightBytes / slowestUploadBytesPerSecond) * 1000));
   try {
     await new BlockBlobClient(url, undefined, { retryOptions }).uploadFile(file, {
       blockSize: blockBytes,

@@ -2,6 +2,7 @@
 // then says nothing: given up on once no byte has moved for the stall
 // time, rather than held for ever.
 import fs from "node:fs";
+import http from "node:http";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -87,6 +88,25 @@ test("download: a body that stops part-way is given up on after the stall time",
     assert.match((error as Error).message, "moved no byte and gave no answer for 0.3 s", (error as Error).message);
   } finally {
     await store.close();
+  }
+});
+
+test("upload: a large package's blocks, whose progress the SDK reports only once each is in, are not taken for a stall", async () => {
+  // Each request is answered a second after its body has come: longer than the stall time.
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on("end", () => setTimeout(() => res.writeHead(201, { etag: '"0x1"', "x-ms-request-id": "r" }).end(), 1000));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const url = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}/devstoreaccount1/packages/e/v.tgz?sv=2024-08-04&sig=secret`;
+  const file = path.join(scratch, "blocks.tgz");
+  const size = 9 * 1024 * 1024;
+  fs.writeFileSync(file, Buffer.alloc(size, 1));
+  try {
+    await within10s(uploadFile(url, file, size, "AAAAAAAAAAAAAAAAAAAAAA==", "package", true, { stallMs: 300 }));
+  } finally {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
   }
 });
 
