@@ -1,5 +1,6 @@
 import { createHash, type Hash } from "node:crypto";
 import { createReadStream, createWriteStream } from "node:fs";
+import { dirname } from "node:path";
 import { Transform, type TransformCallback } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { constants as zlibConstants, createGzip } from "node:zlib";
@@ -121,13 +122,29 @@ export async function copyHashedFile(file: HashedFile, out: string): Promise<Pac
   const sha256 = createHash("sha256");
   const md5 = createHash("md5");
   const meter = new Meter([sha256, md5]);
+  const sink = createWriteStream(out);
+  let writeFailed: unknown;
+  sink.once("error", (error) => (writeFailed = error));
   try {
-    await pipeline(createReadStream(file.absolute), meter, createWriteStream(out));
+    await pipeline(createReadStream(file.absolute), meter, sink);
   } catch (error) {
+    // The copy's side (a full temporary folder) is not the source's fault.
+    if (writeFailed !== undefined) throw scratchFailure(out, writeFailed);
     throw readFailure(file.path, error);
   }
   if (sha256.digest("hex") !== file.sha256) throw changed(file.path);
   return { sizeBytes: meter.bytes, md5Base64: md5.digest("base64") };
+}
+
+/** The scratch copy could not be written: where, why, and what to do. */
+function scratchFailure(out: string, cause: unknown): CliError {
+  const code = (cause as NodeJS.ErrnoException).code ?? (cause as Error).message;
+  const err = new CliError(
+    `cannot write the copy that is uploaded, ${out} (${code}): make room in ${dirname(out)}, or point TMPDIR at a folder with room for the package.`,
+    "SCRATCH_UNWRITABLE",
+  );
+  err.cause = cause;
+  return err;
 }
 
 /** A file that vanished or changed size is a changed tree; anything else (permissions) is named with the way around it. */

@@ -305,6 +305,16 @@ test("the lockfile is uploaded from a copy checked against its hash: changed, or
     }
     fs.rmSync(path.join(root, "package-lock.json"));
   }
+  // A copy that cannot be written (a full temporary folder: /dev/full answers every write ENOSPC) is the copy's failure, not the source's.
+  fs.writeFileSync(path.join(root, "package-lock.json"), '{"lockfileVersion":3}');
+  try {
+    await copyHashedFile(await lockfile(), "/dev/full");
+    assert.unreachable("a copy to a full disk succeeded");
+  } catch (error) {
+    assert.instance(error, CliError);
+    assert.is((error as CliError).code, "SCRATCH_UNWRITABLE", (error as Error).message);
+    assert.match((error as Error).message, "(ENOSPC): make room in /dev, or point TMPDIR at a folder with room for the package");
+  }
 });
 
 test.run();

@@ -94,12 +94,13 @@ async function uploadAndConfirm(
   const scratch = await fs.mkdtemp(path.join(os.tmpdir(), "entity-versions-"));
   const forget = removeOnInterrupt(scratch);
   try {
-    const pkg = await packageOf(source, scratch);
-    // The signed URL would take any size; confirm would refuse it only after the upload.
+    // The signed URL would take any size; confirm would refuse it only after
+    // the upload. A file's size is known before it is copied.
     const maxBytes = answer.max_file_size_bytes === undefined ? undefined : Number(answer.max_file_size_bytes);
-    if (maxBytes !== undefined && pkg.sizeBytes > maxBytes) {
+    const refuseIfTooLarge = (sizeBytes: number) => {
+      if (maxBytes === undefined || sizeBytes <= maxBytes) return;
       throw new CliError(
-        `the package is ${formatBytes(pkg.sizeBytes)} (${pkg.sizeBytes} bytes), more than the ${formatBytes(maxBytes)} (${maxBytes} bytes) the service accepts; nothing was uploaded.`,
+        `the package is ${formatBytes(sizeBytes)} (${sizeBytes} bytes), more than the ${formatBytes(maxBytes)} (${maxBytes} bytes) the service accepts; nothing was uploaded.`,
         "PACKAGE_TOO_LARGE",
         undefined,
         undefined,
@@ -110,7 +111,10 @@ async function uploadAndConfirm(
           "the service's limit is its MAX_PACKAGE_BYTES setting",
         ],
       );
-    }
+    };
+    if (source.kind === "file") refuseIfTooLarge(source.sizeBytes);
+    const pkg = await packageOf(source, scratch);
+    refuseIfTooLarge(pkg.sizeBytes);
     const manifest = source.kind === "directory" ? source.packageJson : undefined;
     if (manifest !== undefined && answer.max_package_json_bytes !== undefined && answer.max_package_json_values !== undefined) {
       // Checked by the service's own rule, against its limits, before the upload that confirm would waste.
