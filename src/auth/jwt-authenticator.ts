@@ -199,10 +199,12 @@ async function fetchKeySet(url: string, init: RequestInit, timeoutMs: number): P
   // set publishes that too, so its tokens are refused as signed by an
   // unknown key, and the operator is told (jose would refuse it only when
   // a token names it, in a way that reads as an outage). A "d" of null is
-  // a serializer's way of writing none.
-  const members = keys as Array<Record<string, unknown>>;
-  const leaked = members.filter((key) => key["d"] !== undefined && key["d"] !== null);
-  if (leaked.length === 0) return { response: new Response(body, { status: 200, headers: response.headers }), leakedKids: [] };
+  // a serializer's way of writing none: left out, as jose would take the
+  // key for a private one.
+  const nullD = (keys as Array<Record<string, unknown>>).some((key) => key["d"] === null);
+  const members = (keys as Array<Record<string, unknown>>).map((key) => (key["d"] === null ? Object.fromEntries(Object.entries(key).filter(([name]) => name !== "d")) : key));
+  const leaked = members.filter((key) => key["d"] !== undefined);
+  if (leaked.length === 0 && !nullD) return { response: new Response(body, { status: 200, headers: response.headers }), leakedKids: [] };
   const leakedPublic = new Set(leaked.map(publicPart));
   const kept = { ...(set as object), keys: members.filter((key) => !leaked.includes(key) && !leakedPublic.has(publicPart(key))) };
   const headers = new Headers(response.headers);

@@ -292,6 +292,7 @@ test("a key set that publishes a private key: its tokens are TOKEN_BAD_SIGNATURE
     }
     assert.match(log(), /publish a private key \(kid leaked\)/);
     assert.not.match(log(), "null-d", "a null d is no private key");
+    assert.is((await auth.authenticate(`Bearer ${await signed(nullD.privateKey, "null-d")}`)).id, "alice", "and its key verifies");
     assert.is((await auth.authenticate(`Bearer ${await signed(good.privateKey, "good")}`)).id, "alice");
   });
 });
