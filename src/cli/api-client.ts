@@ -243,7 +243,9 @@ export class ApiClient {
         ? `nothing listens there: start it (\`npm start\`) or point the CLI at it with --url or ENTITY_VERSIONS_URL (${where})`
         : cause === "ENOTFOUND" || cause === "EAI_AGAIN"
           ? `its host name does not resolve here: check the URL (${where}) and this machine's DNS`
-          : tlsFailure(cause)
+          : plainHttpAnswer(cause)
+            ? `what answers there speaks plain HTTP, not TLS (the service serves plain HTTP; TLS ends at a proxy in front of it): use an http:// URL, or the proxy's https:// address (${where})`
+            : tlsFailure(cause)
             ? `its TLS certificate is not trusted here: when the service's certificate comes from a private CA, give the CLI that CA with NODE_EXTRA_CA_CERTS=/path/to/ca.pem; check that the URL's host name is one the certificate names (${where})`
             : `the connection failed: check that the service runs and that the network between lets it through, and the URL (${where}); or retry`;
     const err = new CliError(`cannot reach the entity-versions service at ${this.settings.url} (${cause}): ${what}.`, "SERVICE_UNREACHABLE");
@@ -301,9 +303,14 @@ function gatewayFailure(res: Response): boolean {
   return (res.status === 502 || res.status === 503 || res.status === 504) && !fromTheService(res);
 }
 
-/** Whether a connection failed on the service's TLS certificate (untrusted, expired, another host's): retrying cannot mend it. */
+/** Whether a TLS connection failed (an untrusted, expired or other host's certificate, or no TLS at all): retrying cannot mend it. */
 function tlsFailure(cause: string): boolean {
   return /CERT|SELF_SIGNED|^ERR_TLS_|^ERR_SSL_|UNABLE_TO_(GET|VERIFY)/.test(cause);
+}
+
+/** Whether an https:// URL reached a server that answered in plain HTTP (OpenSSL's "wrong version number"). */
+function plainHttpAnswer(cause: string): boolean {
+  return /WRONG_VERSION_NUMBER|HTTP_REQUEST/.test(cause);
 }
 
 function parseJson(text: string): unknown {

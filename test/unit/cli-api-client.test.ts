@@ -232,6 +232,20 @@ test("a connection refused (nothing listens) says to start the service; nothing 
   }
 });
 
+test("an https:// URL at a server that speaks plain HTTP (the service does) says to use http://, not to trust a certificate", async () => {
+  const srv = await scripted([answer(200, { ok: 1 })]);
+  try {
+    await client(srv.url.replace("http://", "https://")).api.call("GET", "/x");
+    assert.unreachable();
+  } catch (error) {
+    assert.instance(error, CliError);
+    assert.match((error as CliError).message, "speaks plain HTTP, not TLS", (error as Error).message);
+    assert.not.match((error as CliError).message, "NODE_EXTRA_CA_CERTS");
+  } finally {
+    await srv.close();
+  }
+});
+
 test("a refused token (401) says where the token and the URL came from: the right token sent to another service is the usual slip", async () => {
   const srv = await scripted([answer(401, { error: "The token's signature does not verify", code: "TOKEN_BAD_SIGNATURE" })]);
   try {
