@@ -166,7 +166,7 @@ function endUnreadStream(req: http2.Http2ServerRequest): void {
       }
       const timer = setTimeout(() => {
         if (stream.closed || stream.destroyed) return;
-        if (stream.state.remoteClose !== 1) stream.close(http2.constants.NGHTTP2_NO_ERROR);
+        resetNow();
         drop();
       }, unreadBodyGraceMs);
       stream.once("close", () => clearTimeout(timer));
