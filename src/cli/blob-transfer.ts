@@ -75,9 +75,16 @@ class StallWatch {
     );
   }
 
+  /**
+   * Ends the watch, and whatever of the transfer still runs: the SDK fails
+   * an upload at its first failed block and leaves the others in flight,
+   * whose sockets would keep the process alive for as long as the store
+   * holds them.
+   */
   stop(): void {
     this.#stopped = true;
     clearTimeout(this.#timer);
+    this.#controller.abort();
   }
 }
 /** Packages above this go up in blocks, several at once, each retried alone. */

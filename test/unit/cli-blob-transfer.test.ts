@@ -110,6 +110,44 @@ test("upload: a large package's blocks, whose progress the SDK reports only once
   }
 });
 
+test("upload: once one block has failed, the others still in flight are given up on with it, not left holding the process", async () => {
+  // The first block is refused at once (an expired URL); the others are never answered.
+  let requests = 0;
+  const held = new Set<net.Socket>();
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on("end", () => {
+      if (requests++ === 0) {
+        res.writeHead(403, { "x-ms-error-code": "AuthenticationFailed" }).end();
+        return;
+      }
+      held.add(req.socket);
+      req.socket.once("close", () => held.delete(req.socket));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const url = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}/devstoreaccount1/packages/e/v.tgz?sv=2024-08-04&sig=secret`;
+  const file = path.join(scratch, "refused-blocks.tgz");
+  const size = 16 * 1024 * 1024;
+  fs.writeFileSync(file, Buffer.alloc(size, 1));
+  try {
+    await within10s(uploadFile(url, file, size, "AAAAAAAAAAAAAAAAAAAAAA==", "package", true, { stallMs: 60_000 }));
+    assert.unreachable("a refused block fails the upload");
+  } catch (error) {
+    assert.instance(error, CliError);
+    assert.match((error as Error).message, "HTTP 403");
+  }
+  try {
+    const until = Date.now() + 3_000;
+    while ((held.size > 0 || requests < 2) && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.ok(requests > 1, `${requests} requests: the other blocks were sent`);
+    assert.is(held.size, 0, "the blocks still in flight were given up on: their connections closed");
+  } finally {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+});
+
 test.after(() => fs.rmSync(scratch, { recursive: true, force: true }));
 
 test.run();
