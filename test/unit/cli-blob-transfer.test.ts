@@ -48,6 +48,22 @@ function within10s<T>(work: Promise<T>): Promise<T> {
   return Promise.race([work, late]).finally(() => clearTimeout(timer));
 }
 
+/** A store answering each request as `handler` does once its body has come, at a blob URL of its own. */
+async function httpStore(handler: (req: http.IncomingMessage, res: http.ServerResponse) => void): Promise<{ url: string; close: () => Promise<void> }> {
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on("end", () => handler(req, res));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}/devstoreaccount1/packages/e/v.tgz?sv=2024-08-04&sig=secret`,
+    close: () => {
+      server.closeAllConnections();
+      return new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "ev-cli-blob-"));
 
 for (const [name, transfer] of [
@@ -93,20 +109,14 @@ test("download: a body that stops part-way is given up on after the stall time",
 
 test("upload: a large package's blocks, whose progress the SDK reports only once each is in, are not taken for a stall", async () => {
   // Each request is answered a second after its body has come: longer than the stall time.
-  const server = http.createServer((req, res) => {
-    req.resume();
-    req.on("end", () => setTimeout(() => res.writeHead(201, { etag: '"0x1"', "x-ms-request-id": "r" }).end(), 1000));
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const url = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}/devstoreaccount1/packages/e/v.tgz?sv=2024-08-04&sig=secret`;
+  const store = await httpStore((_req, res) => setTimeout(() => res.writeHead(201, { etag: '"0x1"', "x-ms-request-id": "r" }).end(), 1000));
   const file = path.join(scratch, "blocks.tgz");
   const size = 9 * 1024 * 1024;
   fs.writeFileSync(file, Buffer.alloc(size, 1));
   try {
-    await within10s(uploadFile(url, file, size, "AAAAAAAAAAAAAAAAAAAAAA==", "package", true, { stallMs: 300 }));
+    await within10s(uploadFile(store.url, file, size, "AAAAAAAAAAAAAAAAAAAAAA==", "package", true, { stallMs: 300 }));
   } finally {
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await store.close();
   }
 });
 
@@ -114,24 +124,19 @@ test("upload: once one block has failed, the others still in flight are given up
   // The first block is refused at once (an expired URL); the others are never answered.
   let requests = 0;
   const held = new Set<net.Socket>();
-  const server = http.createServer((req, res) => {
-    req.resume();
-    req.on("end", () => {
-      if (requests++ === 0) {
-        res.writeHead(403, { "x-ms-error-code": "AuthenticationFailed" }).end();
-        return;
-      }
-      held.add(req.socket);
-      req.socket.once("close", () => held.delete(req.socket));
-    });
+  const store = await httpStore((req, res) => {
+    if (requests++ === 0) {
+      res.writeHead(403, { "x-ms-error-code": "AuthenticationFailed" }).end();
+      return;
+    }
+    held.add(req.socket);
+    req.socket.once("close", () => held.delete(req.socket));
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const url = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}/devstoreaccount1/packages/e/v.tgz?sv=2024-08-04&sig=secret`;
   const file = path.join(scratch, "refused-blocks.tgz");
   const size = 16 * 1024 * 1024;
   fs.writeFileSync(file, Buffer.alloc(size, 1));
   try {
-    await within10s(uploadFile(url, file, size, "AAAAAAAAAAAAAAAAAAAAAA==", "package", true, { stallMs: 60_000 }));
+    await within10s(uploadFile(store.url, file, size, "AAAAAAAAAAAAAAAAAAAAAA==", "package", true, { stallMs: 60_000 }));
     assert.unreachable("a refused block fails the upload");
   } catch (error) {
     assert.instance(error, CliError);
@@ -143,8 +148,7 @@ test("upload: once one block has failed, the others still in flight are given up
     assert.ok(requests > 1, `${requests} requests: the other blocks were sent`);
     assert.is(held.size, 0, "the blocks still in flight were given up on: their connections closed");
   } finally {
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await store.close();
   }
 });
 
