@@ -4,11 +4,13 @@ import type { Reason } from "../errors/catalog.js";
  * The errors any REST route can answer, whatever its RPC declares in the
  * proto: a field that does not decode or that the RPC refuses
  * (INVALID_ARGUMENT), a request that cannot be read (MALFORMED_REQUEST),
- * the call's deadline passing (DEADLINE_EXCEEDED), the server stopping
+ * an HTTP/1.1 URL and headers past Node's limit, which a long token or a
+ * proxy's added headers can reach (REQUEST_HEADERS_TOO_LARGE), the call's
+ * deadline passing (DEADLINE_EXCEEDED), the server stopping
  * (SHUTTING_DOWN), a bug (INTERNAL). The OpenAPI document adds them to
  * every operation.
  */
-export const everyRouteReasons: readonly Reason[] = ["INVALID_ARGUMENT", "MALFORMED_REQUEST", "DEADLINE_EXCEEDED", "SHUTTING_DOWN", "INTERNAL"];
+export const everyRouteReasons: readonly Reason[] = ["INVALID_ARGUMENT", "MALFORMED_REQUEST", "REQUEST_HEADERS_TOO_LARGE", "DEADLINE_EXCEEDED", "SHUTTING_DOWN", "INTERNAL"];
 
 /**
  * The errors of reading a request body: a content type other than JSON,

@@ -135,7 +135,7 @@ export function openapiSuite(backend: Backend) {
     assert.is(new URL(slash.headers.get("location")!, `${svc.url}/docs/`).href, `${svc.url}/docs`);
   });
 
-  s("every operation: 401 without a token, 400 for a bad id or an unreadable URL", async ({ svc }) => {
+  s("every operation: 401 without a token, 400 for a bad id or an unreadable URL, 431 past the header limit", async ({ svc }) => {
     const all = operations().map((o) => o.id);
     const anonymous = await eachOperation((op) => svc.restAs({}).request(op.method, fill(op.template), op.readsBody ? {} : undefined));
     expectEvery(anonymous, all, 401, "AUTH_REQUIRED");
@@ -144,6 +144,8 @@ export function openapiSuite(backend: Backend) {
     expectEvery(badId, all, 400, "INVALID_ARGUMENT");
     const badUrl = await eachOperation((op) => svc.rest.request(op.method, fill(op.template).replace("ent-openapi", "%E0%A4%A"), undefined));
     expectEvery(badUrl, all, 400, "MALFORMED_REQUEST");
+    const bigHeaders = await eachOperation((op) => svc.rest.request(op.method, fill(op.template), op.readsBody ? {} : undefined, { "x-padding": "x".repeat(17_000) }));
+    expectEvery(bigHeaders, all, 431, "REQUEST_HEADERS_TOO_LARGE");
   });
 
   s("every operation with a body: 400 for JSON that does not parse, 415 for other content or a compressed body, 413 past the limit", async ({ svc }) => {
