@@ -80,9 +80,13 @@ export class BlobDeleter {
    * such deletions are already running: then (a client deleting versions
    * faster than the blob store deletes blobs) it is left to the periodic
    * pass, so that deletions never pile up in the process or on the store.
+   * Once stop() is called none starts: stop() has already taken the
+   * deletions it waits for, and one started after would record its end in
+   * a closed database (a call still finishing during the drain queues its
+   * deletion; the next pass, here or on another replica, takes it).
    */
   deleteSoon(entityId: string, uploadId: string, versionId?: string): void {
-    if (this.#immediate.size >= maxImmediate) return;
+    if (this.#stopping || this.#immediate.size >= maxImmediate) return;
     const deletion = this.deleteNow(entityId, uploadId, versionId);
     this.#immediate.add(deletion);
     void deletion.finally(() => this.#immediate.delete(deletion));
@@ -99,9 +103,16 @@ export class BlobDeleter {
     }
   }
 
-  /** One pass over the due deletions; returns how many finished. */
+  /**
+   * One pass over the due deletions; returns how many finished. A pass
+   * logs its first failure and then one line counting the rest: with the
+   * blob store down, every due row fails alike, and a line (and a stack)
+   * each would be hundreds of thousands a day.
+   */
   async runOnce(limit = 100): Promise<number> {
     let done = 0;
+    let failed = 0;
+    let last: { error: unknown; entityId: string; uploadId: string } | undefined;
     for (const due of await this.#uploads.dueDeletions(this.#clock.now(), limit)) {
       if (this.#stopping) break;
       // Leased from its own claim: a long pass must not hand out leases already run out.
@@ -111,9 +122,16 @@ export class BlobDeleter {
         done++;
       } catch (error) {
         const backoff = Math.min(maxBackoffMs, 1_000 * 2 ** due.attempts);
-        this.#log.warn({ err: error, entityId: due.entityId, uploadId: due.id, attempts: due.attempts + 1 }, "blob deletion failed; retrying later");
+        if (failed++ === 0) this.#log.warn({ err: error, entityId: due.entityId, uploadId: due.id, attempts: due.attempts + 1 }, "blob deletion failed; retrying later");
+        else last = { error, entityId: due.entityId, uploadId: due.id };
         await this.#uploads.retryAt(due.entityId, due.id, new Date(this.#clock.now().getTime() + backoff)).catch(() => undefined);
       }
+    }
+    if (last !== undefined) {
+      this.#log.warn(
+        { failed, lastError: last.error instanceof Error ? last.error.message : String(last.error), entityId: last.entityId, uploadId: last.uploadId },
+        `${failed} blob deletions failed in this pass; each is retried later, with backoff`,
+      );
     }
     return done;
   }
