@@ -118,6 +118,18 @@ function defineMigrationsSuite(backend: Backend): void {
       assert.ok((await knex("knex_migrations").where("name", "0010-open-uploads").first()) !== undefined);
     }));
 
+  s("npm run migrate:unlock refuses a database the service never started on (a DATABASE_URL naming another), and writes nothing to it", async () =>
+    onNewDatabase(async (knex, tdb) => {
+      await knex.raw("select 1");
+      const refused = spawnSync(process.execPath, ["--import", "tsx", "src/tools/migrate-unlock.ts"], {
+        env: { PATH: process.env["PATH"] ?? "", DATABASE_URL: tdb.url },
+        encoding: "utf8",
+      });
+      assert.is(refused.status, 2, refused.stderr);
+      assert.match(refused.stderr, "has no migrations table: the service has never started on it");
+      assert.not.ok(await knex.schema.hasTable("knex_migrations_lock"), "no table made");
+    }));
+
   if (backend === "mysql") {
     s("a process whose migration lock is lost (its connection killed) stops before its next migration", async () => {
       const tdb = await createTestDatabase(backend);

@@ -27,6 +27,14 @@ try {
   // Knex's own stack of a failed connection: the error line below says it.
   const db = openDatabase(config, { warn: () => undefined, error: () => undefined });
   try {
+    // A DATABASE_URL naming another database (or one the service never
+    // started on) has no lock to clear: making Knex's tables in it and
+    // calling it clear would send the operator to start on the wrong one.
+    if (!(await db.knex.schema.hasTable("knex_migrations"))) {
+      throw new ConfigError(
+        `${config.kind === "mysql" ? "DATABASE_URL's database" : config.file} has no migrations table: the service has never started on it, so it holds no lock. Run this with the DATABASE_URL (or DATA_DIR) the service runs with; nothing was changed.`,
+      );
+    }
     await freeMigrationLock(db.knex);
   } finally {
     await db.knex.destroy();
