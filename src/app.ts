@@ -262,6 +262,8 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     const pageTokenSecret =
       config.pageTokenSecret === undefined ? localSecret(path.join(config.dataDir, "page-token-secret"), "page tokens (the page_token of listings under way)") : Buffer.from(config.pageTokenSecret);
     const previousPageTokenSecrets = config.pageTokenSecretPrevious === undefined ? [] : [Buffer.from(config.pageTokenSecretPrevious)];
+    /** When the stop below began: the server's bound on calls in flight counts from it. */
+    let shutdownBegan: number | undefined;
     const server = await buildServer({
       access: new EntityAccessServiceImpl({ access, clock }),
       events: new EntityEventsServiceImpl({ events, access, hub, pageTokens: new PageTokens(pageTokenSecret, "events", previousPageTokenSecrets) }),
@@ -295,6 +297,7 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
       bodyLimitBytes: config.limits.maxRequestBytes,
       http: config.http,
       shutdownTimeoutMs: config.shutdownTimeoutMs,
+      shutdownBegan: () => shutdownBegan,
       metricsOnApiPort: config.metricsPort === undefined,
       rpcInflationScope: config.rpcInflationScope,
     });
@@ -304,10 +307,18 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
     stops.push(async () => {
       // Watches never finish by themselves: they are ended first, while
       // their connections are still open to carry where each can resume.
+      // One bound for both steps: a watch whose read waits on a slow
+      // database must not give the calls after it a second
+      // SHUTDOWN_TIMEOUT_MS (the stop must stay within the grace period
+      // the README tells to set).
+      shutdownBegan = Date.now();
       await hub.close(config.shutdownTimeoutMs);
       // At the bound, calls still running are answered SHUTTING_DOWN (the
       // server's shutdown signal); a moment later, whatever is still open is cut.
-      const force = setTimeout(() => (server.server as { closeAllConnections?: () => void }).closeAllConnections?.(), config.shutdownTimeoutMs + 1_000);
+      const force = setTimeout(
+        () => (server.server as { closeAllConnections?: () => void }).closeAllConnections?.(),
+        Math.max(0, shutdownBegan + config.shutdownTimeoutMs - Date.now()) + 1_000,
+      );
       await server.close();
       clearTimeout(force);
       await jobsStopped;

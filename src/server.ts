@@ -86,8 +86,15 @@ export interface ServerDeps {
   readonly bodyLimitBytes: number;
   /** Streams, idle connections, bodies in flight, deadlines. */
   readonly http: HttpLimits;
-  /** How long requests in flight may run once close() begins. */
+  /** How long requests in flight may run once the shutdown begins. */
   readonly shutdownTimeoutMs: number;
+  /**
+   * When the shutdown began (epoch ms), where the caller ends other things
+   * (event watches) before close(): the bound on calls in flight counts
+   * from then, so that the whole stop stays within shutdownTimeoutMs.
+   * Undefined: it counts from close().
+   */
+  readonly shutdownBegan?: (() => number | undefined) | undefined;
   /** Whether `GET /metrics` is served on the API's port (no METRICS_PORT of its own). */
   readonly metricsOnApiPort: boolean;
   /** Which RPC calls run in the scope that charges inflated messages (RPC_INFLATION_SCOPE). */
@@ -436,8 +443,8 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     );
     return { ticket, timeoutMs: limits.bodyTimeoutMs, deadlineMs: clientDeadlineLeftMs(req, reply), answered };
   };
-  // Calls still running shutdownTimeoutMs after close() began are aborted
-  // (SHUTTING_DOWN), whatever their protocol.
+  // Calls still running shutdownTimeoutMs after the shutdown began are
+  // aborted (SHUTTING_DOWN), whatever their protocol.
   const shutdown = new AbortController();
   // Every call in flight listens to it (Connect links it into the call's
   // signal): more than Node's default of ten is normal, not a leak.
@@ -448,7 +455,8 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   setMaxListeners(0, closing.signal);
   app.addHook("preClose", (done) => {
     closing.abort(apiError("SHUTTING_DOWN", {}));
-    setTimeout(() => shutdown.abort(apiError("SHUTTING_DOWN", {})), deps.shutdownTimeoutMs).unref();
+    const began = deps.shutdownBegan?.() ?? Date.now();
+    setTimeout(() => shutdown.abort(apiError("SHUTTING_DOWN", {})), Math.max(0, began + deps.shutdownTimeoutMs - Date.now())).unref();
     done();
   });
 

@@ -1,11 +1,12 @@
 import http2 from "node:http2";
 import net from "node:net";
-import knexFactory from "knex";
+import knexFactory, { type Knex } from "knex";
 import { Agent, request } from "undici";
 import { suite } from "uvu";
 import * as assert from "uvu/assert";
 import { type Backend, createTestDatabase } from "../support/env.js";
 import { newEntityId, push, serviceEnv, spawnService, uploadOnly } from "../support/service.js";
+import { watchGrpc } from "../support/watch-client.js";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -162,6 +163,45 @@ export function shutdownSuite(backend: Backend) {
       stop = true;
       for (const session of sessions) session.destroy();
       await agent.destroy();
+      await svc.close();
+      await db.drop();
+    }
+  });
+
+  s("SIGTERM with a watch whose start read waits on the database: calls in flight are cut at SHUTDOWN_TIMEOUT_MS from the stop, not that plus the watch's wait", async () => {
+    const shutdownTimeoutMs = 3_000;
+    const db = await createTestDatabase("mysql");
+    const svc = await spawnService(await serviceEnv(db, { SHUTDOWN_TIMEOUT_MS: String(shutdownTimeoutMs) }), db);
+    // One connection each: LOCK TABLES belongs to its session.
+    const tableHolder = knexFactory({ client: "mysql2", connection: db.url, pool: { min: 1, max: 1 } });
+    const rowHolder = knexFactory({ client: "mysql2", connection: db.url });
+    let trx: Knex.Transaction | undefined;
+    try {
+      const e = newEntityId();
+      const v1 = (await push(svc, e)).confirm!.body.version;
+      const a = await uploadOnly(svc, e, { base: v1.id });
+      trx = await rowHolder.transaction();
+      await trx("entities").where("id", e).forUpdate().first();
+      await tableHolder.raw("LOCK TABLES entity_publishers WRITE");
+      const watch = watchGrpc(svc.grpc, e);
+      const confirm = svc.rest
+        .post(`/api/entities/${e}/versions/confirm`, { storage_path: a.res.body.storage_path, version: a.version, source_hash: a.sourceHash, file_size_bytes: Buffer.byteLength(a.content), base_version_id: v1.id })
+        .then((res) => ({ at: Date.now(), status: res.status, code: res.body.code as string }));
+      await sleep(700);
+      const exited = new Promise<number | null>((resolve) => svc.child.once("exit", (code) => resolve(code)));
+      const started = Date.now();
+      svc.child.kill("SIGTERM");
+      const answered = await confirm;
+      assert.equal([answered.status, answered.code], [503, "SHUTTING_DOWN"]);
+      assert.ok(answered.at - started < shutdownTimeoutMs + 1_500, `the confirm was cut ${answered.at - started} ms after SIGTERM (SHUTDOWN_TIMEOUT_MS is ${shutdownTimeoutMs})`);
+      assert.is(await exited, 0);
+      assert.ok(Date.now() - started < shutdownTimeoutMs + 4_000, `exited ${Date.now() - started} ms after SIGTERM`);
+      watch.close();
+    } finally {
+      await tableHolder.raw("UNLOCK TABLES").catch(() => undefined);
+      await trx?.rollback().catch(() => undefined);
+      await tableHolder.destroy();
+      await rowHolder.destroy();
       await svc.close();
       await db.drop();
     }
