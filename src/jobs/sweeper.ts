@@ -1,11 +1,20 @@
-import { areaPrefixes, parseUploadPath } from "../blob/blob-paths.js";
+import { areaPrefixes, parseUploadPath, type ParsedUploadPath } from "../blob/blob-paths.js";
 import type { BlobStore } from "../blob/blob-store.js";
 import type { Clock } from "../clock.js";
-import type { UploadStore } from "../store/upload-store.js";
+import { scopedKey, type UploadStore } from "../store/upload-store.js";
 import type { BlobDeleter, DeleterLogger } from "./blob-deleter.js";
 
 /** How many kept packages are named in the log one by one; past it, only counted. */
 const maxKeptNamed = 10_000;
+
+/** How many listed blobs of ours are looked up in the database together. */
+const sweepBatchMax = 500;
+
+/** A listed blob of ours, past the grace period. */
+interface Listed {
+  readonly name: string;
+  readonly path: ParsedUploadPath;
+}
 
 /** What one sweep did. */
 export interface SweepResult {
@@ -111,51 +120,78 @@ export class OrphanSweeper {
           done.prunedEvents += deleted;
         }
       }
-      // Only under the service's own prefixes: a container shared with
-      // anything else keeps everything else.
-      for (const prefix of Object.values(areaPrefixes)) {
-        if (this.#stopping) break;
-        for await (const blob of this.#blobs.list(prefix)) {
+      /**
+       * Sweeps one batch of listed blobs: their upload states in one
+       * statement, then, for the version folders with no upload record,
+       * their versions in one more. Two statements a batch, not two a
+       * blob: every replica lists every blob every interval, whatever
+       * there is to sweep.
+       */
+      const sweepBatch = async (batch: readonly Listed[]) => {
+        const states = await this.#uploads.states(batch.map(({ path }) => ({ entityId: path.entityId, id: path.uploadId })));
+        const unclaimedFinal = batch.filter(({ path }) => path.area === "final" && !states.has(scopedKey(path.entityId, path.uploadId)));
+        const versions = await this.#uploads.versionsExisting(unclaimedFinal.map(({ path }) => ({ entityId: path.entityId, id: path.uploadId })));
+        for (const { name, path } of batch) {
           if (this.#stopping) break;
-          if (blob.lastModified >= cutoff) continue;
-          const path = parseUploadPath(blob.name);
-          // A name of ours that we never make: left alone, like anything foreign.
-          if (path === undefined || path.area === "legacy") continue;
-          const state = await this.#uploads.state(path.entityId, path.uploadId);
+          const key = scopedKey(path.entityId, path.uploadId);
+          const state = states.get(key);
           // No record: nothing can refer to it, unless it is a version's own
           // copy, which lives under the version's id. A confirmed upload's
           // staged blob: its version serves its own copy. "issued" past the
           // cutoff was marked above; "deleting" belongs to the deleter.
-          const stray =
-            state === undefined
-              ? path.area !== "final" || !(await this.#uploads.versionExists(path.entityId, path.uploadId))
-              : state === "confirmed" && path.area === "staging";
+          const stray = state === undefined ? path.area !== "final" || !versions.has(key) : state === "confirmed" && path.area === "staging";
           if (!stray) continue;
           if (keepUnrecorded && path.area === "final") {
             done.keptPackages++;
-            if (this.#keptNamed.has(blob.name)) continue;
+            if (this.#keptNamed.has(name)) continue;
             if (this.#keptNamed.size < maxKeptNamed) {
-              this.#keptNamed.add(blob.name);
-              this.#log.warn({ path: blob.name, entity_id: path.entityId }, "kept a package no version records, as SWEEP_UNRECORDED_PACKAGES=off says (README, Backups)");
+              this.#keptNamed.add(name);
+              this.#log.warn({ path: name, entity_id: path.entityId }, "kept a package no version records, as SWEEP_UNRECORDED_PACKAGES=off says (README, Backups)");
             } else keptUnnamed++;
             continue;
           }
           try {
             // Gone already (the deleter finished its upload since the
             // listing, or another replica swept it): not a stray we removed.
-            if (await this.#blobs.deleteIfExists(blob.name)) {
+            if (await this.#blobs.deleteIfExists(name)) {
               done.strayBlobs++;
               // A version's copy with no version: a confirm that failed after
               // copying, or, in numbers, a database restored from a backup
               // older than its container, whose newer packages these are
               // (README, Backups). Said one by one, so that a restore gone
               // wrong is seen in the log, not only in a counter.
-              if (path.area === "final") this.#log.warn({ path: blob.name, entity_id: path.entityId }, "deleted a package no version records (a confirm that failed after its copy, or a version a restored database does not know)");
+              if (path.area === "final") this.#log.warn({ path: name, entity_id: path.entityId }, "deleted a package no version records (a confirm that failed after its copy, or a version a restored database does not know)");
             }
           } catch (error) {
-            this.#log.warn({ err: error, path: blob.name }, "could not delete a stray blob; the next sweep retries it");
+            this.#log.warn({ err: error, path: name }, "could not delete a stray blob; the next sweep retries it");
           }
         }
+      };
+      // Only under the service's own prefixes: a container shared with
+      // anything else keeps everything else.
+      for (const prefix of Object.values(areaPrefixes)) {
+        if (this.#stopping) break;
+        let batch: Listed[] = [];
+        try {
+          for await (const blob of this.#blobs.list(prefix)) {
+            if (this.#stopping) break;
+            if (blob.lastModified >= cutoff) continue;
+            const path = parseUploadPath(blob.name);
+            // A name of ours that we never make: left alone, like anything foreign.
+            if (path === undefined || path.area === "legacy") continue;
+            batch.push({ name: blob.name, path });
+            if (batch.length < sweepBatchMax) continue;
+            const full = batch;
+            batch = [];
+            await sweepBatch(full);
+          }
+        } catch (error) {
+          // A listing that fails part-way: the blobs it listed before are
+          // swept all the same, as they were when swept one by one.
+          if (batch.length > 0 && !this.#stopping) await sweepBatch(batch);
+          throw error;
+        }
+        if (batch.length > 0 && !this.#stopping) await sweepBatch(batch);
       }
       // Past the names the log holds, the others are still said to exist:
       // an operator who pushes again only what the log names would

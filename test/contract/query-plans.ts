@@ -7,7 +7,7 @@ import { activeVersionSql, pushFactsSql, versionByIdSql, versionPageSql, version
 import { eventPageSql, eventPositionSql, eventsAfterSql, eventsPollSql } from "../../src/store/event-queries.js";
 import { EventStore } from "../../src/store/event-store.js";
 import type { Sql } from "../../src/store/sql.js";
-import { abandonedUploads } from "../../src/store/upload-store.js";
+import { abandonedUploads, uploadStatesQuery, versionsExistingQuery } from "../../src/store/upload-store.js";
 import { VersionStore } from "../../src/store/version-store.js";
 import { createTestDatabase, type TestDatabase } from "../support/env.js";
 
@@ -197,6 +197,33 @@ export function queryPlansSuite() {
     const plan = await analyze(db, { text: sql, params: bindings as readonly unknown[] });
     assert.ok(plan.every((r) => Number(r.r_rows ?? 0) <= 10), `the sweep's search read every open upload: ${JSON.stringify(plan)}`);
     assert.equal((await abandonedUploads(k, cutoff, 100)).map((r: { id: string }) => r.id).sort(), ["old-0", "old-1", "old-2", "old-3", "old-4"]);
+  });
+
+  s("a sweep looks up a batch of listed blobs by primary key, each under its own entity, whatever the history", async ({ db }) => {
+    const k = db.knex;
+    // A batch's worth: versions of "long" spread over its history, some under another entity or with no row.
+    const batch = Array.from({ length: 250 }, (_, i) => ({ entityId: i % 10 === 0 ? "other-a" : "long", id: `v${1 + i * 79}` }));
+    const uploads = batch.map((v) => ({ entityId: v.entityId, id: v.id.replace("v", "u") }));
+    // Each version's upload, confirmed.
+    for (let from = 1; from <= history; from += 2_000) {
+      await k("uploads").insert(Array.from({ length: 2_000 }, (_, i) => ({ id: `u${from + i}`, entity_id: "long", state: "confirmed", created_at: new Date() })));
+    }
+    await k.raw("analyze table uploads, versions");
+    for (const [name, query, keys] of [
+      ["the batch's upload states", uploadStatesQuery(k, uploads), uploads],
+      ["the batch's versions", versionsExistingQuery(k, batch), batch],
+    ] as const) {
+      const { sql, bindings } = query.toSQL().toNative();
+      const plan = await analyze(db, { text: sql, params: bindings as readonly unknown[] });
+      for (const row of plan) {
+        assert.is.not(row.type, "ALL", `${name}: ${JSON.stringify(row)}`);
+        assert.ok(Number(row.r_rows ?? 0) <= keys.length, `${name} read ${row.r_rows} rows for ${keys.length} keys: ${JSON.stringify(row)}`);
+      }
+    }
+    // Another entity's row under the same id is not the batch's.
+    const found = (await versionsExistingQuery(k, batch)) as Array<{ entity_id: string; id: string }>;
+    assert.is(found.length, batch.filter((v) => v.entityId === "long").length);
+    assert.ok(found.every((r) => r.entity_id === "long"));
   });
 
   return s;

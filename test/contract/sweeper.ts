@@ -3,8 +3,17 @@ import { AzureBlobStore } from "../../src/blob/azure-blob-store.js";
 import { areaPrefixes, parseUploadPath } from "../../src/blob/blob-paths.js";
 import type { App } from "../../src/app.js";
 import type { Backend } from "../support/env.js";
-import { blobStoreWith, memoryLogger, newEntityId, push, putBlob, startService, uploadOnly, type TestService } from "../support/service.js";
+import { blobStoreWith, memoryLogger, newEntityId, push, putBlob, serviceEnv, startService, uploadOnly, type TestService } from "../support/service.js";
 import { suite } from "uvu";
+import { randomUUID } from "node:crypto";
+import { BlobServiceClient } from "@azure/storage-blob";
+import { loadConfig } from "../../src/config.js";
+import type { BlobDeleter } from "../../src/jobs/blob-deleter.js";
+import { OrphanSweeper } from "../../src/jobs/sweeper.js";
+import { openDatabase } from "../../src/store/database.js";
+import { migrateLatest } from "../../src/store/migrate.js";
+import { UploadStore } from "../../src/store/upload-store.js";
+import { createTestDatabase } from "../support/env.js";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -227,6 +236,84 @@ export function sweeperSuite(backend: Backend) {
       assert.is(await container.getBlockBlobClient(stray).exists(), false);
     } finally {
       await svc.close();
+    }
+  });
+
+  s("a sweep's database reads are a few statements per batch of listed blobs, not per blob, and each looks a blob up under its own entity", async () => {
+    const tdb = await createTestDatabase(backend);
+    const env = await serviceEnv(tdb);
+    const db = openDatabase(loadConfig(env).database);
+    const connectionString = env["AZURE_STORAGE_CONNECTION_STRING"]!;
+    const container = BlobServiceClient.fromConnectionString(connectionString).getContainerClient(env["AZURE_STORAGE_CONTAINER"]!);
+    try {
+      await container.createIfNotExists();
+      await migrateLatest(db.knex);
+      const old = new Date(Date.now() - 3_600_000);
+      const entities = Array.from({ length: 7 }, () => newEntityId());
+      const [a, b] = entities as [string, string];
+      // 260 versions, each with its package and lockfile under versions/
+      // (two listing batches), and its confirmed upload.
+      const versions = Array.from({ length: 260 }, (_, n) => ({ entityId: entities[n % entities.length]!, id: randomUUID(), uploadId: randomUUID() }));
+      for (let from = 0; from < versions.length; from += 100) {
+        const chunk = versions.slice(from, from + 100);
+        await db.knex("uploads").insert(chunk.map((v) => ({ id: v.uploadId, entity_id: v.entityId, state: "confirmed", created_at: old })));
+        await db.knex("versions").insert(
+          chunk.map((v, i) => ({
+            id: v.id,
+            entity_id: v.entityId,
+            seq: from + i + 1,
+            version: `2020.01.01-${String(from + i).padStart(6, "0")}`,
+            source_hash: "c".repeat(64),
+            upload_id: v.uploadId,
+            storage_path: `versions/${v.entityId}/${v.id}/package`,
+            file_size_bytes: 1,
+            service_dependencies: "[]",
+            published_by: "owner",
+            created_at: old,
+          })),
+        );
+      }
+      const deleting = randomUUID();
+      await db.knex("uploads").insert({ id: deleting, entity_id: a, state: "deleting", created_at: old, next_attempt_at: new Date(Date.now() + 3_600_000) });
+      const kept = [
+        ...versions.flatMap((v) => [`versions/${v.entityId}/${v.id}/package`, `versions/${v.entityId}/${v.id}/package-lock.json`]),
+        // A version kept under its upload's id (before versions had folders of their own).
+        `versions/${versions[0]!.entityId}/${versions[0]!.uploadId}/package`,
+        // The deleter's.
+        `uploads/${a}/${deleting}/package`,
+      ];
+      const strays = [
+        // Confirmed uploads' staged blobs.
+        ...versions.slice(0, 3).map((v) => `uploads/${v.entityId}/${v.uploadId}/package`),
+        // Another entity's version, and another entity's upload, under the same ids: nothing of this entity's.
+        `versions/${versions[1]!.entityId === b ? a : b}/${versions[1]!.id}/package`,
+        `uploads/${a}/${deleting.replace(/^./, "f")}/package`,
+        `uploads/${b}/${deleting}/package`,
+      ];
+      const names = [...kept, ...strays];
+      for (let from = 0; from < names.length; from += 32) {
+        await Promise.all(names.slice(from, from + 32).map((name) => container.getBlockBlobClient(name).upload("x", 1)));
+      }
+      const blobs = new AzureBlobStore({ connectionString, container: container.containerName });
+      const deleter = { runOnce: async () => 0 } as unknown as BlobDeleter;
+      // Two hours on: every blob just written is past the grace period.
+      const later = { now: () => new Date(Date.now() + 7_200_000) };
+      const sweeper = new OrphanSweeper(new UploadStore(db), blobs, deleter, later, { warn: () => undefined, error: () => undefined }, { graceMs: 60_000, intervalMs: 3_600_000 });
+      const statements: string[] = [];
+      db.knex.on("query", (q: { sql: string }) => statements.push(q.sql));
+      const result = await sweeper.runOnce();
+      assert.is(result.strayBlobs, strays.length);
+      const left: string[] = [];
+      for (const prefix of ["uploads/", "versions/"]) for await (const blob of blobs.list(prefix)) left.push(blob.name);
+      assert.equal(left.sort(), kept.sort());
+      // 520 and more blobs under versions/: 2 batches of up to 500, each an
+      // upload and a version lookup; 1 batch under uploads/; the search for
+      // abandoned uploads. (One by one, it was four for each version.)
+      assert.ok(statements.length <= 7, `${statements.length} statements for ${versions.length} versions:\n${statements.slice(0, 5).join("\n")}`);
+    } finally {
+      await container.deleteIfExists().catch(() => undefined);
+      await db.knex.destroy();
+      await tdb.drop();
     }
   });
 
