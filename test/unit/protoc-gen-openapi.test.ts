@@ -159,7 +159,7 @@ test("answers: implicit fields required, enums by name, maps, oneofs, 64-bit int
 
 test("errors: each status lists its codes; a code with a detail has the detail's fields, null when unset", () => {
   const put = op("/v1/shelves/{shelf_id}/shapes/{shape.id}", "put");
-  assert.equal(Object.keys(put.responses), ["200", "201", "400", "401", "408", "409", "413", "415", "429", "500", "503", "504"]);
+  assert.equal(Object.keys(put.responses), ["200", "201", "400", "401", "408", "409", "413", "415", "429", "431", "500", "503", "504"]);
   assert.equal(put.responses["409"].content["application/json"].schema.oneOf, [
     { allOf: [ref("Error"), { type: "object", properties: { code: { enum: ["STALE_BASE"] } } }] },
     ref("Error.VERSION_ALREADY_EXISTS"),
