@@ -121,16 +121,20 @@ test("upload: a large package's blocks, whose progress the SDK reports only once
 });
 
 test("upload: once one block has failed, the others still in flight are given up on with it, not left holding the process", async () => {
-  // The first block is refused at once (an expired URL); the others are never answered.
+  // The first block is refused (an expired URL) once a second is in
+  // flight, so that there are blocks to give up on; the others are never
+  // answered.
   let requests = 0;
+  let first: http.ServerResponse | undefined;
   const held = new Set<net.Socket>();
   const store = await httpStore((req, res) => {
     if (requests++ === 0) {
-      res.writeHead(403, { "x-ms-error-code": "AuthenticationFailed" }).end();
+      first = res;
       return;
     }
     held.add(req.socket);
     req.socket.once("close", () => held.delete(req.socket));
+    if (requests === 2) first!.writeHead(403, { "x-ms-error-code": "AuthenticationFailed" }).end();
   });
   const file = path.join(scratch, "refused-blocks.tgz");
   const size = 16 * 1024 * 1024;
