@@ -41,7 +41,7 @@ import { renderRestError, sendRestError } from "./rest/rest-error.js";
 import { registerOpenApiRoutes } from "./rest/openapi-routes.js";
 import { registerRestGateway } from "./rest/rest-gateway.js";
 import { successStatus } from "./rest/success-status.js";
-import { connectRoutes, type RpcRouteConfig } from "./rpc/connect-routes.js";
+import { connectRoutes, protocolOf, type RpcRouteConfig } from "./rpc/connect-routes.js";
 import { sendTrailersOnly } from "./rpc/trailers-only.js";
 import { connectErrorJson, isConnectGet, isRpcPath, unknownMethodAnswer } from "./rpc/unknown-method.js";
 import { deadlineInterceptor } from "./rpc/deadline-interceptor.js";
@@ -621,7 +621,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     if (route !== undefined && o.rpc === undefined) {
       recordRpc(deps.metrics, o, {
         rpc: route.rpc,
-        protocol: o.protocol ?? route.gateway,
+        protocol: o.protocol ?? (route.gateway === "rest" ? "rest" : protocolOf(req.headers["content-type"])),
         code: refusedAs?.code ?? o.code ?? (gone ? "canceled" : "unknown"),
         reason: refusedAs === undefined ? o.reason : refusedAs.reason,
         seconds: reply.elapsedTime / 1000,

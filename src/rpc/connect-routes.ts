@@ -90,8 +90,12 @@ function emptyMessageBody(contentType: string): Uint8Array {
   return envelope;
 }
 
-/** The protocol of a Connect router request, by its content type. */
-function protocolOf(contentType: string | undefined): string {
+/**
+ * The protocol of a Connect router request, by its content type: also for
+ * a call that ended before its route's handler ran (its client gone while
+ * its token was checked), which is counted under it all the same.
+ */
+export function protocolOf(contentType: string | undefined): string {
   const type = contentType?.toLowerCase();
   if (type?.startsWith("application/grpc-web") === true) return "grpc-web";
   if (type?.startsWith("application/grpc") === true) return "grpc";

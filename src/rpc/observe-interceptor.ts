@@ -76,7 +76,10 @@ export function observeInterceptor(metrics: Metrics): Interceptor {
     // Seen by an interceptor: the HTTP layer, should the response end
     // before the call does (a client gone mid-stream), leaves it to this.
     if (outcome !== undefined) outcome.rpc = rpc;
+    let recorded = false;
     const record = (error: unknown) => {
+      if (recorded) return;
+      recorded = true;
       const connectError = error === undefined ? undefined : ConnectError.from(error);
       recordRpc(metrics, outcome, {
         rpc,
@@ -98,17 +101,36 @@ export function observeInterceptor(metrics: Metrics): Interceptor {
       return res;
     }
     const messages = res.message;
+    // A reader that stops (a client that resets its stream) before it first
+    // asks for a message, or while the stream waits at a yield for it to
+    // ask for the next, may never come back: neither next() nor return()
+    // comes, and the finally below never runs. The call's signal says it
+    // ended then. While a message is being made, the stream's own end
+    // (its error, with its reason) comes, and is what is recorded.
+    let pulling = false;
+    const stopped = () => {
+      if (!pulling) record(req.signal.reason instanceof ConnectError ? req.signal.reason : new ConnectError("the stream's reader stopped", Code.Canceled));
+    };
+    req.signal.addEventListener("abort", stopped, { once: true });
     return {
       ...res,
       message: (async function* () {
         let ended: { error: unknown } | undefined;
         try {
-          yield* messages;
+          pulling = true;
+          for await (const message of messages) {
+            pulling = false;
+            if (req.signal.aborted) stopped();
+            yield message;
+            pulling = true;
+          }
           ended = { error: undefined };
         } catch (error) {
           ended = { error };
           throw error;
         } finally {
+          pulling = false;
+          req.signal.removeEventListener("abort", stopped);
           record(ended === undefined ? new ConnectError("the stream's reader stopped", Code.Canceled) : ended.error);
         }
       })(),

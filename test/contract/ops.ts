@@ -241,6 +241,35 @@ export function opsSuite(backend: Backend) {
     }
   });
 
+  s("/metrics counts a health Watch its client resets just after sending it (canceled), as it logs it", async ({ svc }) => {
+    const counted = async () => {
+      const text = await (await fetch(`${svc.url}/metrics`)).text();
+      return Number(/entity_versions_rpc_requests_total\{rpc="grpc.health.v1.Health\/Watch",protocol="grpc",code="canceled"\} (\d+)/.exec(text)?.[1] ?? 0);
+    };
+    const before = await counted();
+    const session = http2.connect(svc.url);
+    session.on("error", () => {});
+    try {
+      // Reset while the call is starting: it may or may not have sent its
+      // first message; whichever, it ended, and is counted.
+      for (const afterMs of [0, 0, 1, 1, 2, 2, 5, 5, 10, 10]) {
+        const watch = healthWatch(session);
+        await new Promise((resolve) => setTimeout(resolve, afterMs));
+        watch.stream.close(http2.constants.NGHTTP2_CANCEL);
+        await new Promise((resolve) => watch.stream.once("close", resolve));
+      }
+      let after = await counted();
+      for (let tries = 0; after - before < 10 && tries < 50; tries++) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        after = await counted();
+      }
+      const lines = (await (await fetch(`${svc.url}/metrics`)).text()).split("\n").filter((l) => l.startsWith('entity_versions_rpc_requests_total{rpc="grpc.health.v1.Health/Watch"'));
+      assert.is(after - before, 10, lines.join("\n"));
+    } finally {
+      session.destroy();
+    }
+  });
+
   s("/metrics counts RPCs by code, STALE_BASE conflicts, pool use and pending deletions", async ({ svc }) => {
     const e = newEntityId();
     await push(svc, e);
