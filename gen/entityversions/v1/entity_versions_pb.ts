@@ -416,7 +416,9 @@ export type ConfirmUploadRequest = Message<"entityversions.v1.ConfirmUploadReque
   baseVersionId: string;
 
   /**
-   * Slugs of the services this version depends on.
+   * Slugs of the services this version depends on (lowercase letters and
+   * digits joined by single hyphens, up to 63 characters), each once, at
+   * most the service's MAX_SERVICE_DEPENDENCIES (100 by default).
    *
    * @generated from field: repeated string service_dependencies = 7;
    */
