@@ -50,6 +50,37 @@ export function chargingAnswerTo<T>(charge: InflationCharge | undefined, body: A
   };
 }
 
+/**
+ * Brotli inflations the process runs at once, at most; the others wait
+ * their turn. A brotli stream names its own window, up to 16 MiB, and a
+ * message that says its first block is larger makes the decoder allocate
+ * that window and fill it before anything comes out to be counted: a
+ * 51-byte message costs 16 MiB and about a tenth of a second of CPU,
+ * whatever readMaxBytes says (gzip's window is 32 KiB). The limit bounds
+ * that to 16 MiB and one thread of zlib's pool per turn, whoever sends
+ * them; a client's many such messages wait for each other, not for the
+ * process's memory.
+ */
+const brotliInflationsAtOnce = 2;
+let brotliRunning = 0;
+const brotliWaiting: Array<() => void> = [];
+
+/** Resolves when a brotli inflation may start; the function it gives ends that turn (once). */
+function brotliTurn(): Promise<() => void> {
+  const turn = () => {
+    brotliRunning++;
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      brotliRunning--;
+      brotliWaiting.shift()?.();
+    };
+  };
+  if (brotliRunning < brotliInflationsAtOnce) return Promise.resolve(turn());
+  return new Promise((resolve) => brotliWaiting.push(() => resolve(turn())));
+}
+
 /** The loggers already told that a message came uncharged: told once each (once a process), not once a call. */
 const toldOfUncharged = new WeakSet<ErrorLogger>();
 
@@ -65,8 +96,8 @@ const toldOfUncharged = new WeakSet<ErrorLogger>();
  * caller that did not run its handler in chargingInflationTo) is refused
  * INTERNAL and never inflated: nothing would bound what it holds.
  */
-function inflate(bytes: Uint8Array, readMaxBytes: number, open: () => zlib.Gunzip | zlib.BrotliDecompress, log: ErrorLogger): Promise<Uint8Array<ArrayBuffer>> {
-  if (bytes.length === 0) return Promise.resolve(new Uint8Array(0));
+async function inflate(bytes: Uint8Array, readMaxBytes: number, open: () => zlib.Gunzip | zlib.BrotliDecompress, log: ErrorLogger, turn?: () => Promise<() => void>): Promise<Uint8Array<ArrayBuffer>> {
+  if (bytes.length === 0) return new Uint8Array(0);
   const charge = current.getStore();
   if (charge === undefined) {
     const error = new Error("a compressed request message came to be inflated with no call's body budget to charge: refused, not inflated");
@@ -74,8 +105,19 @@ function inflate(bytes: Uint8Array, readMaxBytes: number, open: () => zlib.Gunzi
       toldOfUncharged.add(log);
       log.error({ err: error }, "compressed request message refused: it came uncharged (logged once)");
     }
-    return Promise.reject(apiError("INTERNAL", {}, { cause: error }));
+    throw apiError("INTERNAL", {}, { cause: error });
   }
+  const endTurn = await turn?.();
+  try {
+    // The call ended while it waited for its turn: nobody reads it.
+    if (charge.ticket.closed) throw new ConnectError("the call ended while its request was inflated", Code.Canceled);
+    return await inflateCharged(bytes, readMaxBytes, open, charge);
+  } finally {
+    endTurn?.();
+  }
+}
+
+function inflateCharged(bytes: Uint8Array, readMaxBytes: number, open: () => zlib.Gunzip | zlib.BrotliDecompress, charge: InflationCharge): Promise<Uint8Array<ArrayBuffer>> {
   return new Promise((resolve, reject) => {
     const stream = open();
     const pieces: Buffer[] = [];
@@ -122,8 +164,9 @@ function inflate(bytes: Uint8Array, readMaxBytes: number, open: () => zlib.Gunzi
  * gzip as connect-node has it, and brotli with its answers at
  * brotliAnswerQuality: their requests inflated against the call's budget,
  * and refused (told to `log`, once) when no budget came with them.
+ * `openBrotli` makes the brotli decoders (a test counts them).
  */
-export function chargedCompressions(log: ErrorLogger): [gzip: Compression, brotli: Compression] {
+export function chargedCompressions(log: ErrorLogger, openBrotli: () => zlib.BrotliDecompress = () => zlib.createBrotliDecompress()): [gzip: Compression, brotli: Compression] {
   return [
     {
       name: compressionGzip.name,
@@ -133,7 +176,7 @@ export function chargedCompressions(log: ErrorLogger): [gzip: Compression, brotl
     {
       name: "br",
       compress: compressBrotliAnswer,
-      decompress: (bytes, readMaxBytes) => inflate(bytes, readMaxBytes, () => zlib.createBrotliDecompress(), log),
+      decompress: (bytes, readMaxBytes) => inflate(bytes, readMaxBytes, openBrotli, log, brotliTurn),
     },
   ];
 }

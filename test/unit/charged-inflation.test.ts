@@ -1,6 +1,6 @@
 // A compressed request message is charged to its call's share of the body
 // budget as it inflates, on real zlib and the real budget.
-import { brotliCompressSync, gzipSync } from "node:zlib";
+import zlib, { brotliCompressSync, gzipSync } from "node:zlib";
 import { ConnectError, Code } from "@connectrpc/connect";
 import { test } from "uvu";
 import * as assert from "uvu/assert";
@@ -104,5 +104,32 @@ for (const [compression, pack] of [
     assert.is(out.length, mib, "with a charge, the same message is inflated");
   });
 }
+
+test("br: messages whose window their decoder must fill before any output (16 MiB each) are inflated two at a time in the process, not all at once", async () => {
+  // The decoders, counted as they are made and closed.
+  let live = 0;
+  let most = 0;
+  const [, compressionBrotliCharged] = chargedCompressions(errorLog(), () => {
+    const decoder = zlib.createBrotliDecompress();
+    most = Math.max(most, ++live);
+    decoder.once("close", () => live--);
+    return decoder;
+  });
+  {
+    const bomb = zlib.brotliCompressSync(Buffer.alloc(32 * mib), { params: { [zlib.constants.BROTLI_PARAM_LGWIN]: 24, [zlib.constants.BROTLI_PARAM_QUALITY]: 5 } });
+    const budget = new BodyBudget({ perConnection: 64 * mib, total: 64 * mib });
+    const calls = Array.from({ length: 8 }, () => refusal(() => chargingInflationTo({ ticket: budget.open({}) }, () => compressionBrotliCharged.decompress(bomb, 16 * 1024))));
+    for (const error of await Promise.all(calls)) assert.match(error.message, /larger than configured readMaxBytes 16384/);
+    assert.ok(most <= 2, `${most} brotli decoders at once`);
+    // A message waiting for its turn whose call ends is not inflated.
+    const waiting = { ticket: budget.open({}) };
+    const first = refusal(() => chargingInflationTo({ ticket: budget.open({}) }, () => compressionBrotliCharged.decompress(bomb, 16 * 1024)));
+    const second = refusal(() => chargingInflationTo({ ticket: budget.open({}) }, () => compressionBrotliCharged.decompress(bomb, 16 * 1024)));
+    const third = refusal(() => chargingInflationTo(waiting, () => compressionBrotliCharged.decompress(bomb, 16 * 1024)));
+    waiting.ticket.close();
+    assert.is((await third).code, Code.Canceled);
+    await Promise.all([first, second]);
+  }
+});
 
 test.run();
