@@ -176,7 +176,7 @@ export interface Limits {
   readonly maxServiceDependencies: number;
   /** Most publishers, shares and org stores each entity may list (each list on its own). */
   readonly maxAccessEntries: number;
-  /** Most uploads an entity may have issued and not yet confirmed (nor swept): upload-url refuses more. */
+  /** Most uploads one caller may have issued on an entity and not yet confirmed (nor swept): upload-url refuses that caller more. */
   readonly maxOpenUploadsPerEntity: number;
   /** What a page of ListVersions' package_json and service_dependencies may cost to serve, in bytes (versionDataCost; one version at least). */
   readonly maxPageBytes: number;

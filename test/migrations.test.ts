@@ -12,6 +12,8 @@ import { openDatabase } from "../src/store/database.js";
 import { migrateLatest } from "../src/store/migrate.js";
 import { versionDataCost } from "../src/domain/version-data-cost.js";
 import * as migration0008 from "../src/store/migrations/0008-version-data-cost.js";
+import * as migration0013 from "../src/store/migrations/0013-upload-issuer.js";
+import { VersionStore } from "../src/store/version-store.js";
 import { type Backend, connectTestDatabase, createTestDatabase, mysqlAvailable, type TestDatabase } from "./support/env.js";
 
 function defineMigrationsSuite(backend: Backend): void {
@@ -81,6 +83,25 @@ function defineMigrationsSuite(backend: Backend): void {
         "every version measured once, each with its own cost",
       );
       await migration0008.down(knex);
+    }));
+
+  s("0013 records whom uploads are issued to: those issued before it count against no caller's MAX_OPEN_UPLOADS_PER_ENTITY, and a start stopped half-way finishes it", async () =>
+    onNewDatabase(async (knex) => {
+      await migrateLatest(knex);
+      // As the release before 0013 left them: an open upload, issued to no one known.
+      await migration0013.down(knex);
+      await knex("uploads").insert({ id: "legacy", entity_id: "e", state: "issued", created_at: new Date(), attempts: 0 });
+      // Stopped half-way: the column added, no index yet.
+      await knex.schema.alterTable("uploads", (t) => {
+        t.string("issued_to", 255).nullable();
+      });
+      await migration0013.up(knex);
+      await migration0013.up(knex);
+      assert.equal(await knex("uploads").select("id", "issued_to"), [{ id: "legacy", issued_to: null }]);
+      const store = new VersionStore({ knex, dialect: backend, readBatchMax: 1, confirmGroupMax: 1, preparedStatements: false });
+      assert.ok(await store.recordUpload("e", "u1", "alice", new Date(), 1), "the legacy upload is not alice's");
+      assert.not.ok(await store.recordUpload("e", "u2", "alice", new Date(), 1), "her own is");
+      assert.ok(await store.recordUpload("e", "u3", "bob", new Date(), 1), "nor bob's");
     }));
 
   s("a migration lock left by a process killed mid-migration: on SQLite the start fails saying what to run and npm run migrate:unlock clears it; on MySQL the next start, holding the database's own migration lock, clears it (saying so)", async () =>

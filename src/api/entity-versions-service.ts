@@ -50,7 +50,7 @@ export interface EntityVersionsSettings {
   readonly downloadUrlTtlSeconds: number;
   /** Confirms of one entity copy their uploads in turn (SealTurns); absent: on. */
   readonly copiesInTurn?: boolean;
-  /** Uploads an entity may have issued and not confirmed (MAX_OPEN_UPLOADS_PER_ENTITY). */
+  /** Uploads a caller may have issued on one entity and not confirmed (MAX_OPEN_UPLOADS_PER_ENTITY). */
   readonly maxOpenUploadsPerEntity: number;
   readonly limits: valid.Limits;
 }
@@ -184,7 +184,7 @@ export class EntityVersionsServiceImpl implements ServiceImpl<typeof EntityVersi
     const { storagePath, lockPath } = uploadPaths(entityId, uploadId, "staging");
     const expiresAt = this.#expiry(this.#d.settings.uploadUrlTtlSeconds);
     const { maxOpenUploadsPerEntity } = this.#d.settings;
-    if (!(await this.#d.store.recordUpload(entityId, uploadId, this.#d.clock.now(), maxOpenUploadsPerEntity, ctx.signal))) {
+    if (!(await this.#d.store.recordUpload(entityId, uploadId, push.caller.id, this.#d.clock.now(), maxOpenUploadsPerEntity, ctx.signal))) {
       throw apiError("TOO_MANY_OPEN_UPLOADS", { entityId, limit: maxOpenUploadsPerEntity });
     }
     return {

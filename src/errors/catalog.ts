@@ -287,7 +287,7 @@ export const catalog = Object.freeze({
   TOO_MANY_OPEN_UPLOADS: spec<{ entityId: string; limit: number }>(
     Code.ResourceExhausted,
     (p) =>
-      `Entity "${p.entityId}" already has ${p.limit} uploads issued and not confirmed (MAX_OPEN_UPLOADS_PER_ENTITY): confirm the pushes you started, or ask again once the sweeper has discarded those older than ORPHAN_GRACE_SECONDS. A client asking for upload URLs in a loop without confirming has a bug.`,
+      `You already have ${p.limit} uploads of entity "${p.entityId}" issued and not confirmed (MAX_OPEN_UPLOADS_PER_ENTITY, counted per caller): confirm the pushes you started, or ask again once the sweeper has discarded those older than ORPHAN_GRACE_SECONDS. A client asking for upload URLs in a loop without confirming has a bug.`,
   ),
   DATABASE_UNAVAILABLE: spec(
     Code.Unavailable,

@@ -11,6 +11,7 @@ import * as uploadActivated from "./migrations/0009-upload-activated.js";
 import * as openUploads from "./migrations/0010-open-uploads.js";
 import * as identity from "./migrations/0011-database-identity.js";
 import * as abandonedUploads from "./migrations/0012-abandoned-uploads.js";
+import * as uploadIssuer from "./migrations/0013-upload-issuer.js";
 import { isSqliteReadOnly } from "./db-errors.js";
 import { hasIndex } from "./migrations/has-index.js";
 
@@ -29,6 +30,7 @@ const migrations: Record<string, Knex.Migration> = {
   "0010-open-uploads": openUploads,
   "0011-database-identity": identity,
   "0012-abandoned-uploads": abandonedUploads,
+  "0013-upload-issuer": uploadIssuer,
 };
 
 /**

@@ -335,6 +335,15 @@ function anyAborted(signals: ReadonlyArray<AbortSignal | undefined>): AbortSigna
 const confirmGroupWaitMs = 20;
 
 /**
+ * The uploads issued to `issuedTo` on an entity and not yet confirmed (nor
+ * swept): what MAX_OPEN_UPLOADS_PER_ENTITY bounds, read by the
+ * (entity_id, state, issued_to) index.
+ */
+export function openUploadsQuery(knex: Knex, entityId: string, issuedTo: string): Knex.QueryBuilder {
+  return knex("uploads").where({ entity_id: entityId, state: "issued", issued_to: issuedTo });
+}
+
+/**
  * Versions, entities and uploads in SQL, through Knex, the same code on MySQL
  * and SQLite. Every query is scoped by entity id (the future shard key).
  * Every change takes the entity row's lock (SELECT … FOR UPDATE) first and
@@ -450,16 +459,24 @@ export class VersionStore {
   }
 
   /**
-   * Records an issued upload, so that confirm accepts its paths and the
-   * sweeper can find it; false, recording nothing, when the entity already
-   * has `maxOpen` issued and not confirmed. Counted, then inserted, outside
-   * a transaction: calls racing at the bound may pass it by as many as run
-   * at once, which a bound against runaway clients can afford.
+   * Records an upload issued to the caller `issuedTo` (a user id), so that
+   * confirm accepts its paths and the sweeper can find it; false,
+   * recording nothing, when that caller already has `maxOpen` issued and
+   * not confirmed on the entity. Counted per caller, not per entity: any
+   * publisher may ask for upload URLs for an id no one has claimed yet (or
+   * be refused only at confirm), and counted per entity those would fill
+   * the quota of its rightful first push, or of its owner. Uploads recorded
+   * before issued_to existed count for nobody. Counted, then inserted,
+   * outside a transaction: calls racing at the bound may pass it by as many
+   * as run at once, which a bound against runaway clients can afford.
    */
-  async recordUpload(entityId: string, uploadId: string, now: Date, maxOpen: number, signal?: AbortSignal): Promise<boolean> {
-    const open = await untilAborted(countUpTo(this.#knex, this.#knex("uploads").where({ entity_id: entityId, state: "issued" }), maxOpen), signal);
+  async recordUpload(entityId: string, uploadId: string, issuedTo: string, now: Date, maxOpen: number, signal?: AbortSignal): Promise<boolean> {
+    const open = await untilAborted(countUpTo(this.#knex, openUploadsQuery(this.#knex, entityId, issuedTo), maxOpen), signal);
     if (open >= maxOpen) return false;
-    await untilAborted(Promise.resolve(this.#knex("uploads").insert({ id: uploadId, entity_id: entityId, state: "issued", created_at: now, attempts: 0 })), signal);
+    await untilAborted(
+      Promise.resolve(this.#knex("uploads").insert({ id: uploadId, entity_id: entityId, state: "issued", issued_to: issuedTo, created_at: now, attempts: 0 })),
+      signal,
+    );
     return true;
   }
 

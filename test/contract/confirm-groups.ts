@@ -64,7 +64,7 @@ export function confirmGroupsSuite(backend: Backend) {
   /** A confirm's input, with an issued upload of its own unless one is given. */
   async function input(ctx: Context, entityId: string, o: Partial<NewVersion> & { decision?: Decision } = {}): Promise<NewVersion> {
     const uploadId = o.uploadId ?? randomUUID();
-    if (o.uploadId === undefined) await ctx.store.recordUpload(entityId, uploadId, new Date(), 1000);
+    if (o.uploadId === undefined) await ctx.store.recordUpload(entityId, uploadId, "owner", new Date(), 1000);
     const { decision, ...rest } = o;
     return {
       id: randomUUID(),
@@ -188,7 +188,7 @@ export function confirmGroupsSuite(backend: Backend) {
     for (const bad of ["swept", "another entity's"] as const) {
       const entityId = newEntityId("grp-bad");
       const uploadId = randomUUID();
-      await ctx.store.recordUpload(bad === "swept" ? entityId : newEntityId("grp-owner"), uploadId, new Date(), 1000);
+      await ctx.store.recordUpload(bad === "swept" ? entityId : newEntityId("grp-owner"), uploadId, "owner", new Date(), 1000);
       if (bad === "swept") await ctx.db.knex("uploads").where("id", uploadId).update({ state: "deleting" });
       const good = await input(ctx, newEntityId("grp-good"), { entityExisted: false });
       const inputs = [good, await input(ctx, entityId, { entityExisted: false, uploadId })];

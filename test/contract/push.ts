@@ -7,6 +7,7 @@ import type { Backend } from "../support/env.js";
 import { rawGrpc } from "../support/grpc-client.js";
 import { blobGone, blobStoreWith, newEntityId, newSourceHash, nextVersionString, push, putBlob, startService, uploadOnly } from "../support/service.js";
 import { serviceSuite } from "../support/suite.js";
+import { bearer, token } from "../support/tokens.js";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -658,7 +659,7 @@ export function pushSuite(backend: Backend) {
       assert.equal(open.map((u) => u.res.status), [200, 200, 200]);
       const over = await svc.rest.post(`/api/entities/${e}/versions/upload-url`, { version: nextVersionString(), source_hash: newSourceHash(), base_version_id: base });
       assert.equal([over.status, over.body.code], [429, "TOO_MANY_OPEN_UPLOADS"], JSON.stringify(over.body));
-      assert.match(over.body.error, `Entity "${e}" already has 3 uploads issued and not confirmed (MAX_OPEN_UPLOADS_PER_ENTITY)`);
+      assert.match(over.body.error, `You already have 3 uploads of entity "${e}" issued and not confirmed (MAX_OPEN_UPLOADS_PER_ENTITY, counted per caller)`);
       const grpc = await svc.grpc.call("GetUploadUrl", { entity_id: e, version: nextVersionString(), source_hash: newSourceHash(), base_version_id: base });
       assert.ok(!grpc.ok && grpc.error.code === 8 && grpc.error.reason === "TOO_MANY_OPEN_UPLOADS" && grpc.error.metadata["limit"] === "3", JSON.stringify(grpc));
       // Published source is still answered: no upload is issued for it.
@@ -678,6 +679,32 @@ export function pushSuite(backend: Backend) {
       assert.is(confirmed.status, 201, JSON.stringify(confirmed.body));
       const again = await uploadOnly(svc, e, { base: confirmed.body.version.id });
       assert.is(again.res.status, 200, JSON.stringify(again.res.body));
+    } finally {
+      await svc.close();
+    }
+  });
+
+  s("MAX_OPEN_UPLOADS_PER_ENTITY counts each caller's own uploads: another publisher's open uploads neither block the first push of an unclaimed id nor count against its owner", async () => {
+    const svc = await startService(backend, { env: { MAX_OPEN_UPLOADS_PER_ENTITY: "3" } });
+    try {
+      const mallory = { rest: svc.restAs(bearer(await token({ sub: "mallory", roles: ["publisher"] }))) };
+      const alice = { rest: svc.restAs(bearer(await token({ sub: "alice", roles: ["publisher"] }))) };
+      // Any publisher may ask for upload URLs for an id no one has claimed.
+      const free = newEntityId();
+      for (let i = 0; i < 3; i++) assert.is((await uploadOnly(mallory, free)).res.status, 200);
+      const first = await push(alice, free);
+      assert.is(first.res.status, 200, `the rightful first push is not refused for another's uploads: ${JSON.stringify(first.res.body)}`);
+      assert.is(first.confirm!.status, 201, JSON.stringify(first.confirm!.body));
+      // Claimed with mallory's two uploads still open: alice has her own three.
+      const claimed = newEntityId();
+      for (let i = 0; i < 2; i++) assert.is((await uploadOnly(mallory, claimed)).res.status, 200);
+      const base = (await push(alice, claimed)).confirm!.body.version.id as string;
+      for (let i = 0; i < 3; i++) {
+        const u = await uploadOnly(alice, claimed, { base });
+        assert.is(u.res.status, 200, `upload ${i + 1} of alice's own three: ${JSON.stringify(u.res.body)}`);
+      }
+      const over = await uploadOnly(alice, claimed, { base });
+      assert.equal([over.res.status, over.res.body.code], [429, "TOO_MANY_OPEN_UPLOADS"], "her own are still bounded");
     } finally {
       await svc.close();
     }

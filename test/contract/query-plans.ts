@@ -8,7 +8,7 @@ import { eventPageSql, eventPositionSql, eventsAfterSql, eventsPollSql } from ".
 import { EventStore } from "../../src/store/event-store.js";
 import type { Sql } from "../../src/store/sql.js";
 import { abandonedUploads, uploadStatesQuery, versionsExistingQuery } from "../../src/store/upload-store.js";
-import { VersionStore } from "../../src/store/version-store.js";
+import { openUploadsQuery, VersionStore } from "../../src/store/version-store.js";
 import { createTestDatabase, type TestDatabase } from "../support/env.js";
 
 interface PlanRow {
@@ -197,6 +197,24 @@ export function queryPlansSuite() {
     const plan = await analyze(db, { text: sql, params: bindings as readonly unknown[] });
     assert.ok(plan.every((r) => Number(r.r_rows ?? 0) <= 10), `the sweep's search read every open upload: ${JSON.stringify(plan)}`);
     assert.equal((await abandonedUploads(k, cutoff, 100)).map((r: { id: string }) => r.id).sort(), ["old-0", "old-1", "old-2", "old-3", "old-4"]);
+  });
+
+  s("upload-url counts only the caller's own open uploads on the entity, however many others hold there", async ({ db }) => {
+    const k = db.knex;
+    // Thousands open by other callers and from before issued_to (none), three by the caller.
+    for (let from = 0; from < 3_000; from += 1_000) {
+      await k("uploads").insert(
+        Array.from({ length: 1_000 }, (_, i) => ({ id: `crowd-${from + i}`, entity_id: "crowded", state: "issued", issued_to: i % 2 === 0 ? `other-${i % 7}` : null, created_at: new Date() })),
+      );
+    }
+    await k("uploads").insert(Array.from({ length: 3 }, (_, i) => ({ id: `mine-${i}`, entity_id: "crowded", state: "issued", issued_to: "owner", created_at: new Date() })));
+    await k.raw("analyze table uploads");
+    const { sql, bindings } = openUploadsQuery(k, "crowded", "owner").select(k.raw("1")).toSQL().toNative();
+    const plan = await analyze(db, { text: sql, params: bindings as readonly unknown[] });
+    for (const row of plan) {
+      assert.is.not(row.type, "ALL", JSON.stringify(row));
+      assert.ok(Number(row.r_rows ?? 0) <= 3, `the count read others' uploads: ${JSON.stringify(plan)}`);
+    }
   });
 
   s("a sweep looks up a batch of listed blobs by primary key, each under its own entity, whatever the history", async ({ db }) => {
