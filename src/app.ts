@@ -99,9 +99,20 @@ const devTokenTtlSeconds = 30 * 24 * 3600;
  * The authenticator of the configuration. In development mode it signs with
  * a secret kept under dataDir and mints a token for user `dev`.
  */
-async function authentication(config: Config, logger: KeySetLogger): Promise<{ authenticator: Authenticator; devToken: string | undefined }> {
+async function authentication(config: Config, logger: KeySetLogger & { info(obj: object, msg: string): void }, holdsDataDir: boolean): Promise<{ authenticator: Authenticator; devToken: string | undefined }> {
   const { auth } = config;
-  if (auth.mode === "jwt") return { authenticator: new JwtAuthenticator(auth, logger), devToken: undefined };
+  if (auth.mode === "jwt") {
+    // A development token an earlier start left is one this service
+    // refuses, and the command line reads it first: it would be told its
+    // signature does not verify, by the very service that wrote it. Only
+    // where this process holds DATA_DIR: no other start there uses it.
+    const left = path.join(config.dataDir, "dev-token");
+    if (holdsDataDir && fs.existsSync(left)) {
+      fs.rmSync(left, { force: true });
+      logger.info({ path: left }, "removed the development token an earlier start without AUTH_JWT_SECRET or AUTH_JWKS_URL left: this service accepts only tokens its signer issues");
+    }
+    return { authenticator: new JwtAuthenticator(auth, logger), devToken: undefined };
+  }
   const secret = localSecret(path.join(config.dataDir, "auth-dev-secret"), devTokensSigned).toString("base64");
   const devToken = await mintToken(secret, {
     sub: "dev",
@@ -258,7 +269,7 @@ export async function createApp(config: Config, overrides: AppOverrides = {}): P
         metrics.swept.inc({ kind: "event" }, result.prunedEvents);
       },
     }, events);
-    const { authenticator, devToken } = await authentication(config, logger);
+    const { authenticator, devToken } = await authentication(config, logger, dataDirLock !== undefined);
     const pageTokenSecret =
       config.pageTokenSecret === undefined ? localSecret(path.join(config.dataDir, "page-token-secret"), "page tokens (the page_token of listings under way)") : Buffer.from(config.pageTokenSecret);
     const previousPageTokenSecrets = config.pageTokenSecretPrevious === undefined ? [] : [Buffer.from(config.pageTokenSecretPrevious)];

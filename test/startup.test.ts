@@ -80,6 +80,23 @@ function emulatorsOn(dataDir: string): number[] {
     .map((line) => Number(line.trim().split(" ")[0]));
 }
 
+s("a start with AUTH_JWT_SECRET on a DATA_DIR a development start left its token in removes that token, which it would refuse and the command line reads first", async () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-dev-left-"));
+  fs.writeFileSync(path.join(dataDir, "dev-token"), "eyJhbGciOiJIUzI1NiJ9.e30.left\n");
+  const azurite = await sharedAzurite();
+  const svc = await spawnService(
+    { PORT: "0", DATA_DIR: dataDir, AUTH_JWT_SECRET: "s".repeat(40), AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString, AZURE_STORAGE_CONTAINER: "ev-dev-left" },
+    { url: "", drop: async () => undefined },
+  );
+  try {
+    assert.not.ok(fs.existsSync(path.join(dataDir, "dev-token")), svc.output());
+    assert.match(svc.output(), "removed the development token an earlier start without AUTH_JWT_SECRET or AUTH_JWKS_URL left");
+  } finally {
+    await svc.close();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
 s("the embedded Azurite stops when the service is killed (kill -9), so a restart does not run a second one on the same files", async () => {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "ev-orphan-"));
   const emulators = () => emulatorsOn(dataDir);

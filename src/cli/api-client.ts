@@ -222,8 +222,14 @@ export class ApiClient {
    * the URL left at its default).
    */
   #sources(): string {
-    const { tokenSource, url, urlSource } = this.settings;
-    return `The token came from ${tokenSource ?? "?"} and the URL, ${url}, from ${urlSource}: a token is accepted only by the service that trusts its signer (the one \`npm start\` wrote, by the service that wrote it); if that service is elsewhere, point at it with --url or ENTITY_VERSIONS_URL.`;
+    const { tokenSource, url, urlSource, devTokenFile } = this.settings;
+    // A development token is good only while its service runs without a
+    // signer of its own; one left from such a start is refused after.
+    const dev =
+      tokenSource !== undefined && tokenSource === devTokenFile
+        ? ` A development token is accepted only while the service runs without AUTH_JWT_SECRET or AUTH_JWKS_URL, and until it expires: if it now runs with one, delete ${devTokenFile} and pass a token its signer issued (ENTITY_VERSIONS_TOKEN, or --token); if not, restart it (\`npm start\` writes a fresh one).`
+        : "";
+    return `The token came from ${tokenSource ?? "?"} and the URL, ${url}, from ${urlSource}: a token is accepted only by the service that trusts its signer (the one \`npm start\` wrote, by the service that wrote it); if that service is elsewhere, point at it with --url or ENTITY_VERSIONS_URL.${dev}`;
   }
 
   #unreachable(cause: string, error: unknown): CliError {

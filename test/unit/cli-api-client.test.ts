@@ -249,13 +249,15 @@ test("an https:// URL at a server that speaks plain HTTP (the service does) says
 test("a refused token (401) says where the token and the URL came from: the right token sent to another service is the usual slip", async () => {
   const srv = await scripted([answer(401, { error: "The token's signature does not verify", code: "TOKEN_BAD_SIGNATURE" })]);
   try {
-    const api = new ApiClient({ url: srv.url, urlSource: "the default", token: "t0k", tokenSource: "./data/dev-token" }, "t0k");
+    const api = new ApiClient({ url: srv.url, urlSource: "the default", token: "t0k", tokenSource: "./data/dev-token", devTokenFile: "./data/dev-token" }, "t0k");
     await api.call("GET", "/x");
     assert.unreachable();
   } catch (error) {
     assert.instance(error, ServiceError);
     const hints = (error as ServiceError).hints.join("\n");
     assert.match(hints, "pass a valid one with --token");
+    // Left by a development start, it is refused once the service has a signer of its own.
+    assert.match(hints, "A development token is accepted only while the service runs without AUTH_JWT_SECRET or AUTH_JWKS_URL, and until it expires: if it now runs with one, delete ./data/dev-token");
     assert.match(hints, `The token came from ./data/dev-token and the URL, ${srv.url}, from the default`);
     assert.match(hints, "point at it with --url or ENTITY_VERSIONS_URL");
   } finally {
