@@ -274,6 +274,8 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
         maxConcurrentStreams: limits.maxConcurrentStreams,
         idleTimeoutMs: limits.idleTimeoutMs,
         maxConnections: limits.maxConnections,
+        onResetFlood: (peer: { address: string | undefined; port: number | undefined }) =>
+          deps.logger.warn({ peer: peer.address, peerPort: peer.port }, "HTTP/2 session closed (GOAWAY ENHANCE_YOUR_CALM): its client reset streams faster than the server lets it (rapid reset)"),
         // Refused before Fastify sees them, so before the hooks that log
         // every request: logged here, as they would.
         unreadable: (request: UnreadableRequest) => {

@@ -893,4 +893,33 @@ s("HTTP/2: a request with neither :authority nor Host is reset PROTOCOL_ERROR by
   }
 });
 
+s("HTTP/2 rapid reset: a connection that sends health Checks and resets each before its answer is closed (GOAWAY ENHANCE_YOUR_CALM) long before its 1,000 are run, logged once with its address; others are served", async ({ svc }) => {
+  const logged = () => svc.stdout().split("\n").filter((line) => line.includes("rapid reset")).length;
+  const before = logged();
+  const h2 = await RawH2.connect(svc.url);
+  try {
+    for (let i = 0; i < 1_000; i++) {
+      const stream = 2 * i + 1;
+      h2.request(stream, [[":method", "POST"], [":scheme", "http"], [":path", "/grpc.health.v1.Health/Check"], [":authority", "x"], ["content-type", "application/grpc"], ["te", "trailers"]], undefined);
+      h2.reset(stream);
+    }
+    const goaway = (frames: readonly RawFrame[]) => frames.find((f) => f.type === frameType.goaway);
+    assert.ok(await h2.until((frames) => goaway(frames) !== undefined, 10_000), "the connection gets GOAWAY");
+    assert.is(goaway(h2.frames)!.payload.readUInt32BE(4), 11, "ENHANCE_YOUR_CALM");
+    // The last stream it took: the default burst (HTTP2_MAX_CONCURRENT_STREAMS, 100) and what refilled as they were read.
+    assert.ok(goaway(h2.frames)!.payload.readUInt32BE(0) < 1_999, `last stream ${goaway(h2.frames)!.payload.readUInt32BE(0)} of 1,999`);
+    for (let i = 0; i < 50 && logged() === before; i++) await sleep(20);
+    assert.is(logged() - before, 1, "one warning");
+    assert.match(svc.stdout().split("\n").find((line) => line.includes("rapid reset"))!, /"peer":"(::ffff:)?127\.0\.0\.1"/);
+    const other = http2.connect(svc.url);
+    other.on("error", () => {});
+    const check = other.request({ ":method": "POST", ":path": "/grpc.health.v1.Health/Check", "content-type": "application/grpc", te: "trailers" });
+    check.end(Buffer.alloc(5));
+    assert.is(await grpcStatusOf(check), "0", "another connection is served");
+    other.close();
+  } finally {
+    h2.close();
+  }
+});
+
 s.run();

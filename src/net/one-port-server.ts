@@ -33,6 +33,10 @@ export interface OnePortOptions {
    * bare status and no body, and lets the others through.
    */
   readonly unreadable?: (request: UnreadableRequest) => RefusalAnswer;
+  /** How fast an HTTP/2 client may reset streams before their answer; past it, its session is closed (GOAWAY ENHANCE_YOUR_CALM). */
+  readonly resets?: ResetBudget;
+  /** Told once of each session closed for resetting streams too fast, with its peer's address. */
+  readonly onResetFlood?: (peer: { readonly address: string | undefined; readonly port: number | undefined }) => void;
 }
 
 /** A request refused before it reached the handler, or as its body came. */
@@ -126,6 +130,29 @@ const refusedLingerMs = 2_000;
  * unlikely to be sent on just then.
  */
 const drainIdleMs = 1_000;
+
+/**
+ * Streams an HTTP/2 client may reset before their answer, per session, as a
+ * token bucket: `resetBurst` at once (when absent, the session's advertised
+ * concurrent streams: a client whose every open call is cancelled at once,
+ * as when its deadline passes while the server is slow, stays), refilled
+ * at `resetsPerSecond`. A reset stream costs its client nothing, yet the
+ * work its request began (a health Check, an unauthenticated call refused
+ * and its place given back) goes on: without a bound below nghttp2's own
+ * (about 1,000 a session), a few dozen connections of HEADERS+RST_STREAM
+ * pairs stall everyone else (the "rapid reset" attack, CVE-2023-44487):
+ * what the attack buys is a burst past the concurrent streams, which the
+ * bucket's size takes away. Its refill is generous (100 a second): a busy
+ * channel whose calls' deadlines pass while the server is slow, or that
+ * hedges its calls, cancels many, and closing it would add to the load.
+ */
+export interface ResetBudget {
+  readonly resetBurst?: number;
+  readonly resetsPerSecond?: number;
+}
+
+/** See ResetBudget. */
+const defaultResetsPerSecond = 100;
 
 /** The most header bytes an HTTP/2 request may carry (SETTINGS_MAX_HEADER_LIST_SIZE; HTTP/1.1's is Node's 16 KiB). */
 export const maxHeaderListBytes = 64 * 1024;
@@ -329,6 +356,8 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
     // learn the limit before they pass it.
     { settings: { maxConcurrentStreams: options.maxConcurrentStreams ?? 100, maxHeaderListSize: maxHeaderListBytes } },
     (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => {
+      // Of a session closed for its resets: its streams, already read, are not begun.
+      if (unserved.has(req.stream)) return void req.stream.destroy();
       // `:authority`, or Host in its place.
       const authority = req.authority as string | undefined;
       if (unreadable !== undefined && authority !== undefined && !isAuthority(authority)) {
@@ -341,6 +370,8 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
       handler(req, res);
     },
   );
+  // Streams told of after their session was closed for its resets (ResetBudget).
+  const unserved = new WeakSet<http2.ServerHttp2Stream>();
   // As over HTTP/1.1 (see h1's checkExpectation).
   h2.on("checkExpectation", (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => h2.emit("request", req, res));
   // Node applies the server's timeout to each session. An idle one is
@@ -437,12 +468,45 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
       else if (open.size === 0 && refused.has(socket) && !socket.writableEnded) endRefused(socket);
     });
   });
+  const resetBurst = options.resets?.resetBurst ?? options.maxConcurrentStreams ?? 100;
+  const resetsPerSecond = options.resets?.resetsPerSecond ?? defaultResetsPerSecond;
   h2.on("session", (session) => {
     sessions.add(session);
     openStreams.set(session, 0);
-    session.on("stream", (stream) => {
+    // The session's reset budget (ResetBudget), refilled as it is spent.
+    let resetTokens = resetBurst;
+    let resetRefilledAt = Date.now();
+    let calmed = false;
+    const chargeReset = (): void => {
+      if (calmed || session.closed || session.destroyed) return;
+      const now = Date.now();
+      resetTokens = Math.min(resetBurst, resetTokens + ((now - resetRefilledAt) / 1000) * resetsPerSecond);
+      resetRefilledAt = now;
+      if (resetTokens >= 1) return void (resetTokens -= 1);
+      // Told before the session closes, while its socket still has its peer's address.
+      options.onResetFlood?.({ address: session.socket?.remoteAddress, port: session.socket?.remotePort });
+      // A GOAWAY that says why (destroy's own, NO_ERROR, follows it: a
+      // code given to destroy is not what Node sends); its streams are cut,
+      // so that the work they began ends, and those read with them but not
+      // yet handed on are not begun (unserved).
+      calmed = true;
+      session.goaway(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM);
+      session.destroy();
+    };
+    // Ahead of the server's own listener, which hands the stream to the
+    // handler: a stream the session's budget does not cover is not begun.
+    session.prependListener("stream", (stream) => {
       openStreams.set(session, (openStreams.get(session) ?? 0) + 1);
       stream.once("close", () => openStreams.set(session, (openStreams.get(session) ?? 1) - 1));
+      // Aborted: closed with a reset while its answer was not yet all
+      // written, the client's RST_STREAM (or this server's own reset of a
+      // stream whose client never took its answer, as much the client's
+      // doing). A stream is told of after the frames read with it, so one
+      // reset in the same read as its headers is aborted already.
+      if (stream.aborted) chargeReset();
+      else stream.once("aborted", chargeReset);
+      // The session is destroyed, but streams read before that are still told of.
+      if (calmed) unserved.add(stream);
     });
     session.once("close", () => sessions.delete(session));
     if (closing) session.close();

@@ -75,7 +75,10 @@ export interface OpenStreamsLimits {
  * left at 0) is dropped and its place freed: its handler, waiting for the
  * write to drain, would never ask for its next request, so the request
  * body's timeout would never end it. Unary calls (Health/Check) are not
- * counted: the call gate bounds them.
+ * counted: each ends with its answer, a moment's work, and the call gate
+ * does not bound them (it counts only authenticated calls); what bounds
+ * them is a connection's concurrent streams and, for streams reset before
+ * their answer, the one-port server's reset budget (ResetBudget).
  */
 export function openStreamsInterceptor(limits: OpenStreamsLimits): Interceptor {
   const { max, untakenMs } = limits;

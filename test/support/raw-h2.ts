@@ -84,6 +84,13 @@ export class RawH2 {
     this.socket.write(frame(frameType.data, flag.endStream, stream, Buffer.from(body)));
   }
 
+  /** Resets a stream (RST_STREAM with this error code; CANCEL, 8, as clients that give up on a call send). */
+  reset(stream: number, code = 8): void {
+    const payload = Buffer.alloc(4);
+    payload.writeUInt32BE(code);
+    this.socket.write(frame(frameType.rstStream, 0, stream, payload));
+  }
+
   /** The frames received on one stream. */
   on(stream: number): RawFrame[] {
     return this.frames.filter((f) => f.stream === stream);

@@ -2,10 +2,12 @@
 // behind another on a connection that dies still close, so that whatever
 // waits for them (a call's place at the gate, its log line) is let go.
 import http from "node:http";
+import http2 from "node:http2";
 import net from "node:net";
 import { test } from "uvu";
 import * as assert from "uvu/assert";
 import { createOnePortServer, type RequestHandler } from "../../src/net/one-port-server.js";
+import { frameType, RawH2 } from "../support/raw-h2.js";
 
 test("pipelined answers still queued when their connection dies are closed, each once", async () => {
   const closes = new Map<string, number>();
@@ -402,6 +404,98 @@ test("drain: a connection partway through sending a request head is not closed a
   } finally {
     idle.socket.destroy();
     slow.socket.destroy();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+});
+
+/** A one-port server whose every request is worked on for 50 ms before its answer (as a health Check's), counting the requests begun and the sessions closed for their resets. */
+async function resetCountingServer(resets?: { resetBurst?: number; resetsPerSecond?: number }) {
+  let begun = 0;
+  const floods: Array<string | undefined> = [];
+  const server = createOnePortServer(
+    (_req, res) => {
+      begun++;
+      setTimeout(() => {
+        if (!res.writableEnded && !res.destroyed) res.end("ok");
+      }, 50);
+    },
+    { idleTimeoutMs: 10_000, ...(resets === undefined ? {} : { resets }), onResetFlood: (peer) => floods.push(peer.address) },
+  );
+  await listening(server);
+  return { server, url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`, begun: () => begun, floods };
+}
+
+const healthCheck = [
+  [":method", "POST"],
+  [":scheme", "http"],
+  [":path", "/grpc.health.v1.Health/Check"],
+  [":authority", "x"],
+  ["content-type", "application/grpc"],
+  ["te", "trailers"],
+] as const;
+
+test("HTTP/2 rapid reset: a session whose client resets stream after stream before their answers is closed, GOAWAY ENHANCE_YOUR_CALM, long before all its streams are begun, and logged once", async () => {
+  const { server, url, begun, floods } = await resetCountingServer();
+  const h2 = await RawH2.connect(url);
+  try {
+    // 1,000 HEADERS+RST_STREAM pairs, each stream's work begun by the server.
+    for (let i = 0; i < 1_000; i++) {
+      const stream = 2 * i + 1;
+      h2.request(stream, healthCheck, undefined);
+      h2.reset(stream);
+    }
+    const goaway = (frames: readonly { type: number }[]) => frames.find((f) => f.type === frameType.goaway);
+    assert.ok(await h2.until((frames) => goaway(frames) !== undefined, 10_000), "the session gets GOAWAY");
+    const frame = h2.frames.find((f) => f.type === frameType.goaway)!;
+    assert.is(frame.payload.readUInt32BE(4), 11, "ENHANCE_YOUR_CALM");
+    // The default burst is the session's advertised concurrent streams (100).
+    assert.ok(begun() < 300, `${begun()} of 1,000 streams begun`);
+    assert.equal(floods, ["127.0.0.1"]);
+  } finally {
+    h2.close();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+});
+
+test("HTTP/2 rapid reset: a client that cancels calls now and then keeps its session: the budget refills, it is not a count over the session's life", async () => {
+  // A burst of 10, refilled at 20 a second: 20 cancels over 2 s stay well within it, though past a lifetime count of 10.
+  const { server, url, begun, floods } = await resetCountingServer({ resetBurst: 10, resetsPerSecond: 20 });
+  const session = http2.connect(url);
+  session.on("error", () => {});
+  let goaway: number | undefined;
+  session.on("goaway", (code) => (goaway = code));
+  try {
+    for (let i = 0; i < 20; i++) {
+      const req = session.request({ ":method": "POST", ":path": "/grpc.health.v1.Health/Check", "content-type": "application/grpc", te: "trailers" });
+      req.on("error", () => {});
+      // Cancelled once its headers have reached the server and its work begun.
+      const before = begun();
+      for (let j = 0; j < 50 && begun() === before; j++) await sleep(5);
+      req.close(http2.constants.NGHTTP2_CANCEL);
+      await sleep(100);
+    }
+    assert.is(begun(), 20, "each call reached the server");
+    const req = session.request({ ":method": "POST", ":path": "/grpc.health.v1.Health/Check", "content-type": "application/grpc", te: "trailers" });
+    let text = "";
+    req.on("data", (d: Buffer) => (text += d.toString()));
+    req.end();
+    await new Promise((resolve) => req.once("close", resolve));
+    assert.is(text, "ok", "the session still answers");
+    assert.is(goaway, undefined);
+    assert.equal(floods, []);
+    // The same 20 cancels at once, on another session, are past its burst: the cancels reach the server as resets.
+    const hasty = http2.connect(url);
+    hasty.on("error", () => {});
+    const calmed = new Promise<number>((resolve) => hasty.once("goaway", resolve));
+    for (let i = 0; i < 20; i++) {
+      const req = hasty.request({ ":method": "POST", ":path": "/grpc.health.v1.Health/Check", "content-type": "application/grpc", te: "trailers" });
+      req.on("error", () => {});
+      req.on("ready", () => req.close(http2.constants.NGHTTP2_CANCEL));
+    }
+    assert.is(await Promise.race([calmed, sleep(5_000).then(() => -1)]), http2.constants.NGHTTP2_ENHANCE_YOUR_CALM);
+    hasty.destroy();
+  } finally {
+    session.destroy();
     await new Promise<void>((resolve) => server.close(() => resolve()));
   }
 });
