@@ -142,9 +142,11 @@ const drainIdleMs = 1_000;
  * (about 1,000 a session), a few dozen connections of HEADERS+RST_STREAM
  * pairs stall everyone else (the "rapid reset" attack, CVE-2023-44487):
  * what the attack buys is a burst past the concurrent streams, which the
- * bucket's size takes away. Its refill is generous (100 a second): a busy
- * channel whose calls' deadlines pass while the server is slow, or that
- * hedges its calls, cancels many, and closing it would add to the load.
+ * bucket's size takes away. Only resets within quickResetMs of their
+ * stream's headers count, and the refill is generous (100 a second): a
+ * busy channel whose calls' deadlines pass while the server is slow, or
+ * that hedges its calls, cancels many, and closing it would add to the
+ * load.
  */
 export interface ResetBudget {
   readonly resetBurst?: number;
@@ -153,6 +155,12 @@ export interface ResetBudget {
 
 /** See ResetBudget. */
 const defaultResetsPerSecond = 100;
+/**
+ * A reset this soon after its stream's headers is charged to the budget
+ * (ResetBudget): work a stream began that its client drops within it
+ * piles up no faster than the work of the streams it may keep open.
+ */
+const quickResetMs = 100;
 
 /** The most header bytes an HTTP/2 request may carry (SETTINGS_MAX_HEADER_LIST_SIZE; HTTP/1.1's is Node's 16 KiB). */
 export const maxHeaderListBytes = 64 * 1024;
@@ -499,12 +507,19 @@ export function createOnePortServer(handler: RequestHandler, options: OnePortOpt
       openStreams.set(session, (openStreams.get(session) ?? 0) + 1);
       stream.once("close", () => openStreams.set(session, (openStreams.get(session) ?? 1) - 1));
       // Aborted: closed with a reset while its answer was not yet all
-      // written, the client's RST_STREAM (or this server's own reset of a
-      // stream whose client never took its answer, as much the client's
-      // doing). A stream is told of after the frames read with it, so one
-      // reset in the same read as its headers is aborted already.
+      // written. Charged only within quickResetMs of its headers, the
+      // attack's pattern: a call its client cancels at its deadline (a slow
+      // server, many calls in flight: hundreds a second) or one this
+      // server drops later is not. A stream is told of after the frames
+      // read with it, so one reset in the same read as its headers is
+      // aborted already.
       if (stream.aborted) chargeReset();
-      else stream.once("aborted", chargeReset);
+      else {
+        const opened = performance.now();
+        stream.once("aborted", () => {
+          if (performance.now() - opened < quickResetMs) chargeReset();
+        });
+      }
       // The session is destroyed, but streams read before that are still told of.
       if (calmed) unserved.add(stream);
     });

@@ -408,8 +408,8 @@ test("drain: a connection partway through sending a request head is not closed a
   }
 });
 
-/** A one-port server whose every request is worked on for 50 ms before its answer (as a health Check's), counting the requests begun and the sessions closed for their resets. */
-async function resetCountingServer(resets?: { resetBurst?: number; resetsPerSecond?: number }) {
+/** A one-port server whose every request is worked on for `answerMs` before its answer (50 ms, as a health Check's), counting the requests begun and the sessions closed for their resets. */
+async function resetCountingServer(resets?: { resetBurst?: number; resetsPerSecond?: number }, answerMs = 50) {
   let begun = 0;
   const floods: Array<string | undefined> = [];
   const server = createOnePortServer(
@@ -417,7 +417,7 @@ async function resetCountingServer(resets?: { resetBurst?: number; resetsPerSeco
       begun++;
       setTimeout(() => {
         if (!res.writableEnded && !res.destroyed) res.end("ok");
-      }, 50);
+      }, answerMs);
     },
     { idleTimeoutMs: 10_000, ...(resets === undefined ? {} : { resets }), onResetFlood: (peer) => floods.push(peer.address) },
   );
@@ -453,6 +453,36 @@ test("HTTP/2 rapid reset: a session whose client resets stream after stream befo
     assert.equal(floods, ["127.0.0.1"]);
   } finally {
     h2.close();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+});
+
+test("HTTP/2 rapid reset: a client whose many calls in flight each reach their deadline on a slow server (cancelled 150 ms after they begin, 600 a second) keeps its session", async () => {
+  const { server, url, floods } = await resetCountingServer(undefined, 1_000);
+  const session = http2.connect(url);
+  session.on("error", () => {});
+  let goaway: number | undefined;
+  session.on("goaway", (code) => (goaway = code));
+  try {
+    const until = Date.now() + 1_500;
+    let cancelled = 0;
+    const caller = async () => {
+      while (Date.now() < until) {
+        const req = session.request({ ":method": "POST", ":path": "/grpc.health.v1.Health/Check", "content-type": "application/grpc", te: "trailers" });
+        req.on("error", () => {});
+        req.end();
+        await sleep(150);
+        req.close(http2.constants.NGHTTP2_CANCEL);
+        cancelled++;
+      }
+    };
+    await Promise.all(Array.from({ length: 90 }, caller));
+    await sleep(100);
+    assert.ok(cancelled > 500, `${cancelled} calls cancelled`);
+    assert.is(goaway, undefined);
+    assert.equal(floods, []);
+  } finally {
+    session.destroy();
     await new Promise<void>((resolve) => server.close(() => resolve()));
   }
 });
